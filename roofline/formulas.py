@@ -1,0 +1,92 @@
+"""The roofline formulas, one small function per named quantity. Pure, SI units, no I/O.
+
+References used below:
+  [Roofline]   Williams, Waterman, Patterson, "Roofline: an insightful visual performance model", CACM 2009.
+  [Kaplan]     Kaplan et al., "Scaling Laws for Neural Language Models", 2020, sec. 2.1 (forward = 2N FLOP/token).
+  [Chinchilla] Hoffmann et al., "Training Compute-Optimal Large Language Models", 2022, appendix F.
+  [Pope]       Pope et al., "Efficiently Scaling Transformer Inference", 2022, sec. 2-3 (KV cache, batching).
+  [vLLM]       vLLM engine arguments: gpu_memory_utilization (memory fraction for weights + KV cache).
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def ridge_point(peak_flop_per_s: float, bandwidth_bytes_per_s: float) -> float:
+    """Ridge point = F / W [FLOP/byte]: below it a step is memory-bound, above compute-bound. [Roofline]"""
+    return peak_flop_per_s / bandwidth_bytes_per_s
+
+
+def step_time(flops: float, nbytes: float, peak_flop_per_s: float, bandwidth_bytes_per_s: float) -> float:
+    """Lower bound of a step = max(FLOPs / F, bytes / W) [s]. [Roofline]"""
+    return max(flops / peak_flop_per_s, nbytes / bandwidth_bytes_per_s)
+
+
+def matmul_flops(matmul_params: float, tokens: float) -> float:
+    """Dense matmul FLOPs = 2 x parameters x tokens [FLOP] (one multiply-add per weight per token). [Kaplan]"""
+    return 2.0 * matmul_params * tokens
+
+
+def attention_flops(layers: int, heads: int, head_dim: int, keys: float) -> float:
+    """Attention FLOPs of one query token over `keys` keys = 4 x layers x heads x head_dim x keys [FLOP].
+
+    QK^T and softmax(.)V are each 2 x heads x head_dim x keys per layer. [Chinchilla]
+    """
+    return 4.0 * layers * heads * head_dim * keys
+
+
+def causal_attention_flops(layers: int, heads: int, head_dim: int, tokens: int) -> float:
+    """Causal attention FLOPs of a `tokens`-long prompt = sum_i=1..P 4 L H d i = 2 L H d P (P + 1) [FLOP]."""
+    return 2.0 * layers * heads * head_dim * tokens * (tokens + 1)
+
+
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, kv_dtype_bytes: float) -> float:
+    """KV cache per token = 2 x layers x kv_heads x head_dim x bytes [B/token] (one K and one V). [Pope]"""
+    return 2.0 * layers * kv_heads * head_dim * kv_dtype_bytes
+
+
+def kv_budget(memory_fraction: float, capacity_bytes: float, weight_bytes: float) -> float:
+    """KV budget = memory fraction x capacity - resident weights [B]; no other hidden reserve. [vLLM]"""
+    return memory_fraction * capacity_bytes - weight_bytes
+
+
+def max_batch(budget_bytes: float, kv_bytes_per_sequence: float) -> int:
+    """Largest batch whose KV caches fit = floor(budget / KV bytes per sequence) [sequences]."""
+    if budget_bytes <= 0:
+        return 0
+    return math.floor(budget_bytes / kv_bytes_per_sequence * (1 + 1e-12))
+
+
+def critical_batch(
+    weight_bytes: float, flops_per_sequence: float, kv_bytes_per_sequence: float, peak: float, bandwidth: float
+) -> int | None:
+    """Smallest B with decode compute time >= memory time, KV traffic included [sequences]. [Pope]
+
+    B f / F >= (W + B k) / BW  <=>  B >= (W / BW) / (f / F - k / BW); None when f / F <= k / BW,
+    i.e. when a sequence's own KV traffic keeps its intensity f / k under the ridge at any batch.
+    """
+    margin = flops_per_sequence / peak - kv_bytes_per_sequence / bandwidth
+    if margin <= 0:
+        return None
+    return max(1, math.ceil(weight_bytes / bandwidth / margin * (1 - 1e-12)))
+
+
+def mean_of_max_linear(a0: float, a1: float, b0: float, b1: float, n: int) -> float:
+    """Mean over j = 0..n-1 of max(a0 + a1 j, b0 + b1 j), in closed form (n >= 1).
+
+    Decode step j has compute and memory times linear in j (the context grows by one token per step),
+    so the mean step time is exact without iterating over the steps.
+    """
+    d0, d1 = a0 - b0, a1 - b1
+    total = n * b0 + b1 * n * (n - 1) / 2  # sum of b
+    if d1 == 0:
+        lo, hi = (0, n - 1) if d0 > 0 else (1, 0)
+    elif d1 > 0:
+        lo, hi = max(0, math.floor(-d0 / d1) + 1), n - 1
+    else:
+        lo, hi = 0, min(n - 1, math.ceil(-d0 / d1) - 1)
+    k = hi - lo + 1
+    if k > 0:
+        total += k * d0 + d1 * (lo + hi) * k / 2  # plus the positive part of a - b
+    return total / n
