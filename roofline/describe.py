@@ -1,0 +1,55 @@
+"""Specs -> plain dicts: the JSON of `roofline hardware show` and `roofline models show`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roofline import formulas as f
+from roofline.specs import DTYPE_BYTES, Hardware, Model
+
+
+def hardware(h: Hardware) -> dict[str, Any]:
+    """A device's figures in SI units, with the ridge point of each compute dtype."""
+    return {
+        "id": h.id,
+        "name": h.name,
+        "source": h.source,
+        "figures": h.origin,
+        "memory_capacity_bytes": h.memory_capacity,
+        "memory_bandwidth_bytes_per_s": h.memory_bandwidth,
+        "peak_flop_per_s": dict(h.peak_flops),
+        "ridge_point_flop_per_byte": {d: f.ridge_point(p, h.memory_bandwidth) for d, p in h.peak_flops.items()},
+        "interconnect_bandwidth_bytes_per_s": h.interconnect_bandwidth,
+        **({"measured": h.measured} if h.measured else {}),
+    }
+
+
+def model(m: Model) -> dict[str, Any]:
+    """A model's derived parameter counts and its KV cache per token at the model's dtype."""
+    out: dict[str, Any] = {
+        "id": m.id,
+        "name": m.name,
+        "source": m.source,
+        "dtype": m.dtype,
+        "params": m.params,
+        "published_params": m.published_params,
+        "max_context": m.max_context,
+    }
+    if m.arch is None or m.counts is None:
+        out["kv_bytes_per_token"] = m.kv_bytes_per_token_given or 0.0
+        return out
+    a, c = m.arch, m.counts
+    out["kv_bytes_per_token"] = f.kv_bytes_per_token(a.layers, a.num_kv_heads, a.head_dim, DTYPE_BYTES[m.dtype])
+    out["params_breakdown"] = {
+        "embedding": c.embedding,
+        "position": c.position,
+        "attention": c.attention,
+        "mlp": c.mlp,
+        "biases": c.biases,
+        "norms": c.norms,
+        "lm_head": 0 if c.tied else c.head,
+        "matmul": c.matmul,
+        "streamed_per_decode_step": c.streamed,
+    }
+    out["architecture"] = a._asdict()
+    return out

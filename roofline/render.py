@@ -1,0 +1,95 @@
+"""Results -> text. JSON needs only the standard library; rich is imported only for tables."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from roofline.calc import Estimate
+from roofline.units import binary, number, si
+
+
+def to_json(data: Any) -> str:
+    """Stable, indented JSON of a result's to_dict() (plain SI numbers, no unit strings)."""
+    return json.dumps(data, indent=2, allow_nan=False)
+
+
+def estimate_table(e: Estimate):
+    """A rich renderable: the prefill/decode table plus verdict lines, one screen."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    i, p, d = e.inputs, e.prefill, e.decode
+    head = Text.assemble(
+        (f"{e.model.name}", "bold"), " on ", (e.hardware.name, "bold"), f"  ({e.hardware.figures} figures)\n",
+        f"batch {i.batch}, prompt {i.prompt_tokens}, output {i.output_tokens} tokens; "
+        f"weights {i.weight_dtype}{_bits(e)}, KV {i.kv_dtype}, compute {i.compute_dtype}\n"
+        f"efficiency: compute {i.compute_efficiency:g}, bandwidth {i.bandwidth_efficiency:g}"
+        f"{' (the roofline bound)' if i.compute_efficiency == i.bandwidth_efficiency == 1 else ''}",
+    )
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+    table.add_column("")
+    table.add_column("prefill (batch)", justify="right")
+    table.add_column("decode (mean step)", justify="right")
+    for label, a, b in (
+        ("FLOPs", si(p.flops, "FLOP"), si(d.flops, "FLOP")),
+        ("bytes moved", si(p.bytes, "B"), si(d.bytes, "B")),
+        ("intensity", si(p.intensity_flop_per_byte, "FLOP/B"), si(d.intensity_flop_per_byte, "FLOP/B")),
+        ("compute time", si(p.compute_s, "s"), si(d.compute_s, "s")),
+        ("memory time", si(p.memory_s, "s"), si(d.memory_s, "s")),
+        ("time", si(p.time_s, "s"), si(d.time_s, "s")),
+        ("bound", p.bound, d.bound),
+    ):
+        table.add_row(label, a, b)
+    return Group(head, Text(""), table, Text(""), *[Text(line) for line in summary_lines(e)])
+
+
+def _bits(e: Estimate) -> str:
+    from roofline.specs import DTYPE_BYTES
+
+    bits = e.inputs.bits_per_weight
+    return "" if bits == 8 * DTYPE_BYTES[e.inputs.weight_dtype] else f" at {bits:g} bits/weight"
+
+
+def summary_lines(e: Estimate) -> list[str]:
+    """The verdict lines under the table, each under 80 columns where the numbers allow."""
+    d, i = e.decode, e.inputs
+    fits = "fits" if e.fits else f"does NOT fit: {e.fits_reason}"
+    limit = "unbounded (no KV cache)" if e.max_batch is None else str(e.max_batch)
+    critical = str(e.critical_batch) if e.critical_batch is not None else "none"
+    return [
+        f"TTFT {si(e.ttft_s, 's')} · TPOT {si(e.tpot_s, 's')} · request {si(e.request_latency_s, 's')}",
+        f"throughput {number(d.tokens_per_s)} tokens/s ({number(d.tokens_per_s_per_sequence)} per sequence) · "
+        f"MBU {_percent(d.mbu)} · MFU {_percent(d.mfu)}",
+        f"weights {si(e.weight_bytes, 'B')} resident, {si(e.weight_bytes_streamed, 'B')} streamed per decode step",
+        f"KV cache {si(e.kv_bytes_per_token, 'B')}/token, {si(e.kv_bytes_per_sequence, 'B')}/sequence "
+        f"at {i.prompt_tokens + i.output_tokens} tokens",
+        f"KV budget {si(e.kv_budget_bytes, 'B')} = {i.memory_fraction:g} x {binary(e.hardware.memory_capacity_bytes)} "
+        f"- weights · max batch {limit} · {fits}",
+        f"ridge {number(e.ridge_point_flop_per_byte)} FLOP/B ({i.compute_dtype}) · critical batch {critical}: "
+        f"{e.critical_batch_reason}",
+        _verdict("prefill", e.prefill.bound, e.prefill.intensity_flop_per_byte, e.ridge_point_flop_per_byte),
+        _verdict("decode", d.bound, d.intensity_flop_per_byte, e.ridge_point_flop_per_byte),
+        *[f"note: {n}" for n in e.notes],
+    ]
+
+
+def _percent(x: float) -> str:
+    return f"{x * 100:.3g}%" if x >= 0.01 else f"{x * 100:.2g}%"
+
+
+def _verdict(phase: str, bound: str, intensity: float, ridge: float) -> str:
+    return f"{phase} is {bound}-bound: {si(intensity, 'FLOP/byte')} vs ridge {si(ridge, 'FLOP/byte')}"
+
+
+def listing_table(columns: list[str], rows: list[list[str]]):
+    """A plain rich table for `list` commands."""
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for k, name in enumerate(columns):
+        table.add_column(name, justify="left" if k < 2 else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
