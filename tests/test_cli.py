@@ -1,0 +1,138 @@
+"""The command line through typer's CliRunner (and the console entry point for one-line usage errors)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from roofline import __version__
+from roofline.cli import app
+
+runner = CliRunner()
+
+PHASE_KEYS = {"flops", "bytes", "intensity_flop_per_byte", "compute_s", "memory_s", "time_s", "bound"}
+TOP_KEYS = {
+    "schema_version", "model", "hardware", "inputs", "weight_bytes", "weight_bytes_streamed", "kv_bytes_per_token",
+    "kv_bytes_per_sequence", "kv_budget_bytes", "max_batch", "fits", "critical_batch", "ridge_point_flop_per_byte",
+    "prefill", "decode", "ttft_s", "tpot_s", "request_latency_s",
+}
+INPUT_KEYS = {
+    "batch", "prompt_tokens", "output_tokens", "weight_dtype", "kv_dtype", "compute_dtype", "memory_fraction",
+    "compute_efficiency", "bandwidth_efficiency",
+}
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_estimate_defaults_prints_a_table_and_names_the_defaults():
+    r = run("estimate")
+    assert r.exit_code == 0, r.stderr
+    assert "Llama-3.1-8B" in r.stdout and "H100" in r.stdout
+    assert "decode is memory-bound" in r.stdout
+    assert "using defaults: --model llama-3.1-8b --hardware h100-sxm" in r.stderr
+
+
+def test_estimate_json_contract():
+    r = run("estimate", "--json", "-m", "llama-3.1-70b", "-H", "h200", "-b", "8")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert TOP_KEYS <= set(data)
+    assert INPUT_KEYS <= set(data["inputs"])
+    assert {"name", "params"} <= set(data["model"]) and "name" in data["hardware"]
+    assert PHASE_KEYS <= set(data["prefill"])
+    assert PHASE_KEYS | {"tokens_per_s", "tokens_per_s_per_sequence", "mbu", "mfu"} <= set(data["decode"])
+    assert data["schema_version"] == 1 and data["inputs"]["batch"] == 8
+    assert data["decode"]["bound"] in ("compute", "memory")
+    for key in ("weight_bytes", "ttft_s", "tpot_s", "kv_bytes_per_token"):
+        assert isinstance(data[key], (int, float))  # plain SI numbers, no unit strings
+
+
+def test_estimate_json_stdout_is_only_json():
+    r = run("estimate", "--json")
+    json.loads(r.stdout)  # the defaults note went to stderr
+
+
+def test_max_context_warning_goes_to_stderr():
+    r = run("estimate", "-m", "gpt2", "--prompt", "1000", "--output", "100", "--json")
+    assert r.exit_code == 0
+    assert "warning" in r.stderr and "max_context" in r.stderr
+    json.loads(r.stdout)
+
+
+@pytest.mark.parametrize(
+    "args, code, words",
+    [
+        (["estimate", "-m", "llama-3-8b"], 2, "unknown models id 'llama-3-8b'"),
+        (["estimate", "-H", "nope.yaml"], 2, "nope.yaml: no such file"),
+        (["estimate", "--memory-fraction", "1.5"], 2, "--memory-fraction: expected a fraction in (0, 1]"),
+        (["estimate", "--weight-dtype", "fp12"], 2, "--weight-dtype: unknown dtype 'fp12'"),
+        (["estimate", "-H", "tpu-v5e", "--compute-dtype", "fp8"], 2, "tpu-v5e has no peak for fp8"),
+        (["hardware", "show", "h100"], 2, "did you mean"),
+    ],
+)
+def test_errors_are_one_line_on_stderr(args, code, words):
+    r = run(*args, "-q") if args[0] == "estimate" else run(*args)
+    assert r.exit_code == code
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("roofline: error: ") and words in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_bad_spec_file_is_exit_1(tmp_path):
+    path = tmp_path / "dev.yaml"
+    path.write_text("name: x\nsource: y\nmemory_capacity: 1 GB\nmemory_bandwidth: fast\npeak_flops: {bf16: 1 TFLOP/s}\n")
+    r = run("estimate", "-q", "-H", str(path))
+    assert r.exit_code == 1
+    assert r.stderr.strip() == f"roofline: error: {path}: key 'memory_bandwidth': expected a bytes/s quantity such as '3.35 TB/s' or a plain SI number, got 'fast'"
+
+
+@pytest.mark.parametrize("args", [["estimate", "-b", "0"], ["estimate", "--batch", "many"], ["estimate", "--bogus"]])
+def test_usage_errors_through_the_console_entry_point(args):
+    r = subprocess.run([sys.executable, "-m", "roofline", *args], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("roofline: error: ")
+
+
+def test_version():
+    r = run("--version")
+    assert r.exit_code == 0 and r.stdout.strip() == f"roofline {__version__}"
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["estimate"], ["hardware"], ["hardware", "list"], ["hardware", "show"], ["models"], ["models", "list"], ["models", "show"]]
+)
+def test_every_command_has_help(args):
+    r = run(*args, "--help")
+    assert r.exit_code == 0 and "Usage" in r.stdout
+
+
+def test_hardware_list_and_show():
+    r = run("hardware", "list")
+    assert r.exit_code == 0 and "h100-sxm" in r.stdout and "tpu-v5p" in r.stdout
+    data = json.loads(run("hardware", "show", "h100-sxm", "--json").stdout)
+    assert data["peak_flop_per_s"]["bf16"] == 989.4e12
+    assert data["ridge_point_flop_per_byte"]["bf16"] == pytest.approx(989.4 / 3.35)
+    assert len(json.loads(run("hardware", "list", "--json").stdout)) >= 20
+
+
+def test_models_list_and_show():
+    r = run("models", "show", "llama-3.1-8b")
+    assert r.exit_code == 0 and "8,030,261,248" in r.stdout
+    data = json.loads(run("models", "show", "llama-3.1-8b", "--json").stdout)
+    assert data["params"] == 8_030_261_248 and data["kv_bytes_per_token"] == 131_072
+    assert "gpt2" in run("models", "list").stdout
+
+
+def test_model_by_path(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("name: mine\nsource: me\ndtype: bf16\nparams: 1e9\n")
+    data = json.loads(run("estimate", "-q", "--json", "-m", str(path)).stdout)
+    assert data["model"]["params"] == 1e9 and data["kv_bytes_per_token"] == 0
+    assert data["max_batch"] is None  # no KV cache: batch limited by nothing the roofline sees

@@ -1,0 +1,57 @@
+import pytest
+
+from roofline.units import binary, parse, si
+
+
+@pytest.mark.parametrize(
+    "text, kind, expected",
+    [
+        ("3.35 TB/s", "bytes/s", 3.35e12),  # decimal: datasheet bandwidths are powers of 1000
+        ("80 GiB", "bytes", 80 * 2**30),  # binary: 85,899,345,920 B
+        ("80 GB", "bytes", 80e9),
+        ("2 KB", "bytes", 2000),  # the issue: kB and KB are both 1000
+        ("2 kB", "bytes", 2000),
+        ("1 KiB", "bytes", 1024),
+        ("1.5 GiB/s", "bytes/s", 1.5 * 2**30),
+        ("989 TFLOP/s", "flop/s", 989e12),
+        ("989 TFLOPS", "flop/s", 989e12),
+        ("1.98 PFLOP/s", "flop/s", 1.98e15),
+        ("200 GFLOPS", "flop/s", 200e9),
+        ("7e9", "bytes", 7e9),
+        (4096, "bytes", 4096),
+        ("50ms", "seconds", 0.05),
+        ("2 s", "seconds", 2.0),
+        ("250us", "seconds", 250e-6),
+    ],
+)
+def test_parse(text, kind, expected):
+    assert parse(text, kind) == pytest.approx(expected, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [("3 GiB", "flop/s"), ("fast", "bytes/s"), ("3.35 TB", "bytes/s"), ("1 GiFLOP/s", "flop/s"), (True, "bytes"), ("5 parsecs", "seconds")],
+)
+def test_parse_rejects(text, kind):
+    with pytest.raises(ValueError, match="expected|unknown"):
+        parse(text, kind)
+
+
+@pytest.mark.parametrize(
+    "value, unit, text",
+    [
+        (3.35e12, "B/s", "3.35 TB/s"),
+        (0.0483, "s", "48.3 ms"),
+        (1.2e-5, "s", "12.0 µs"),
+        (15.0e9, "B", "15.0 GB"),
+        (999.96, "B", "1.00 kB"),  # rounding carries into the next prefix
+        (131072, "B", "131 kB"),
+    ],
+)
+def test_si(value, unit, text):
+    assert si(value, unit) == text
+
+
+def test_binary_only_for_capacities():
+    assert binary(80 * 2**30) == "80.0 GiB"
+    assert binary(512) == "512 B"
