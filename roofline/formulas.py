@@ -80,12 +80,14 @@ def mean_of_max_linear(a0: float, a1: float, b0: float, b1: float, n: int) -> fl
     """
     d0, d1 = a0 - b0, a1 - b1
     total = n * b0 + b1 * n * (n - 1) / 2  # sum of b
-    if d1 == 0:
-        lo, hi = (0, n - 1) if d0 > 0 else (1, 0)
-    elif d1 > 0:
-        lo, hi = max(0, math.floor(-d0 / d1) + 1), n - 1
+    # Steps where a > b: j > r for d1 > 0, j < r for d1 < 0, with r = -d0 / d1 clamped to [-1, n].
+    r = -d0 / d1 if d1 else (-math.inf if d0 > 0 else math.inf)
+    r = min(max(r, -1.0), float(n))
+    if d1 >= 0:
+        lo, hi = math.floor(r) + 1, n - 1
     else:
-        lo, hi = 0, min(n - 1, math.ceil(-d0 / d1) - 1)
+        lo, hi = 0, math.ceil(r) - 1
+    lo, hi = max(lo, 0), min(hi, n - 1)
     k = hi - lo + 1
     if k > 0:
         total += k * d0 + d1 * (lo + hi) * k / 2  # plus the positive part of a - b

@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import formulas as f
@@ -68,6 +68,7 @@ def test_critical_batch_none_when_kv_alone_is_under_the_ridge():
     assert f.critical_batch(2e9, 1e6, 1e6, 1e14, 1e12) is None
 
 
+@settings(max_examples=1000)
 @given(
     st.floats(0, 10), st.floats(-1, 1), st.floats(0, 10), st.floats(-1, 1), st.integers(1, 300),
 )
