@@ -57,10 +57,10 @@ def err(message: str) -> None:
 
 
 def out(renderable: Any) -> None:
-    """Print a rich renderable to stdout (rich honours NO_COLOR and non-TTY output)."""
+    """Print a rich renderable to stdout (rich honours NO_COLOR; pipes get plain text, 160 columns, no wrapping)."""
     from rich.console import Console
 
-    Console(soft_wrap=False).print(renderable)
+    Console(width=None if sys.stdout.isatty() else 160).print(renderable)
 
 
 def handled(command: Callable) -> Callable:
@@ -239,7 +239,7 @@ def hardware_show(hardware: str = typer.Argument(..., help="Hardware id or YAML 
         f"memory {si(info['memory_capacity_bytes'] / 2**30, '')} GiB · bandwidth {si(info['memory_bandwidth_bytes_per_s'], 'B/s')} · "
         f"interconnect {link}\nsource: {info['source']}\n"
     )
-    out(listing_table(["dtype", "", "peak", "ridge FLOP/B"], [[r[0], "", r[1], r[2]] for r in rows]))
+    out(listing_table(["dtype", "peak", "ridge FLOP/B"], rows, left=1))
 
 
 @models_app.command("list")
@@ -290,5 +290,5 @@ def models_show(model: str = typer.Argument(..., help="Model id or YAML path."),
         f"source: {info['source']}\n"
     )
     if "params_breakdown" in info:
-        rows = [[k, "", f"{v:,}", si(v, "")] for k, v in info["params_breakdown"].items()]
-        out(listing_table(["params", "", "count", ""], rows))
+        rows = [[k, f"{v:,}", si(v, "")] for k, v in info["params_breakdown"].items()]
+        out(listing_table(["params", "count", ""], rows, left=1))

@@ -83,13 +83,13 @@ def _verdict(phase: str, bound: str, intensity: float, ridge: float) -> str:
     return f"{phase} is {bound}-bound: {si(intensity, 'FLOP/byte')} vs ridge {si(ridge, 'FLOP/byte')}"
 
 
-def listing_table(columns: list[str], rows: list[list[str]]):
-    """A plain rich table for `list` commands."""
+def listing_table(columns: list[str], rows: list[list[str]], left: int = 2):
+    """A plain rich table: the first `left` columns left-aligned (names), the rest right-aligned (numbers)."""
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     for k, name in enumerate(columns):
-        table.add_column(name, justify="left" if k < 2 else "right")
+        table.add_column(name, justify="left" if k < left else "right")
     for row in rows:
         table.add_row(*row)
     return table

@@ -86,7 +86,8 @@ def resolve(ref: str, kind: str) -> Path:
     ids = catalog(kind)
     close = difflib.get_close_matches(ref.lower(), ids, n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(close)}? " if close else ""
-    raise UsageError(f"unknown {kind} id '{ref}' ({hint}see `roofline {kind} list`)")
+    noun = {"models": "model"}.get(kind, kind)
+    raise UsageError(f"unknown {noun} id '{ref}' ({hint}see `roofline {kind} list`)")
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
