@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from roofline import __version__
-from roofline.errors import RooflineError
+from roofline.errors import RooflineError, UsageError
 
 DEFAULTS = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "batch": 1, "prompt": 1024, "output": 256}
 FLAGS = {  # library argument -> flag, so errors name what the user typed
@@ -183,6 +183,72 @@ def estimate(
         from roofline.render import estimate_table
 
         out(estimate_table(result))
+
+
+@app.command()
+@handled
+def measure(
+    device: str = typer.Option("auto", "--device", help="auto (cuda, then mps, then cpu), cpu, cuda or mps."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Comma-separated matmul dtypes: fp32,tf32,bf16,fp16. [default: all that apply]"),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads for torch. [default: torch's]"),
+    quick: bool = typer.Option(False, "--quick", help="A ~5 s run: fewer shapes and shorter repeats."),
+    weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="Dtype of the matrix-vector bandwidth kernel."),
+    save: Optional[str] = typer.Option(None, "--save", help="Write a hardware YAML that `roofline estimate -H PATH` takes."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", "-H", help="Datasheet to compare with. [default: matched by device name]"),
+    json: bool = JSON,
+) -> None:
+    """Measure matmul FLOP/s and memory bandwidth here, and calibrate estimates with them (needs torch).
+
+    Examples:
+
+      roofline measure --quick
+
+      roofline measure --device cuda --save my-gpu.yaml && roofline estimate -H my-gpu.yaml
+    """
+    from roofline import measure as bench
+    from roofline import profile
+    from roofline.specs import load_hardware
+
+    datasheet = load_hardware(hardware) if hardware else None
+    dtypes = [d.strip() for d in dtype.split(",") if d.strip()] if dtype is not None else None
+    if dtypes == []:
+        raise UsageError("--dtype: expected a comma-separated list such as fp32,bf16")
+    with _progress() as step:
+        result = bench.run(device, dtypes, threads, quick, weight_dtype, on_step=step)
+    datasheet = datasheet or profile.match_datasheet(result["device"]["name"])
+    compared = profile.comparison(result, datasheet) if datasheet else None
+    if compared:
+        result["datasheet"] = compared
+    if save:
+        profile.save(result, save)
+        err(f"roofline: saved {save}; use it with: roofline estimate -H {save}")
+    if json:
+        from roofline.render import to_json
+
+        typer.echo(to_json(result))
+    else:
+        from roofline.render import measure_table
+
+        out(measure_table(result, compared))
+
+
+class _progress:
+    """A rich progress display on stderr while `measure` runs; the callback names the current step."""
+
+    def __enter__(self) -> Callable[[str], None]:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+            console=Console(stderr=True), transient=True,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task("measuring", total=None)
+        return lambda label: self.progress.update(self.task, description=f"measuring: {label}", advance=1)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
 
 
 @hardware_app.command("list")

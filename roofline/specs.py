@@ -29,6 +29,7 @@ class Hardware(NamedTuple):
     peak_flops: dict[str, float]  # compute dtype -> FLOP/s, dense (no 2:4 sparsity)
     interconnect_bandwidth: float | None = None  # bytes/s, one direction per device
     measured: dict[str, Any] | None = None  # raw figures when written by `roofline measure`
+    aliases: tuple[str, ...] = ()  # device names as drivers report them, to match a measured device
 
     @property
     def origin(self) -> str:
@@ -188,7 +189,7 @@ def one_of(*options: str) -> str:
 
 # ---------------------------------------------------------------- loaders
 
-HARDWARE_KEYS = ["name", "source", "memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "measured"]
+HARDWARE_KEYS = ["name", "source", "memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "measured", "aliases"]
 
 
 def load_hardware(ref: str) -> Hardware:
@@ -202,8 +203,15 @@ def load_hardware(ref: str) -> Hardware:
     peaks = f.take("peak_flops", _peak_table(str(path)), "a mapping of dtype to FLOP/s")
     link = f.take("interconnect_bandwidth", positive("bytes/s"), "a rate such as '450 GB/s'", None)
     measured = f.take("measured", _mapping, "a mapping of raw measured figures", None)
+    aliases = f.take("aliases", _strings, "a list of device names", ())
     f.done(HARDWARE_KEYS)
-    return Hardware(path.stem, name, source, capacity, bandwidth, peaks, link, measured)
+    return Hardware(path.stem, name, source, capacity, bandwidth, peaks, link, measured, aliases)
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise TypeError
+    return tuple(value)
 
 
 def _mapping(value: Any) -> dict[str, Any]:

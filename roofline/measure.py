@@ -1,0 +1,388 @@
+"""`measure`: microbenchmarks of matmul FLOP/s and memory bandwidth on this machine (torch, imported lazily).
+
+Method (version METHOD_VERSION):
+- Every timed kernel is warmed up, then repeated until both a minimum count and a minimum time are
+  reached (capped by a maximum time). CUDA is timed with events around each call and read after a
+  synchronize; CPU and MPS with a wall clock around a synchronized call. Best and median are reported.
+- Matmul: 2 m k n FLOP per call over a small scan of squares and LLM-like shapes, keeping the best (as
+  mamf-finder does: the best shape is rarely the biggest square). A dtype is probed first so a slow one
+  (fp16 on CPUs without native fp16 arithmetic) is measured at the shapes that fit the time budget.
+- Bandwidth: copy (dst.copy_(src), counted as read + write bytes: the STREAM convention), read-only
+  (a sum over the buffer) and the decode-shaped curve (F.linear with M rows against one large weight;
+  bytes = weight bytes). Buffers are >= 4x the last-level cache, capped by free memory.
+- Every kernel's result is verified against float64 (matmul entries, the sum) or exactly (the copy).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any, Callable, NamedTuple
+
+from roofline.errors import RooflineError, UsageError
+
+METHOD_VERSION = 1
+SCHEMA_VERSION = 1
+DEVICES = ("auto", "cpu", "cuda", "mps")
+MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16")
+STORAGE = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+# Relative tolerance of a result against float64 from the same (rounded) inputs: output rounding plus
+# fp32 accumulation; tf32 also rounds the inputs to a 10-bit mantissa.
+TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "bf16": 3e-2, "fp16": 1e-2}
+MiB = 2**20
+
+
+class MeasureError(RooflineError):
+    """A kernel's result failed verification, or the device could not run a measurement."""
+
+
+class Plan(NamedTuple):
+    """What to measure and for how long."""
+
+    squares: tuple[int, ...]
+    shapes: tuple[tuple[int, int, int], ...]  # LLM-like (m tokens, k in, n out)
+    decode_m: tuple[int, ...]
+    decode_k: int
+    buffer_floor: int  # bytes; buffers are max(floor, 4 x last-level cache)
+    min_reps: int
+    min_time: float  # seconds per kernel
+    max_time: float  # seconds per kernel, whatever min_reps says
+    max_call: float  # skip a shape whose single call is estimated to take longer
+
+
+CPU_PLAN = Plan((512, 1000, 1536, 2000, 2048), ((256, 4096, 4096), (512, 4096, 14336)), (1, 2, 4, 8, 16, 32, 64, 128, 256), 4096, 128 * MiB, 5, 0.2, 2.0, 0.3)
+CPU_QUICK = Plan((1000, 1536), ((256, 4096, 4096),), (1, 4, 16, 64), 4096, 64 * MiB, 2, 0.03, 0.4, 0.15)
+GPU_PLAN = Plan((2048, 4096, 6144, 8192, 16384), ((4096, 8192, 8192), (8192, 8192, 28672), (16384, 8192, 28672)), (1, 2, 4, 8, 16, 32, 64, 128, 256, 512), 8192, 1024 * MiB, 20, 0.2, 2.0, 0.5)
+GPU_QUICK = Plan((4096, 8192), ((8192, 8192, 28672),), (1, 8, 64, 256), 8192, 512 * MiB, 10, 0.05, 0.5, 0.2)
+
+
+def torch_module():
+    """Import torch, or say how to install it."""
+    try:
+        import torch
+    except ImportError:
+        raise RooflineError("roofline measure needs torch: pip install 'roofline[measure]'") from None
+    return torch
+
+
+# ---------------------------------------------------------------- accounting (pure)
+
+
+def matmul_flops(m: int, k: int, n: int) -> float:
+    """FLOPs of an (m x k) @ (k x n) matmul = 2 m k n (one multiply-add per output per k)."""
+    return 2.0 * m * k * n
+
+
+def copy_bytes(buffer_bytes: int) -> float:
+    """Bytes moved by a copy of `buffer_bytes`: read + write (STREAM convention; write-allocate not counted)."""
+    return 2.0 * buffer_bytes
+
+
+def summary(work: float, times: list[float]) -> tuple[float, float]:
+    """(best, median) rate = work / time over per-call times [work/s]."""
+    return work / min(times), work / statistics.median(times)
+
+
+# ---------------------------------------------------------------- timing
+
+
+class Clock:
+    """Times calls on one device: CUDA events after a synchronize, else a wall clock around synced calls."""
+
+    def __init__(self, torch, kind: str, plan: Plan):
+        self.torch, self.kind, self.plan = torch, kind, plan
+
+    def sync(self) -> None:
+        if self.kind == "cuda":
+            self.torch.cuda.synchronize()
+        elif self.kind == "mps":
+            self.torch.mps.synchronize()
+
+    def times(self, fn: Callable[[], Any], warmup: int = 1) -> list[float]:
+        """Per-call seconds after `warmup` calls, until min_reps and min_time are met or max_time passes."""
+        for _ in range(warmup):
+            fn()
+        self.sync()
+        plan, times, start = self.plan, [], time.perf_counter()
+        while len(times) < plan.min_reps or sum(times) < plan.min_time:
+            times += self._events(fn, max(1, plan.min_reps // 2)) if self.kind == "cuda" else [self._wall(fn)]
+            if time.perf_counter() - start > plan.max_time:
+                break
+        return times
+
+    def _wall(self, fn: Callable[[], Any]) -> float:
+        begin = time.perf_counter()
+        fn()
+        self.sync()
+        return time.perf_counter() - begin
+
+    def _events(self, fn: Callable[[], Any], count: int) -> list[float]:
+        cuda = self.torch.cuda
+        pairs = [(cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)) for _ in range(count)]
+        for begin, end in pairs:
+            begin.record()
+            fn()
+            end.record()
+        cuda.synchronize()
+        return [begin.elapsed_time(end) / 1e3 for begin, end in pairs]
+
+
+# ---------------------------------------------------------------- verification
+
+
+def verify_close(result, reference, dtype: str, what: str) -> None:
+    """Raise MeasureError unless `result` matches the float64 `reference` within `dtype`'s tolerance."""
+    result = result.double().cpu()
+    reference = reference.double().cpu()
+    scale = reference.abs().max().item() or 1.0
+    error = (result - reference).abs().max().item() / scale
+    if not error <= TOLERANCE[dtype]:  # also catches NaN
+        raise MeasureError(f"{what}: result differs from the float64 reference by {error:.3g} (tolerance {TOLERANCE[dtype]:g} for {dtype})")
+
+
+def verify_matmul(a, b, out, dtype: str, what: str, samples: int = 16) -> None:
+    """Check a spread of up to samples x 4 samples entries of out = a @ b against float64 dot products."""
+    rows = sorted({(i * 7919) % a.shape[0] for i in range(samples)})
+    cols = sorted({(j * 104729) % b.shape[1] for j in range(4 * samples)})
+    reference = a[rows].double() @ b[:, cols].double()
+    verify_close(out[rows][:, cols], reference, dtype, what)
+
+
+# ---------------------------------------------------------------- the measurement
+
+
+def pick_device(torch, device: str) -> str:
+    """'auto' -> cuda, then mps, then cpu; a requested device must be available."""
+    if device not in DEVICES:
+        raise UsageError(f"--device: expected one of {', '.join(DEVICES)}, got {device!r}")
+    cuda = torch.cuda.is_available()
+    mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+    if device == "auto":
+        return "cuda" if cuda else "mps" if mps else "cpu"
+    if (device == "cuda" and not cuda) or (device == "mps" and not mps):
+        raise UsageError(f"--device: {device} is not available here (torch {torch.__version__})")
+    return device
+
+
+def run(
+    device: str = "auto",
+    dtypes: list[str] | None = None,
+    threads: int | None = None,
+    quick: bool = False,
+    weight_dtype: str = "bf16",
+    plan: Plan | None = None,
+    on_step: Callable[[str], None] = lambda label: None,
+) -> dict[str, Any]:
+    """Measure this machine; returns the JSON-shaped result (see the README's contract)."""
+    from roofline import machine
+
+    torch = torch_module()
+    started = time.perf_counter()
+    kind = pick_device(torch, device)
+    if threads is not None:
+        if threads < 1:
+            raise UsageError(f"--threads: expected an integer >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    plan = plan or ((GPU_QUICK if quick else GPU_PLAN) if kind != "cpu" else (CPU_QUICK if quick else CPU_PLAN))
+    wanted = dtypes or [d for d in MATMUL_DTYPES if d != "tf32" or kind == "cuda"]
+    for d in [*wanted, weight_dtype]:
+        if d not in MATMUL_DTYPES:
+            raise UsageError(f"--dtype: unknown dtype {d!r} (expected some of {', '.join(MATMUL_DTYPES)})")
+    context = machine.context(torch, kind)
+    notes: list[str] = []
+    clock = Clock(torch, kind, plan)
+    dev = torch.device(kind)
+    try:  # draw on the device itself: a 1 GiB GPU weight should not be made on the host
+        generator, where = torch.Generator(device=dev).manual_seed(0), dev
+    except RuntimeError:
+        generator, where = torch.Generator().manual_seed(0), torch.device("cpu")
+
+    def tensor(*shape: int, dtype: str):
+        """Uniform values in [-1, 1): cheap to draw for large weights, and non-trivial to verify."""
+        values = torch.rand(*shape, generator=generator, device=where).mul_(2).sub_(1)
+        return values.to(getattr(torch, STORAGE[dtype])).to(dev)
+
+    matmul = {}
+    for d in wanted:
+        if d == "tf32" and kind != "cuda":
+            notes.append(f"tf32 applies to CUDA tensor cores only; not measured on {kind}")
+            continue
+        on_step(f"matmul {d}")
+        matmul[d] = _matmul(torch, clock, tensor, d, notes, on_step)
+    buffer_bytes = machine.buffer_bytes(torch, kind, context, plan)
+    on_step("bandwidth")
+    bandwidth = shrinking(torch, lambda size: _bandwidth(torch, clock, dev, size), buffer_bytes, "bandwidth buffers", notes)
+    curves, gemv = {}, None
+    for d in dict.fromkeys([weight_dtype, *(x for x in matmul if x != "tf32")]):
+        on_step(f"decode-shaped matmul {d}")
+        curve = lambda size: _decode_curve(torch, clock, tensor, d, matmul.get(d), bandwidth, size, notes)  # noqa: E731
+        curves[d], entry = shrinking(torch, curve, buffer_bytes, f"decode-shaped {d} weight", notes)
+        if d == weight_dtype:
+            gemv = entry
+    bandwidth["gemv"] = gemv
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "method_version": METHOD_VERSION,
+        "device": context,
+        "matmul": matmul,
+        "bandwidth": bandwidth,
+        "decode_matmul": curves,
+        **_ridge(matmul, bandwidth),
+        "notes": notes,
+        "elapsed_s": time.perf_counter() - started,
+    }
+
+
+def _matmul(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) -> dict[str, Any]:
+    """Best and median FLOP/s over the plan's shapes that fit the time budget."""
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        if clock.kind == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        return _matmul_scan(torch, clock, tensor, dtype, notes, on_step)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+
+
+def _matmul_scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) -> dict[str, Any]:
+    """Shapes in increasing FLOPs; each call's time is estimated from the best rate so far (a 256^3 probe
+    first), and the scan stops before a shape whose single call would exceed the plan's max_call."""
+    plan, probe = clock.plan, 256
+    a, b = tensor(probe, probe, dtype=dtype), tensor(probe, probe, dtype=dtype)
+    out = torch.matmul(a, b)
+    verify_matmul(a, b, out, dtype, f"matmul {dtype} {probe}^3")
+    probe_rate = summary(matmul_flops(probe, probe, probe), clock.times(lambda: torch.matmul(a, b, out=out)))[0]
+    shapes = sorted([(n, n, n) for n in plan.squares] + list(plan.shapes), key=lambda s: matmul_flops(*s))
+    rate, results = probe_rate, []
+    for index, (m, k, n) in enumerate(shapes):
+        if matmul_flops(m, k, n) / rate > plan.max_call:
+            skipped = ", ".join("x".join(map(str, s)) for s in shapes[index:])
+            notes.append(f"matmul {dtype}: {skipped} skipped, over {plan.max_call:g} s per call at {rate / 1e9:.3g} GFLOP/s")
+            break
+        on_step(f"matmul {dtype} {m}x{k}x{n}")
+        try:
+            results.append(_matmul_shape(torch, clock, tensor, dtype, m, k, n))
+        except out_of_memory(torch):
+            _free(torch)
+            notes.append(f"matmul {dtype} {m}x{k}x{n}: out of device memory, skipped")
+            continue
+        rate = max(rate, results[-1]["best_flop_per_s"])
+    if not results:  # even the smallest planned shape is too slow: report the probe
+        times = clock.times(lambda: torch.matmul(a, b, out=out))
+        best, median = summary(matmul_flops(probe, probe, probe), times)
+        results.append({"shape": [probe] * 3, "best_flop_per_s": best, "median_flop_per_s": median, "calls": len(times)})
+    top = max(results, key=lambda r: r["best_flop_per_s"])
+    return {
+        "best_flop_per_s": top["best_flop_per_s"],
+        "median_flop_per_s": top["median_flop_per_s"],
+        "best_shape": top["shape"],
+        "verified": True,
+        "probe_flop_per_s": probe_rate,
+        "shapes": results,
+    }
+
+
+def _matmul_shape(torch, clock: Clock, tensor, dtype: str, m: int, k: int, n: int) -> dict[str, Any]:
+    a, b = tensor(m, k, dtype=dtype), tensor(k, n, dtype=dtype)
+    out = torch.empty(m, n, dtype=a.dtype, device=a.device)
+    times = clock.times(lambda: torch.matmul(a, b, out=out))
+    verify_matmul(a, b, out, dtype, f"matmul {dtype} {m}x{k}x{n}")
+    best, median = summary(matmul_flops(m, k, n), times)
+    return {"shape": [m, k, n], "best_flop_per_s": best, "median_flop_per_s": median, "calls": len(times)}
+
+
+def out_of_memory(torch) -> tuple[type[BaseException], ...]:
+    """The exception types of a device allocation failure (CUDA's OutOfMemoryError)."""
+    return tuple(t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t)
+
+
+def _free(torch) -> None:
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def shrinking(torch, fn: Callable[[int], Any], size: int, what: str, notes: list[str], floor: int = 16 * MiB) -> Any:
+    """fn(size); on an out-of-memory error, free the cache, halve the size and retry down to `floor` bytes."""
+    while True:
+        try:
+            return fn(size)
+        except out_of_memory(torch):
+            _free(torch)
+            if size // 2 < floor:
+                raise MeasureError(f"{what}: out of device memory even at {size} bytes") from None
+            notes.append(f"{what}: out of device memory at {size} bytes; retried at half the size")
+            size //= 2
+
+
+def _bandwidth(torch, clock: Clock, dev, buffer_bytes: int) -> dict[str, Any]:
+    """Copy (read + write) and read-only bandwidth over float32 buffers of `buffer_bytes` each."""
+    count = buffer_bytes // 4
+    src = torch.ones(count, dtype=torch.float32, device=dev)
+    dst = torch.zeros_like(src)
+    src[-1] = 2.0  # a marker, so a copy that skips the tail fails the check
+    times = clock.times(lambda: dst.copy_(src))
+    if not torch.equal(dst, src):
+        raise MeasureError("copy: the destination differs from the source after the timed copies")
+    best, median = summary(copy_bytes(count * 4), times)
+    copy = {"best_bytes_per_s": best, "median_bytes_per_s": median, "buffer_bytes": count * 4, "verified": True, "counts": "read + write"}
+    total = {}
+    times = clock.times(lambda: total.__setitem__("sum", src.sum()))
+    expected = count + 1.0  # ones plus the marker's extra 1
+    if not abs(total["sum"].item() - expected) <= 1e-4 * expected:
+        raise MeasureError(f"read: the sum {total['sum'].item():.9g} differs from {expected:.9g}")
+    best, median = summary(count * 4, times)
+    read = {"best_bytes_per_s": best, "median_bytes_per_s": median, "buffer_bytes": count * 4, "verified": True, "counts": "read"}
+    del src, dst
+    return {"copy": copy, "read": read}
+
+
+def _decode_curve(torch, clock: Clock, tensor, dtype: str, matmul: dict | None, bandwidth: dict, buffer_bytes: int, notes: list[str]):
+    """F.linear(x[M x k], W[n x k]) for M in the plan; FLOP/s and weight bytes/s. Returns (curve, M=1 entry)."""
+    import torch.nn.functional as F
+
+    plan = clock.plan
+    k = plan.decode_k
+    size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
+    n = max(256, math.ceil(buffer_bytes / (k * size) / 256) * 256)
+    weight = tensor(n, k, dtype=dtype)
+    weight_bytes = n * k * size
+    rate = matmul["best_flop_per_s"] if matmul else None
+    curve, first = [], None
+    for m in plan.decode_m:
+        flops = matmul_flops(m, k, n)
+        estimate = max(flops / rate if rate else 0.0, weight_bytes / bandwidth["read"]["best_bytes_per_s"])
+        if estimate > plan.max_call:
+            notes.append(f"decode-shaped {dtype}: M = {m} and above skipped, over {plan.max_call:g} s per call")
+            break
+        x = tensor(m, k, dtype=dtype)
+        result = {}
+        times = clock.times(lambda: result.__setitem__("y", F.linear(x, weight)))
+        verify_matmul(x, weight.t(), result["y"], dtype, f"decode-shaped matmul {dtype} M={m}")
+        best_flops, median_flops = summary(flops, times)
+        point = {"m": m, "flop_per_s": best_flops, "bytes_per_s": weight_bytes * best_flops / flops, "median_flop_per_s": median_flops}
+        curve.append(point)
+        if m == 1:
+            best, median = summary(weight_bytes, times)
+            first = {"best_bytes_per_s": best, "median_bytes_per_s": median, "buffer_bytes": weight_bytes, "verified": True, "counts": "weight read", "dtype": dtype, "shape": [n, k]}
+    del weight
+    return curve, first
+
+
+def decode_bandwidth(bandwidth: dict[str, Any]) -> tuple[str, float]:
+    """The bandwidth that predicts decode: the best read kernel (sum, or the M = 1 matrix-vector product).
+
+    Decode streams weights and KV: a read. Copy pays a write (and on CPUs write-allocate traffic), so it
+    understates what a read-dominated step can reach; it stays in the output as the conventional figure.
+    """
+    candidates = {name: bandwidth[name]["best_bytes_per_s"] for name in ("read", "gemv") if bandwidth.get(name)}
+    name = max(candidates, key=candidates.get)
+    return name, candidates[name]
+
+
+def _ridge(matmul: dict[str, Any], bandwidth: dict[str, Any]) -> dict[str, Any]:
+    source, rate = decode_bandwidth(bandwidth)
+    dtype = "bf16" if "bf16" in matmul else next(iter(matmul), None)
+    if dtype is None:
+        return {"ridge_point_flop_per_byte": None, "ridge_dtype": None, "decode_bandwidth": source}
+    return {"ridge_point_flop_per_byte": matmul[dtype]["best_flop_per_s"] / rate, "ridge_dtype": dtype, "decode_bandwidth": source}

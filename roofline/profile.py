@@ -1,0 +1,105 @@
+"""Measured profiles: compare a `measure` result with a datasheet, and save it as a hardware YAML.
+
+No torch here: a profile is plain data, and `roofline estimate -H profile.yaml` loads it like any spec.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from roofline.errors import RooflineError, UsageError
+from roofline.specs import Hardware, catalog, load_hardware
+
+HEADER = """\
+# Written by `roofline measure` ({date}). Figures are the best measured over a shape scan (matmul) or a
+# buffer >= 4x the last-level cache (bandwidth); raw figures and the context are under `measured:`.
+# memory_bandwidth is the best *read* bandwidth ({decode}: the read-only sum or the decode-shaped
+# matrix-vector product), because a decode step streams weights and KV cache: it reads. The copy figure
+# (read + write bytes, the STREAM convention) pays for writes and write-allocate traffic, so it is kept
+# under measured.bandwidth.copy as the conventional number, not used for decode.
+"""
+
+
+def match_datasheet(device_name: str) -> Hardware | None:
+    """The bundled spec whose `aliases` include `device_name` (as the driver or OS reports it), if any."""
+    wanted = " ".join(device_name.lower().split())
+    for spec_id in catalog("hardware"):
+        spec = load_hardware(spec_id)
+        if any(" ".join(alias.lower().split()) == wanted for alias in spec.aliases):
+            return spec
+    return None
+
+
+def comparison(result: dict[str, Any], datasheet: Hardware) -> dict[str, Any]:
+    """Each measured figure as a fraction of the datasheet's peak (None where the datasheet has no figure)."""
+    matmul = {d: m["best_flop_per_s"] / datasheet.peak_flops[d] if d in datasheet.peak_flops else None for d, m in result["matmul"].items()}
+    bandwidth = {k: v["best_bytes_per_s"] / datasheet.memory_bandwidth for k, v in result["bandwidth"].items() if v}
+    return {
+        "id": datasheet.id,
+        "name": datasheet.name,
+        "peak_flop_per_s": dict(datasheet.peak_flops),
+        "memory_bandwidth_bytes_per_s": datasheet.memory_bandwidth,
+        "matmul_fraction_of_peak": matmul,
+        "bandwidth_fraction_of_peak": bandwidth,
+    }
+
+
+def hardware_spec(result: dict[str, Any]) -> dict[str, Any]:
+    """The hardware YAML mapping of a measurement: measured peaks, read bandwidth, capacity, raw figures."""
+    from roofline import __version__
+    from roofline.measure import decode_bandwidth
+
+    device = result["device"]
+    _, bandwidth = decode_bandwidth(result["bandwidth"])
+    return {
+        "name": f"{device['name']} (measured)",
+        "source": (
+            f"roofline measure {__version__} (method {result['method_version']}) on {device['date']}: "
+            f"{device['kind']}, {device['threads']} threads, torch {device['torch_version']}"
+        ),
+        "memory_capacity": device["memory_capacity_bytes"],
+        "memory_bandwidth": bandwidth,
+        "peak_flops": {d: m["best_flop_per_s"] for d, m in result["matmul"].items()},
+        "measured": result,
+    }
+
+
+def save(result: dict[str, Any], path: str) -> None:
+    """Write the profile YAML to `path` atomically (a temp file in the same folder, then a rename)."""
+    import yaml
+
+    from roofline.measure import decode_bandwidth
+
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise UsageError(f"--save: {path} is a folder (expected a file path such as my-machine.yaml)")
+    header = HEADER.format(date=result["device"]["date"], decode=decode_bandwidth(result["bandwidth"])[0])
+    text = header + yaml.safe_dump(_plain(hardware_spec(result)), sort_keys=False, width=120)
+    try:
+        handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    except OSError as e:
+        raise UsageError(f"--save: cannot write in {target.parent or '.'} ({e.strerror})") from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _plain(value: Any) -> Any:
+    """Floats and plain containers only, so safe_dump writes no Python tags."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    for kind in (str, int, float):  # exact types: str subclasses such as torch's version string
+        if isinstance(value, kind):
+            return kind(value)
+    raise RooflineError(f"cannot save a value of type {type(value).__name__} in a profile")
