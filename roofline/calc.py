@@ -12,7 +12,6 @@ Conventions (stated in the README too):
 - Time of a step = max(compute, memory) with peaks scaled by the efficiency factors (1.0 = the bound).
 """
 
-from __future__ import annotations
 
 from typing import Any, NamedTuple
 

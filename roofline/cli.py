@@ -1,14 +1,13 @@
 """The `roofline` command line: a thin client of the library. No formulas here.
 
-stdout carries results only (tables or JSON); notes, warnings and errors go to stderr.
+stdout carries results only (tables, JSON or CSV); notes, warnings, progress and errors go to stderr.
 Every user mistake is a RooflineError, printed once as `roofline: error: ...` by `handled`.
 """
 
-from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 import typer
 
@@ -20,7 +19,7 @@ FLAGS = {  # library argument -> flag, so errors name what the user typed
     "batch": "--batch", "prompt_tokens": "--prompt", "output_tokens": "--output", "weight_dtype": "--weight-dtype",
     "kv_dtype": "--kv-dtype", "compute_dtype": "--compute-dtype", "bits_per_weight": "--bits-per-weight",
     "memory_fraction": "--memory-fraction", "compute_efficiency": "--compute-efficiency",
-    "bandwidth_efficiency": "--bandwidth-efficiency",
+    "bandwidth_efficiency": "--bandwidth-efficiency", "tpot_slo": "--tpot-slo", "ttft_slo": "--ttft-slo",
 }
 
 app = typer.Typer(
@@ -61,6 +60,18 @@ def out(renderable: Any) -> None:
     from rich.console import Console
 
     Console(width=None if sys.stdout.isatty() else 160).print(renderable)
+
+
+def emit(data: Any, as_json: bool, table: Callable[[], Any], csv_rows: list | None = None) -> None:
+    """Print `data` as JSON, the records `csv_rows` as CSV, or the rich renderable `table()` builds."""
+    from roofline.render import to_csv, to_json
+
+    if as_json:
+        typer.echo(to_json(data))
+    elif csv_rows is not None:
+        typer.echo(to_csv(csv_rows), nl=False)
+    else:
+        out(table())
 
 
 def handled(command: Callable) -> Callable:
@@ -120,26 +131,72 @@ def models_group(ctx: typer.Context) -> None:
     _help_without_command(ctx)
 
 
+# Options shared by estimate, sweep, compare and plot.
 JSON = typer.Option(False, "--json", help="Print JSON (plain SI numbers) instead of a table.")
+CSV = typer.Option(False, "--csv", help="Print CSV (one header row; units in the column names).")
+MODEL = typer.Option(None, "--model", "-m", help="Model id or YAML path. [default: llama-3.1-8b]")
+HARDWARE = typer.Option(None, "--hardware", "-H", help="Hardware id or YAML path. [default: h100-sxm]")
+WEIGHT_DTYPE = typer.Option(None, "--weight-dtype", help="Weight dtype. [default: the model's]")
+KV_DTYPE = typer.Option(None, "--kv-dtype", help="KV cache dtype. [default: the model's]")
+COMPUTE_DTYPE = typer.Option(None, "--compute-dtype", help="Matmul dtype. [default: the weight dtype if the device has it, else bf16]")
+BITS = typer.Option(None, "--bits-per-weight", help="Override weight storage, e.g. 4.85 for GGUF Q4_K_M.")
+FRACTION = typer.Option(0.9, "--memory-fraction", help="Share of memory for weights + KV cache (vLLM gpu_memory_utilization).")
+COMPUTE_EFF = typer.Option(1.0, "--compute-efficiency", help="Achievable share of peak FLOP/s (1.0 = the roofline bound).")
+BANDWIDTH_EFF = typer.Option(1.0, "--bandwidth-efficiency", help="Achievable share of peak bandwidth (1.0 = the roofline bound).")
+TPOT_SLO = typer.Option(None, "--tpot-slo", help="Latency objective per output token, e.g. 50ms.")
+TTFT_SLO = typer.Option(None, "--ttft-slo", help="Latency objective to the first token, e.g. 2s.")
+QUIET = typer.Option(False, "--quiet", "-q", help="No notes on stderr.")
+
+
+def _options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency) -> dict:
+    return dict(
+        weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype, bits_per_weight=bits_per_weight,
+        memory_fraction=memory_fraction, compute_efficiency=compute_efficiency, bandwidth_efficiency=bandwidth_efficiency,
+    )
+
+
+def _duration(text: str | None, flag: str) -> float | None:
+    from roofline.units import parse
+
+    if text is None:
+        return None
+    try:
+        value = parse(text, "seconds")
+    except ValueError as e:
+        raise UsageError(f"{flag}: {e}") from None
+    if not value > 0:
+        raise UsageError(f"{flag}: expected a positive duration such as 50ms, got {text!r}")
+    return value
+
+
+def _specs(model: str | None, hardware: str | None, quiet: bool, **more: Any):
+    """Load the model and hardware, naming on stderr the defaults that were used."""
+    from roofline.specs import load_hardware, load_model
+
+    given = {"model": model, "hardware": hardware, **more}
+    defaulted = [f"--{k} {DEFAULTS[k]}" for k, v in given.items() if v is None]
+    if defaulted and not quiet:
+        err(f"roofline: using defaults: {' '.join(defaulted)}")
+    return load_model(model or DEFAULTS["model"]), load_hardware(hardware or DEFAULTS["hardware"])
 
 
 @app.command()
 @handled
 def estimate(
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model id or YAML path. [default: llama-3.1-8b]"),
-    hardware: Optional[str] = typer.Option(None, "--hardware", "-H", help="Hardware id or YAML path. [default: h100-sxm]"),
+    model: Optional[str] = MODEL,
+    hardware: Optional[str] = HARDWARE,
     batch: Optional[int] = typer.Option(None, "--batch", "-b", min=1, help="Concurrent sequences. [default: 1]"),
     prompt: Optional[int] = typer.Option(None, "--prompt", min=1, help="Prompt tokens per sequence. [default: 1024]"),
     output: Optional[int] = typer.Option(None, "--output", min=0, help="Output tokens per sequence. [default: 256]"),
-    weight_dtype: Optional[str] = typer.Option(None, help="Weight dtype. [default: the model's]"),
-    kv_dtype: Optional[str] = typer.Option(None, help="KV cache dtype. [default: the model's]"),
-    compute_dtype: Optional[str] = typer.Option(None, help="Matmul dtype. [default: the weight dtype if the device has it, else bf16]"),
-    bits_per_weight: Optional[float] = typer.Option(None, help="Override weight storage, e.g. 4.85 for GGUF Q4_K_M."),
-    memory_fraction: float = typer.Option(0.9, help="Share of memory for weights + KV cache (vLLM gpu_memory_utilization)."),
-    compute_efficiency: float = typer.Option(1.0, help="Achievable share of peak FLOP/s (1.0 = the roofline bound)."),
-    bandwidth_efficiency: float = typer.Option(1.0, help="Achievable share of peak bandwidth (1.0 = the roofline bound)."),
+    weight_dtype: Optional[str] = WEIGHT_DTYPE,
+    kv_dtype: Optional[str] = KV_DTYPE,
+    compute_dtype: Optional[str] = COMPUTE_DTYPE,
+    bits_per_weight: Optional[float] = BITS,
+    memory_fraction: float = FRACTION,
+    compute_efficiency: float = COMPUTE_EFF,
+    bandwidth_efficiency: float = BANDWIDTH_EFF,
     json: bool = JSON,
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
+    quiet: bool = QUIET,
 ) -> None:
     """Estimate TTFT, TPOT, throughput and memory limits for one model on one device.
 
@@ -152,37 +209,176 @@ def estimate(
       roofline estimate -m qwen2.5-7b -H rtx-4090 --weight-dtype int4 --bits-per-weight 4.85 --json
     """
     from roofline.calc import estimate as run_estimate
-    from roofline.specs import load_hardware, load_model
 
-    given = {"model": model, "hardware": hardware, "batch": batch, "prompt": prompt, "output": output}
-    defaulted = [f"--{k} {DEFAULTS[k]}" for k, v in given.items() if v is None]
-    if defaulted and not quiet:
-        err(f"roofline: using defaults: {' '.join(defaulted)}")
-    value = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
+    m, h = _specs(model, hardware, quiet, batch=batch, prompt=prompt, output=output)
+    options = _options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency)
     result = run_estimate(
-        load_model(value["model"]),
-        load_hardware(value["hardware"]),
-        batch=value["batch"],
-        prompt_tokens=value["prompt"],
-        output_tokens=value["output"],
-        weight_dtype=weight_dtype,
-        kv_dtype=kv_dtype,
-        compute_dtype=compute_dtype,
-        bits_per_weight=bits_per_weight,
-        memory_fraction=memory_fraction,
-        compute_efficiency=compute_efficiency,
-        bandwidth_efficiency=bandwidth_efficiency,
+        m, h, batch=batch or DEFAULTS["batch"], prompt_tokens=prompt or DEFAULTS["prompt"],
+        output_tokens=DEFAULTS["output"] if output is None else output, **options,
     )
     for warning in result.warnings:
         err(f"roofline: warning: {warning}")
-    if json:
-        from roofline.render import to_json
 
-        typer.echo(to_json(result.to_dict()))
-    else:
+    def table():
         from roofline.render import estimate_table
 
-        out(estimate_table(result))
+        return estimate_table(result)
+
+    emit(result.to_dict() if json else None, json, table)
+
+
+@app.command()
+@handled
+def sweep(
+    model: Optional[str] = MODEL,
+    hardware: Optional[str] = HARDWARE,
+    batch: Optional[str] = typer.Option(None, "--batch", "-b", help="List (1,8,64) or range (1:512 doubling, 8:128:8). [default: powers of two up to the max batch, and the max batch]"),
+    prompt: str = typer.Option("1024", "--prompt", help="Prompt tokens: a value, list or range."),
+    output: str = typer.Option("256", "--output", help="Output tokens: a value, list or range."),
+    tpot_slo: Optional[str] = TPOT_SLO,
+    ttft_slo: Optional[str] = TTFT_SLO,
+    weight_dtype: Optional[str] = WEIGHT_DTYPE,
+    kv_dtype: Optional[str] = KV_DTYPE,
+    compute_dtype: Optional[str] = COMPUTE_DTYPE,
+    bits_per_weight: Optional[float] = BITS,
+    memory_fraction: float = FRACTION,
+    compute_efficiency: float = COMPUTE_EFF,
+    bandwidth_efficiency: float = BANDWIDTH_EFF,
+    json: bool = JSON,
+    csv: bool = CSV,
+    quiet: bool = QUIET,
+) -> None:
+    """Sweep batch (and prompt/output lengths): throughput, latency, memory and goodput under SLOs.
+
+    Examples:
+
+      roofline sweep -m llama-3.1-8b -H h100-sxm --tpot-slo 20ms
+
+      roofline sweep -m llama-3.1-70b -H h200 --batch 1:256 --prompt 512,2048,8192 --csv
+    """
+    from roofline import sweep as sweeps
+
+    if json and csv:
+        raise UsageError("--json and --csv: choose one output format")
+    m, h = _specs(model, hardware, quiet)
+    result = sweeps.sweep(
+        m, h,
+        batches=sweeps.parse_counts(batch, "--batch") if batch is not None else None,
+        prompts=sweeps.parse_counts(prompt, "--prompt"),
+        outputs=sweeps.parse_counts(output, "--output", low=0),
+        tpot_slo=_duration(tpot_slo, "--tpot-slo"),
+        ttft_slo=_duration(ttft_slo, "--ttft-slo"),
+        **_options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency),
+    )
+
+    def table():
+        from roofline.render import sweep_table
+
+        return sweep_table(result)
+
+    emit(result.to_dict() if json else None, json, table, result.rows if csv else None)
+
+
+@app.command()
+@handled
+def compare(
+    model: List[str] = typer.Option(..., "--model", "-m", help="Model id or YAML path; repeat to compare several."),
+    hardware: List[str] = typer.Option(..., "--hardware", "-H", help="Hardware id or YAML path; repeat to compare several."),
+    batch: int = typer.Option(1, "--batch", "-b", min=1, help="Batch for the TTFT / TPOT / tokens/s columns."),
+    prompt: int = typer.Option(1024, "--prompt", min=1, help="Prompt tokens per sequence."),
+    output: int = typer.Option(256, "--output", min=0, help="Output tokens per sequence."),
+    tpot_slo: Optional[str] = TPOT_SLO,
+    ttft_slo: Optional[str] = TTFT_SLO,
+    sort: Optional[str] = typer.Option(None, "--sort", help="Sort by a column (JSON key); prefix - for descending, e.g. -tokens_per_s."),
+    weight_dtype: Optional[str] = WEIGHT_DTYPE,
+    kv_dtype: Optional[str] = KV_DTYPE,
+    compute_dtype: Optional[str] = COMPUTE_DTYPE,
+    bits_per_weight: Optional[float] = BITS,
+    memory_fraction: float = FRACTION,
+    compute_efficiency: float = COMPUTE_EFF,
+    bandwidth_efficiency: float = BANDWIDTH_EFF,
+    json: bool = JSON,
+    csv: bool = CSV,
+) -> None:
+    """Compare models x devices side by side: fit, max batch, ridge, TTFT, TPOT, tokens/s, best goodput batch.
+
+    Examples:
+
+      roofline compare -m llama-3.1-8b -m qwen2.5-7b -H h100-sxm -H l40s -H rtx-4090 --sort -tokens_per_s
+
+      roofline compare -m llama-3.1-70b -H h200 -H mi300x -H b200 -b 32 --tpot-slo 30ms --json
+    """
+    from roofline import sweep as sweeps
+    from roofline.calc import plain
+    from roofline.specs import load_hardware, load_model
+
+    if json and csv:
+        raise UsageError("--json and --csv: choose one output format")
+    rows = sweeps.compare(
+        [load_model(m) for m in model], [load_hardware(h) for h in hardware],
+        batch=batch, prompt_tokens=prompt, output_tokens=output,
+        tpot_slo=_duration(tpot_slo, "--tpot-slo"), ttft_slo=_duration(ttft_slo, "--ttft-slo"), sort=sort,
+        **_options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency),
+    )
+
+    def table():
+        from roofline.render import compare_table
+
+        return compare_table(rows)
+
+    emit({"schema_version": 1, "rows": plain(rows)} if json else None, json, table, rows if csv else None)
+
+
+@app.command()
+@handled
+def plot(
+    model: Optional[str] = MODEL,
+    hardware: Optional[str] = HARDWARE,
+    batch: Optional[str] = typer.Option(None, "--batch", "-b", help="Batches: list or range. [default: 1,8,64; with --sweep, powers of two up to the max batch]"),
+    prompt: str = typer.Option("1024", "--prompt", help="Prompt tokens: a value, list or range."),
+    output: int = typer.Option(256, "--output", min=0, help="Output tokens per sequence."),
+    out_path: str = typer.Option("roofline.png", "--out", "-o", help="Image to write: .png or .svg."),
+    sweep_plot: bool = typer.Option(False, "--sweep", help="Plot throughput and TPOT against batch instead of the roofline."),
+    tpot_slo: Optional[str] = TPOT_SLO,
+    ttft_slo: Optional[str] = TTFT_SLO,
+    weight_dtype: Optional[str] = WEIGHT_DTYPE,
+    kv_dtype: Optional[str] = KV_DTYPE,
+    compute_dtype: Optional[str] = COMPUTE_DTYPE,
+    bits_per_weight: Optional[float] = BITS,
+    memory_fraction: float = FRACTION,
+    compute_efficiency: float = COMPUTE_EFF,
+    bandwidth_efficiency: float = BANDWIDTH_EFF,
+    quiet: bool = QUIET,
+) -> None:
+    """Draw the device's roofline with the model's prefill and decode points (needs matplotlib).
+
+    Examples:
+
+      roofline plot -m llama-3.1-8b -H h100-sxm --batch 1,16,256 -o roofline.png
+
+      roofline plot --sweep -m llama-3.1-70b -H h200 --tpot-slo 50ms -o sweep.svg
+    """
+    from roofline import plot as plots
+    from roofline import sweep as sweeps
+    from roofline.calc import estimate as run_estimate
+
+    m, h = _specs(model, hardware, quiet)
+    options = _options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency)
+    prompts = sweeps.parse_counts(prompt, "--prompt")
+    if sweep_plot:
+        result = sweeps.sweep(
+            m, h, batches=sweeps.parse_counts(batch, "--batch") if batch else None, prompts=prompts, outputs=[output],
+            tpot_slo=_duration(tpot_slo, "--tpot-slo"), ttft_slo=_duration(ttft_slo, "--ttft-slo"), **options,
+        )
+        plots.draw_sweep(plots.sweep_data(result), out_path)
+    else:
+        estimates = [
+            run_estimate(m, h, batch=b, prompt_tokens=p, output_tokens=output, **options)
+            for p in prompts for b in sweeps.parse_counts(batch or "1,8,64", "--batch")
+        ]
+        plots.draw_roofline(plots.roofline_data(h, estimates), out_path)
+    if not quiet:
+        err(f"roofline: wrote {out_path}")
 
 
 @app.command()
@@ -213,7 +409,7 @@ def measure(
     dtypes = [d.strip() for d in dtype.split(",") if d.strip()] if dtype is not None else None
     if dtypes == []:
         raise UsageError("--dtype: expected a comma-separated list such as fp32,bf16")
-    with _progress() as step:
+    with _Progress() as step:
         result = bench.run(device, dtypes, threads, quick, weight_dtype, on_step=step)
     datasheet = datasheet or profile.match_datasheet(result["device"]["name"])
     compared = profile.comparison(result, datasheet) if datasheet else None
@@ -222,17 +418,16 @@ def measure(
     if save:
         profile.save(result, save)
         err(f"roofline: saved {save}; use it with: roofline estimate -H {save}")
-    if json:
-        from roofline.render import to_json
 
-        typer.echo(to_json(result))
-    else:
-        from roofline.render import measure_table
+    def table():
+        from roofline.render_measure import measure_table
 
-        out(measure_table(result, compared))
+        return measure_table(result, compared)
+
+    emit(result, json, table)
 
 
-class _progress:
+class _Progress:
     """A rich progress display on stderr while `measure` runs; the callback names the current step."""
 
     def __enter__(self) -> Callable[[str], None]:
@@ -254,32 +449,13 @@ class _progress:
 @hardware_app.command("list")
 @handled
 def hardware_list(json: bool = JSON) -> None:
-    """List bundled devices with memory, bandwidth, bf16 peak and ridge point."""
+    """List bundled devices with memory, bandwidth, 16-bit peak and ridge point."""
     from roofline import describe
+    from roofline.render_specs import hardware_list as table
     from roofline.specs import catalog, load_hardware
 
     rows = [describe.hardware(load_hardware(i)) for i in catalog("hardware")]
-    if json:
-        from roofline.render import to_json
-
-        typer.echo(to_json(rows))
-        return
-    from roofline.render import listing_table
-    from roofline.units import number, si
-
-    def best16(r: dict) -> str:
-        dtype = next((d for d in ("bf16", "fp16", "fp32") if d in r["peak_flop_per_s"]), None)
-        return f"{si(r['peak_flop_per_s'][dtype], 'FLOP/s')} {dtype}" if dtype else "-"
-
-    def ridge16(r: dict) -> str:
-        dtype = next((d for d in ("bf16", "fp16", "fp32") if d in r["ridge_point_flop_per_byte"]), None)
-        return number(r["ridge_point_flop_per_byte"][dtype]) if dtype else "-"
-
-    table = [
-        [r["id"], r["name"], si(r["memory_capacity_bytes"] / 2**30, "") + " GiB", si(r["memory_bandwidth_bytes_per_s"], "B/s"), best16(r), ridge16(r)]
-        for r in rows
-    ]
-    out(listing_table(["id", "name", "memory", "bandwidth", "peak (16-bit)", "ridge FLOP/B"], table))
+    emit(rows, json, lambda: table(rows))
 
 
 @hardware_app.command("show")
@@ -287,25 +463,11 @@ def hardware_list(json: bool = JSON) -> None:
 def hardware_show(hardware: str = typer.Argument(..., help="Hardware id or YAML path."), json: bool = JSON) -> None:
     """Show one device's figures and the ridge point of each dtype."""
     from roofline import describe
+    from roofline.render_specs import hardware_detail
     from roofline.specs import load_hardware
 
     info = describe.hardware(load_hardware(hardware))
-    if json:
-        from roofline.render import to_json
-
-        typer.echo(to_json(info))
-        return
-    from roofline.render import listing_table
-    from roofline.units import number, si
-
-    rows = [[d, si(p, "FLOP/s"), number(info["ridge_point_flop_per_byte"][d])] for d, p in info["peak_flop_per_s"].items()]
-    link = si(info["interconnect_bandwidth_bytes_per_s"], "B/s")
-    out(
-        f"[bold]{info['name']}[/bold] ({info['id']}, {info['figures']} figures)\n"
-        f"memory {si(info['memory_capacity_bytes'] / 2**30, '')} GiB · bandwidth {si(info['memory_bandwidth_bytes_per_s'], 'B/s')} · "
-        f"interconnect {link}\nsource: {info['source']}\n"
-    )
-    out(listing_table(["dtype", "peak", "ridge FLOP/B"], rows, left=1))
+    emit(info, json, lambda: hardware_detail(info))
 
 
 @models_app.command("list")
@@ -313,22 +475,11 @@ def hardware_show(hardware: str = typer.Argument(..., help="Hardware id or YAML 
 def models_list(json: bool = JSON) -> None:
     """List bundled models with derived parameter counts and KV cache per token."""
     from roofline import describe
+    from roofline.render_specs import models_list as table
     from roofline.specs import catalog, load_model
 
     rows = [describe.model(load_model(i)) for i in catalog("models")]
-    if json:
-        from roofline.render import to_json
-
-        typer.echo(to_json(rows))
-        return
-    from roofline.render import listing_table
-    from roofline.units import si
-
-    table = [
-        [r["id"], r["name"], si(r["params"], ""), r["dtype"], si(r["kv_bytes_per_token"], "B"), str(r["max_context"] or "-")]
-        for r in rows
-    ]
-    out(listing_table(["id", "name", "params", "dtype", "KV/token", "max context"], table))
+    emit(rows, json, lambda: table(rows))
 
 
 @models_app.command("show")
@@ -336,25 +487,8 @@ def models_list(json: bool = JSON) -> None:
 def models_show(model: str = typer.Argument(..., help="Model id or YAML path."), json: bool = JSON) -> None:
     """Show a model's derived parameter count (by role) and KV cache per token."""
     from roofline import describe
+    from roofline.render_specs import model_detail
     from roofline.specs import load_model
 
     info = describe.model(load_model(model))
-    if json:
-        from roofline.render import to_json
-
-        typer.echo(to_json(info))
-        return
-    from roofline.render import listing_table
-    from roofline.units import si
-
-    published = info["published_params"]
-    check = f" (published {published:,.0f}: {info['params'] / published - 1:+.2%})" if published else ""
-    out(
-        f"[bold]{info['name']}[/bold] ({info['id']}, {info['dtype']})\n"
-        f"params {info['params']:,.0f}{check}\n"
-        f"KV cache {info['kv_bytes_per_token']:,.0f} B/token at {info['dtype']} · max context {info['max_context'] or '-'}\n"
-        f"source: {info['source']}\n"
-    )
-    if "params_breakdown" in info:
-        rows = [[k, f"{v:,}", si(v, "")] for k, v in info["params_breakdown"].items()]
-        out(listing_table(["params", "count", ""], rows, left=1))
+    emit(info, json, lambda: model_detail(info))

@@ -10,7 +10,6 @@ each (grouped-query attention), an output projection (heads x head_dim) x hidden
 (LayerNorm) of size hidden: two per layer plus a final one.
 """
 
-from __future__ import annotations
 
 from typing import NamedTuple
 

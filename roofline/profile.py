@@ -5,12 +5,9 @@ No torch here: a profile is plain data, and `roofline estimate -H profile.yaml` 
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from roofline.errors import RooflineError, UsageError
+from roofline.errors import RooflineError
 from roofline.specs import Hardware, catalog, load_hardware
 
 HEADER = """\
@@ -71,24 +68,13 @@ def save(result: dict[str, Any], path: str) -> None:
     """Write the profile YAML to `path` atomically (a temp file in the same folder, then a rename)."""
     import yaml
 
+    from roofline.files import atomic_write
     from roofline.measure import decode_bandwidth
 
-    target = Path(path).expanduser()
-    if target.is_dir():
-        raise UsageError(f"--save: {path} is a folder (expected a file path such as my-machine.yaml)")
     header = HEADER.format(date=result["device"]["date"], decode=decode_bandwidth(result["bandwidth"])[0])
     text = header + yaml.safe_dump(_plain(hardware_spec(result)), sort_keys=False, width=120)
-    try:
-        handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    except OSError as e:
-        raise UsageError(f"--save: cannot write in {target.parent or '.'} ({e.strerror})") from None
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path, "--save") as f:
+        f.write(text)
 
 
 def _plain(value: Any) -> Any:

@@ -95,68 +95,68 @@ def listing_table(columns: list[str], rows: list[list[str]], left: int = 2):
     return table
 
 
-def measure_table(result: dict[str, Any], datasheet: dict[str, Any] | None):
-    """A rich renderable of a `measure` result, beside the datasheet's peaks when one is known."""
+
+def to_csv(rows: list[Any]) -> str:
+    """CSV of records (NamedTuples): one header row of field names, which carry the units (_s, _bytes, _per_s)."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(rows[0]._fields if rows else [])
+    for r in rows:
+        writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else v for v in r])
+    return buffer.getvalue()
+
+
+def sweep_table(s: Any):
+    """The sweep's rows and, under them, each group's critical, max and best-goodput batch."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    device = result["device"]
-    head = Text.assemble(
-        (device["name"], "bold"),
-        f" · {device['kind']} · {device['threads']} threads · torch {device['torch_version']} · "
-        f"{result['elapsed_s']:.1f} s · {device['date']}",
-    )
+    grid = len(s.groups) > 1
+    columns = ["batch", *(["prompt", "output"] if grid else []), "TTFT", "TPOT", "tokens/s", "per seq", "MBU", "MFU", "KV", "fits", "bound", "SLO", "goodput"]
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for name, justify in (("", "left"), ("best", "right"), ("median", "right"), ("at", "left"), ("datasheet", "right"), ("of peak", "right")):
-        table.add_column(name, justify=justify)
-    peaks = datasheet["peak_flop_per_s"] if datasheet else {}
-    for dtype, m in result["matmul"].items():
-        fraction = datasheet["matmul_fraction_of_peak"].get(dtype) if datasheet else None
+    for name in columns:
+        table.add_column(name, justify="right")
+    for r in s.rows:
         table.add_row(
-            f"matmul {dtype}", si(m["best_flop_per_s"], "FLOP/s"), si(m["median_flop_per_s"], "FLOP/s"),
-            "x".join(map(str, m["best_shape"])), si(peaks.get(dtype), "FLOP/s") if dtype in peaks else "-", _fraction(fraction),
+            str(r.batch), *([str(r.prompt_tokens), str(r.output_tokens)] if grid else []),
+            si(r.ttft_s, "s"), si(r.tpot_s, "s"), number(r.tokens_per_s), number(r.tokens_per_s_per_sequence),
+            _percent(r.mbu), _percent(r.mfu), si(r.kv_bytes, "B"), "yes" if r.fits else "no", r.bound,
+            "yes" if r.meets_slo else "no", number(r.goodput_tokens_per_s),
         )
-    labels = {"copy": "copy (read + write)", "read": "read (sum)", "gemv": "matrix-vector"}
-    for name, b in result["bandwidth"].items():
-        if not b:
-            continue
-        where = f"{binary(b['buffer_bytes'])}" + (f" {b['dtype']} weight" if "dtype" in b else " buffer")
-        fraction = datasheet["bandwidth_fraction_of_peak"].get(name) if datasheet else None
-        table.add_row(
-            labels[name], si(b["best_bytes_per_s"], "B/s"), si(b["median_bytes_per_s"], "B/s"), where,
-            si(datasheet["memory_bandwidth_bytes_per_s"], "B/s") if datasheet else "-", _fraction(fraction),
-        )
+    i = s.inputs
+    slo = ", ".join(f"{name} <= {si(v, 's')}" for name, v in (("TPOT", i["tpot_slo_s"]), ("TTFT", i["ttft_slo_s"])) if v) or "none"
+    head = Text.assemble(
+        (f"{i['model']} on {i['hardware']}", "bold"), f"  ({i['figures']} figures) · SLO: {slo} · "
+        f"weights {i['weight_dtype']}, KV {i['kv_dtype']}, compute {i['compute_dtype']}",
+    )
     lines = [head, Text(""), table, Text("")]
-    ridge, dtype = result["ridge_point_flop_per_byte"], result["ridge_dtype"]
-    if ridge is not None:
-        decode = result["decode_bandwidth"]
-        lines.append(Text(
-            f"measured ridge {number(ridge)} FLOP/byte = {dtype} {si(result['matmul'][dtype]['best_flop_per_s'], 'FLOP/s')} / "
-            f"{labels[decode]} {si(result['bandwidth'][decode]['best_bytes_per_s'], 'B/s')} (the read bandwidth that predicts decode)"
-        ))
-    lines.append(Text("copy counts read + write bytes (STREAM convention); every result was verified against float64 or exactly"))
-    lines += [Text(""), Text("decode-shaped matmul (F.linear with M rows): weight GB/s | GFLOP/s"), _curve_table(result["decode_matmul"])]
-    lines += [Text(f"note: {n}") for n in result["notes"]]
-    if datasheet:
-        lines.append(Text(f"datasheet: {datasheet['id']} ({datasheet['name']})"))
+    for g in s.groups:
+        where = f"prompt {g.prompt_tokens}, output {g.output_tokens}: " if grid else ""
+        best = (
+            f"best batch {g.best_batch}: {number(g.best_goodput_tokens_per_s)} tokens/s goodput, "
+            f"TPOT {si(g.best_tpot_s, 's')}, TTFT {si(g.best_ttft_s, 's')}"
+            if g.best_batch is not None else "no batch fits and meets the SLOs"
+        )
+        critical = g.critical_batch if g.critical_batch is not None else "none"
+        limit = g.max_batch if g.max_batch is not None else "unbounded"
+        lines.append(Text(f"{where}critical batch {critical} · max batch {limit} · {best}"))
     return Group(*lines)
 
 
-def _fraction(x: float | None) -> str:
-    return "-" if x is None else f"{x:.0%}"
-
-
-def _curve_table(curves: dict[str, list[dict[str, Any]]]):
-    """Decode-shaped matmul: weight bytes/s and FLOP/s against the number of rows M."""
-    from rich.table import Table
-
-    ms = sorted({p["m"] for points in curves.values() for p in points})
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("M")
-    for m in ms:
-        table.add_column(str(m), justify="right")
-    for dtype, points in curves.items():
-        by_m = {p["m"]: p for p in points}
-        table.add_row(dtype, *[f"{by_m[m]['bytes_per_s'] / 1e9:.3g} | {by_m[m]['flop_per_s'] / 1e9:.3g}" if m in by_m else "-" for m in ms])
-    return table
+def compare_table(rows: list[Any]):
+    """One row per (model, hardware)."""
+    table = [
+        [
+            r.model, r.hardware, "yes" if r.fits else "no", si(r.weight_bytes, "B"), "-" if r.max_batch is None else str(r.max_batch),
+            number(r.ridge_point_flop_per_byte), str(r.batch), si(r.ttft_s, "s"), si(r.tpot_s, "s"), number(r.tokens_per_s),
+            r.decode_bound, "-" if r.best_batch is None else str(r.best_batch),
+            "-" if r.best_goodput_tokens_per_s is None else number(r.best_goodput_tokens_per_s),
+        ]
+        for r in rows
+    ]
+    columns = ["model", "hardware", "fits", "weights", "max batch", "ridge", "batch", "TTFT", "TPOT", "tokens/s", "decode", "best batch", "goodput"]
+    return listing_table(columns, table)

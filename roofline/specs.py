@@ -4,7 +4,6 @@ A spec is referred to by id (the file name in the bundled hardware/ or models/ f
 Every mistake is a RooflineError naming the file, the key, the value and what was expected.
 """
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable, NamedTuple

@@ -1,0 +1,172 @@
+"""Plots: the classic log-log roofline, and throughput / TPOT against batch (matplotlib, imported lazily).
+
+The coordinates come from pure functions (`roofline_data`, `sweep_data`) tested without matplotlib;
+`draw_*` only turn them into a PNG or SVG, written atomically.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from roofline.calc import Estimate
+from roofline.errors import RooflineError, UsageError
+from roofline.specs import Hardware
+from roofline.sweep import Sweep
+
+FORMATS = (".png", ".svg")
+
+
+def roofline_data(hardware: Hardware, estimates: list[Estimate]) -> dict[str, Any]:
+    """Roofs and points in (FLOP/byte, FLOP/s): one compute ceiling per dtype, the bandwidth slope, ridges.
+
+    A measured profile's figures are drawn dashed ("measured"); the datasheet it was compared with, if any,
+    solid. Each estimate adds its prefill and mean decode step at (intensity, FLOPs / time).
+    """
+    roofs = [_roof(hardware.peak_flops, hardware.memory_bandwidth, hardware.origin)]
+    sheet = (hardware.measured or {}).get("datasheet")
+    if sheet:
+        roofs.insert(0, _roof(sheet["peak_flop_per_s"], sheet["memory_bandwidth_bytes_per_s"], "datasheet"))
+    points = []
+    for e in estimates:
+        i = e.inputs
+        for phase, step in (("prefill", e.prefill), ("decode", e.decode)):
+            points.append({
+                "label": f"{phase} b={i.batch} p={i.prompt_tokens}",
+                "phase": phase,
+                "intensity_flop_per_byte": step.intensity_flop_per_byte,
+                "flop_per_s": step.flops / step.time_s,
+                "bound": step.bound,
+            })
+    intensities = [p["intensity_flop_per_byte"] for p in points] + [c["ridge_flop_per_byte"] for r in roofs for c in r["ceilings"]]
+    low, high = min([*intensities, 1.0]) / 4, max(intensities) * 4
+    return {"title": hardware.name, "x_range": [low, high], "roofs": roofs, "points": points}
+
+
+def _roof(peaks: dict[str, float], bandwidth: float, style: str) -> dict[str, Any]:
+    """One compute ceiling per distinct peak (dtypes sharing a peak, like bf16 and fp16, share a line)."""
+    by_peak: dict[float, list[str]] = {}
+    for dtype, peak in peaks.items():
+        by_peak.setdefault(peak, []).append(dtype)
+    ceilings = [{"dtypes": d, "flop_per_s": p, "ridge_flop_per_byte": p / bandwidth} for p, d in sorted(by_peak.items())]
+    return {"style": style, "bandwidth_bytes_per_s": bandwidth, "ceilings": ceilings}
+
+
+def roof_line(bandwidth: float, peak: float, x_range: list[float], samples: int = 64) -> list[tuple[float, float]]:
+    """Points of y = min(peak, bandwidth x) on a log grid over x_range, with the ridge itself included."""
+    low, high = (math.log10(x) for x in x_range)
+    xs = sorted({10 ** (low + (high - low) * k / (samples - 1)) for k in range(samples)} | {peak / bandwidth})
+    return [(x, min(peak, bandwidth * x)) for x in xs if x_range[0] <= x <= x_range[1]]
+
+
+def sweep_data(s: Sweep) -> dict[str, Any]:
+    """Throughput and TPOT against batch for each (prompt, output) group, with the SLO and the batch marks."""
+    series = []
+    for g in s.groups:
+        rows = [r for r in s.rows if (r.prompt_tokens, r.output_tokens) == (g.prompt_tokens, g.output_tokens)]
+        series.append({
+            "label": f"prompt {g.prompt_tokens}, output {g.output_tokens}",
+            "batch": [r.batch for r in rows],
+            "tokens_per_s": [r.tokens_per_s for r in rows],
+            "goodput_tokens_per_s": [r.goodput_tokens_per_s for r in rows],
+            "tpot_s": [r.tpot_s for r in rows],
+            "critical_batch": g.critical_batch,
+            "max_batch": g.max_batch,
+            "best_batch": g.best_batch,
+        })
+    return {"title": f"{s.inputs['model']} on {s.inputs['hardware']}", "tpot_slo_s": s.inputs["tpot_slo_s"], "series": series}
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise RooflineError("roofline plot needs matplotlib: pip install 'roofline[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def draw_roofline(data: dict[str, Any], path: str) -> None:
+    """Write the log-log roofline of `roofline_data` to `path` (.png or .svg)."""
+    _check_path(path)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=100)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    from roofline.units import number, si
+
+    for roof in data["roofs"]:
+        dashed = roof["style"] == "measured"
+        bandwidth = roof["bandwidth_bytes_per_s"]
+        for k, c in enumerate(roof["ceilings"]):
+            xy = roof_line(bandwidth, c["flop_per_s"], data["x_range"])
+            color = colors[k % len(colors)]
+            label = f"{', '.join(c['dtypes'])} {si(c['flop_per_s'], 'FLOP/s')} ({roof['style']}), ridge {number(c['ridge_flop_per_byte'])}"
+            ax.plot(*zip(*xy), linestyle="--" if dashed else "-", color=color, linewidth=1.5, label=label)
+            ax.plot([c["ridge_flop_per_byte"]], [c["flop_per_s"]], marker="o", color=color, markersize=4)
+        x0 = data["x_range"][0] * 1.3
+        ax.annotate(f"{si(bandwidth, 'B/s')} ({roof['style']})", (x0, bandwidth * x0), textcoords="offset points",
+                    xytext=(-6, 14), rotation=28, fontsize=7)
+    seen = {"prefill": 0, "decode": 0}
+    for p in data["points"]:
+        marker = "s" if p["phase"] == "prefill" else "^"
+        ax.plot([p["intensity_flop_per_byte"]], [p["flop_per_s"]], marker=marker, color="black", markersize=6, linestyle="none")
+        ax.annotate(p["label"], (p["intensity_flop_per_byte"], p["flop_per_s"]), textcoords="offset points",
+                    xytext=(5, -12 if seen[p["phase"]] % 2 else 6), fontsize=7)  # alternate so neighbours don't collide
+        seen[p["phase"]] += 1
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("attainable FLOP/s")
+    ax.set_title(f"roofline: {data['title']}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    _save(fig, plt, path)
+
+
+def draw_sweep(data: dict[str, Any], path: str) -> None:
+    """Write throughput and TPOT against batch (log2 batch axis) with the SLO line and batch marks."""
+    _check_path(path)
+    plt = _pyplot()
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 6.5), dpi=100)
+    for s in data["series"]:
+        top.plot(s["batch"], s["tokens_per_s"], marker="o", markersize=3, label=f"tokens/s, {s['label']}")
+        bottom.plot(s["batch"], [t * 1e3 for t in s["tpot_s"]], marker="o", markersize=3, label=s["label"])
+        for key, style, name in (("critical_batch", ":", "critical batch"), ("max_batch", "--", "memory limit"), ("best_batch", "-.", "best goodput")):
+            if s[key]:
+                for ax in (top, bottom):
+                    ax.axvline(s[key], linestyle=style, color="gray", linewidth=1)
+                top.annotate(f"{name} {s[key]}", (s[key], 0.02), xycoords=("data", "axes fraction"), rotation=90, fontsize=7)
+    if data["tpot_slo_s"]:
+        bottom.axhline(data["tpot_slo_s"] * 1e3, color="red", linewidth=1, label=f"TPOT SLO {data['tpot_slo_s'] * 1e3:g} ms")
+    top.set_xscale("log", base=2)
+    top.set_ylabel("decode tokens/s (all sequences)")
+    bottom.set_ylabel("TPOT (ms)")
+    bottom.set_xlabel("batch (sequences)")
+    top.set_title(f"sweep: {data['title']}")
+    for ax in (top, bottom):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    _save(fig, plt, path)
+
+
+def _check_path(path: str) -> None:
+    """Fail before drawing: a .png or .svg name in an existing folder."""
+    target = Path(path).expanduser()
+    if target.suffix.lower() not in FORMATS:
+        raise UsageError(f"--out: expected a .png or .svg file name, got {path!r}")
+    if not target.parent.is_dir():
+        raise UsageError(f"--out: no such folder {str(target.parent)!r}")
+
+
+def _save(fig, plt, path: str) -> None:
+    from roofline.files import atomic_write
+
+    try:
+        with atomic_write(path, "--out", binary=True) as f:
+            fig.tight_layout()
+            fig.savefig(f, format=Path(path).suffix.lower()[1:])
+    finally:
+        plt.close(fig)

@@ -1,0 +1,74 @@
+"""`roofline measure` results -> a rich table (measured figures beside the datasheet's)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roofline.units import binary, number, si
+
+
+def measure_table(result: dict[str, Any], datasheet: dict[str, Any] | None):
+    """A rich renderable of a `measure` result, beside the datasheet's peaks when one is known."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    device = result["device"]
+    head = Text.assemble(
+        (device["name"], "bold"),
+        f" · {device['kind']} · {device['threads']} threads · torch {device['torch_version']} · "
+        f"{result['elapsed_s']:.1f} s · {device['date']}",
+    )
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name, justify in (("", "left"), ("best", "right"), ("median", "right"), ("at", "left"), ("datasheet", "right"), ("of peak", "right")):
+        table.add_column(name, justify=justify)
+    peaks = datasheet["peak_flop_per_s"] if datasheet else {}
+    for dtype, m in result["matmul"].items():
+        fraction = datasheet["matmul_fraction_of_peak"].get(dtype) if datasheet else None
+        table.add_row(
+            f"matmul {dtype}", si(m["best_flop_per_s"], "FLOP/s"), si(m["median_flop_per_s"], "FLOP/s"),
+            "x".join(map(str, m["best_shape"])), si(peaks.get(dtype), "FLOP/s") if dtype in peaks else "-", _fraction(fraction),
+        )
+    labels = {"copy": "copy (read + write)", "read": "read (sum)", "gemv": "matrix-vector"}
+    for name, b in result["bandwidth"].items():
+        if not b:
+            continue
+        where = f"{binary(b['buffer_bytes'])}" + (f" {b['dtype']} weight" if "dtype" in b else " buffer")
+        fraction = datasheet["bandwidth_fraction_of_peak"].get(name) if datasheet else None
+        table.add_row(
+            labels[name], si(b["best_bytes_per_s"], "B/s"), si(b["median_bytes_per_s"], "B/s"), where,
+            si(datasheet["memory_bandwidth_bytes_per_s"], "B/s") if datasheet else "-", _fraction(fraction),
+        )
+    lines = [head, Text(""), table, Text("")]
+    ridge, dtype = result["ridge_point_flop_per_byte"], result["ridge_dtype"]
+    if ridge is not None:
+        decode = result["decode_bandwidth"]
+        lines.append(Text(
+            f"measured ridge {number(ridge)} FLOP/byte = {dtype} {si(result['matmul'][dtype]['best_flop_per_s'], 'FLOP/s')} / "
+            f"{labels[decode]} {si(result['bandwidth'][decode]['best_bytes_per_s'], 'B/s')} (the read bandwidth that predicts decode)"
+        ))
+    lines.append(Text("copy counts read + write bytes (STREAM convention); every result was verified against float64 or exactly"))
+    lines += [Text(""), Text("decode-shaped matmul (F.linear with M rows): weight GB/s | GFLOP/s"), _curve_table(result["decode_matmul"])]
+    lines += [Text(f"note: {n}") for n in result["notes"]]
+    if datasheet:
+        lines.append(Text(f"datasheet: {datasheet['id']} ({datasheet['name']})"))
+    return Group(*lines)
+
+
+def _fraction(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def _curve_table(curves: dict[str, list[dict[str, Any]]]):
+    """Decode-shaped matmul: weight bytes/s and FLOP/s against the number of rows M."""
+    from rich.table import Table
+
+    ms = sorted({p["m"] for points in curves.values() for p in points})
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("M")
+    for m in ms:
+        table.add_column(str(m), justify="right")
+    for dtype, points in curves.items():
+        by_m = {p["m"]: p for p in points}
+        table.add_row(dtype, *[f"{by_m[m]['bytes_per_s'] / 1e9:.3g} | {by_m[m]['flop_per_s'] / 1e9:.3g}" if m in by_m else "-" for m in ms])
+    return table

@@ -1,0 +1,223 @@
+"""`sweep` and `compare`: many estimates at once, with goodput under latency objectives (SLOs).
+
+Goodput counts a configuration's tokens/s only when it fits in memory and meets every SLO given
+(TPOT <= tpot_slo and TTFT <= ttft_slo); the best batch is the one with the most goodput (the largest
+such batch, since throughput never falls with batch).
+"""
+
+
+from typing import Any, NamedTuple
+
+from roofline.calc import Estimate, estimate, plain
+from roofline.errors import UsageError
+from roofline.specs import Hardware, Model
+
+SCHEMA_VERSION = 1
+
+
+class Row(NamedTuple):
+    batch: int
+    prompt_tokens: int
+    output_tokens: int
+    tpot_s: float
+    ttft_s: float
+    request_latency_s: float
+    tokens_per_s: float
+    tokens_per_s_per_sequence: float
+    mbu: float
+    mfu: float
+    kv_bytes: float  # KV cache of the whole batch at prompt + output tokens
+    fits: bool
+    bound: str  # of the decode step
+    meets_slo: bool
+    goodput_tokens_per_s: float
+
+
+class Group(NamedTuple):
+    """The summary of one (prompt, output) combination."""
+
+    prompt_tokens: int
+    output_tokens: int
+    critical_batch: int | None
+    max_batch: int | None
+    best_batch: int | None  # None when no batch fits and meets the SLOs
+    best_goodput_tokens_per_s: float
+    best_tpot_s: float | None
+    best_ttft_s: float | None
+
+
+class Sweep(NamedTuple):
+    inputs: dict[str, Any]
+    rows: list[Row]
+    groups: list[Group]
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def summary(self) -> Group:
+        """The group holding the best goodput (the only group when lengths are single values)."""
+        return max(self.groups, key=lambda g: (g.best_goodput_tokens_per_s, g.best_batch or 0))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "inputs": self.inputs,
+            "rows": plain(self.rows),
+            "summary": plain(self.summary),
+            "groups": plain(self.groups),
+        }
+
+
+def row(e: Estimate, tpot_slo: float | None, ttft_slo: float | None) -> Row:
+    """One sweep row from an estimate."""
+    meets = (tpot_slo is None or e.tpot_s <= tpot_slo) and (ttft_slo is None or e.ttft_s <= ttft_slo)
+    return Row(
+        batch=e.inputs.batch,
+        prompt_tokens=e.inputs.prompt_tokens,
+        output_tokens=e.inputs.output_tokens,
+        tpot_s=e.tpot_s,
+        ttft_s=e.ttft_s,
+        request_latency_s=e.request_latency_s,
+        tokens_per_s=e.decode.tokens_per_s,
+        tokens_per_s_per_sequence=e.decode.tokens_per_s_per_sequence,
+        mbu=e.decode.mbu,
+        mfu=e.decode.mfu,
+        kv_bytes=e.inputs.batch * e.kv_bytes_per_sequence,
+        fits=e.fits,
+        bound=e.decode.bound,
+        meets_slo=meets,
+        goodput_tokens_per_s=e.decode.tokens_per_s if meets and e.fits else 0.0,
+    )
+
+
+def default_batches(max_batch: int | None, limit: int = 1024) -> list[int]:
+    """Powers of two up to the memory-limited max batch, and the max batch itself ([1] if nothing fits)."""
+    top = limit if max_batch is None else max(max_batch, 1)
+    batches = [1 << i for i in range(top.bit_length()) if 1 << i <= top]
+    return batches if batches[-1] == top else [*batches, top]
+
+
+def sweep(
+    model: Model,
+    hardware: Hardware,
+    *,
+    batches: list[int] | None = None,
+    prompts: list[int] = (1024,),
+    outputs: list[int] = (256,),
+    tpot_slo: float | None = None,
+    ttft_slo: float | None = None,
+    **options: Any,
+) -> Sweep:
+    """Estimates over the grid batches x prompts x outputs; `options` are `estimate`'s keyword arguments."""
+    for name, slo in (("tpot_slo", tpot_slo), ("ttft_slo", ttft_slo)):
+        if slo is not None and not slo > 0:
+            raise UsageError(f"{name}: expected a positive duration, got {slo!r}")
+    rows, groups = [], []
+    for prompt in prompts:
+        for output in outputs:
+            first = estimate(model, hardware, batch=1, prompt_tokens=prompt, output_tokens=output, **options)
+            group = []
+            for batch in batches or default_batches(first.max_batch):
+                e = first if batch == 1 else estimate(model, hardware, batch=batch, prompt_tokens=prompt, output_tokens=output, **options)
+                group.append(row(e, tpot_slo, ttft_slo))
+            rows += group
+            groups.append(_summarize(group, first))
+    inputs = {**plain(first.inputs), "batches": sorted({r.batch for r in rows}), "prompts": list(prompts), "outputs": list(outputs)}
+    inputs.update(model=model.id, hardware=hardware.id, figures=hardware.origin, tpot_slo_s=tpot_slo, ttft_slo_s=ttft_slo)
+    for key in ("batch", "prompt_tokens", "output_tokens"):
+        inputs.pop(key)
+    return Sweep(inputs, rows, groups)
+
+
+def _summarize(rows: list[Row], first: Estimate) -> Group:
+    good = [r for r in rows if r.goodput_tokens_per_s > 0]
+    best = max(good, key=lambda r: (r.goodput_tokens_per_s, r.batch)) if good else None
+    return Group(
+        prompt_tokens=first.inputs.prompt_tokens,
+        output_tokens=first.inputs.output_tokens,
+        critical_batch=first.critical_batch,
+        max_batch=first.max_batch,
+        best_batch=best.batch if best else None,
+        best_goodput_tokens_per_s=best.goodput_tokens_per_s if best else 0.0,
+        best_tpot_s=best.tpot_s if best else None,
+        best_ttft_s=best.ttft_s if best else None,
+    )
+
+
+def parse_counts(text: str, flag: str, low: int = 1) -> list[int]:
+    """'1,8,64' -> [1, 8, 64]; '1:512' -> powers of two from 1 to 512 (and 512); '128:1024:128' -> a linear range."""
+    values: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            numbers = [int(x) for x in part.split(":")]
+        except ValueError:
+            raise UsageError(f"{flag}: expected integers like 1,8,64 or a range like 1:512 (doubling) or 128:1024:128, got {text!r}") from None
+        if len(numbers) == 1:
+            values += numbers
+        elif len(numbers) in (2, 3) and numbers[0] <= numbers[1] and (len(numbers) == 2 or numbers[2] > 0):
+            start, stop = numbers[0], numbers[1]
+            if len(numbers) == 3:
+                values += list(range(start, stop + 1, numbers[2]))
+            else:
+                if start < 1:
+                    raise UsageError(f"{flag}: a doubling range starts at 1 or more, got {part!r}")
+                while start <= stop:
+                    values.append(start)
+                    start *= 2
+                if values[-1] != stop:
+                    values.append(stop)
+        else:
+            raise UsageError(f"{flag}: expected start:stop or start:stop:step with start <= stop and step > 0, got {part!r}")
+    if not values or min(values) < low:
+        raise UsageError(f"{flag}: expected integers >= {low}, got {text!r}")
+    return list(dict.fromkeys(values))
+
+
+class CompareRow(NamedTuple):
+    model: str
+    hardware: str
+    figures: str
+    fits: bool
+    weight_bytes: float
+    max_batch: int | None
+    ridge_point_flop_per_byte: float
+    batch: int
+    ttft_s: float
+    tpot_s: float
+    tokens_per_s: float
+    decode_bound: str
+    best_batch: int | None
+    best_goodput_tokens_per_s: float | None
+
+
+COMPARE_COLUMNS = CompareRow._fields
+
+
+def compare(
+    models: list[Model], devices: list[Hardware], *, batch: int = 1, prompt_tokens: int = 1024, output_tokens: int = 256,
+    tpot_slo: float | None = None, ttft_slo: float | None = None, sort: str | None = None, **options: Any,
+) -> list[CompareRow]:
+    """One row per (model, hardware): the key figures at `batch`, and the best goodput batch when SLOs are given."""
+    rows = []
+    for m in models:
+        for h in devices:
+            e = estimate(m, h, batch=batch, prompt_tokens=prompt_tokens, output_tokens=output_tokens, **options)
+            best = None
+            if tpot_slo is not None or ttft_slo is not None:
+                best = sweep(m, h, prompts=[prompt_tokens], outputs=[output_tokens], tpot_slo=tpot_slo, ttft_slo=ttft_slo, **options).summary
+            rows.append(CompareRow(
+                m.id, h.id, h.origin, e.fits, e.weight_bytes, e.max_batch, e.ridge_point_flop_per_byte, batch,
+                e.ttft_s, e.tpot_s, e.decode.tokens_per_s, e.decode.bound,
+                best.best_batch if best else None, best.best_goodput_tokens_per_s if best else None,
+            ))
+    return sort_rows(rows, sort) if sort else rows
+
+
+def sort_rows(rows: list[CompareRow], column: str) -> list[CompareRow]:
+    """Sort by `column` ascending, or descending with a leading '-'; missing values last."""
+    name = column.lstrip("-")
+    if name not in COMPARE_COLUMNS:
+        raise UsageError(f"--sort: unknown column {name!r} (expected one of: {', '.join(COMPARE_COLUMNS)})")
+    present = [r for r in rows if getattr(r, name) is not None]
+    missing = [r for r in rows if getattr(r, name) is None]
+    return sorted(present, key=lambda r: getattr(r, name), reverse=column.startswith("-")) + missing
