@@ -17,11 +17,15 @@ from typing import Any, NamedTuple
 
 from roofline import formulas as f
 from roofline.errors import UsageError
+from roofline.shape import Shape
 from roofline.specs import COMPUTE_DTYPES, DTYPE_BYTES, Hardware, Model
 from roofline.units import si
 
 SCHEMA_VERSION = 1
 WEIGHT_ONLY = ("int8", "int4", "fp4")  # quantized weights default to weight-only: compute in 16 bits
+# Per all-reduce latency when the hardware YAML gives none: small-message NCCL all-reduces within one NVLink
+# node take on the order of 10 us (nccl-tests); `roofline measure --collectives` measures it.
+DEFAULT_COLLECTIVE_LATENCY = 10e-6
 
 # Result records are NamedTuples (immutable, cheap to define: see roofline/params.py).
 
@@ -37,6 +41,8 @@ class Inputs(NamedTuple):
     memory_fraction: float
     compute_efficiency: float
     bandwidth_efficiency: float
+    tp: int
+    collective_latency_s: float
 
 
 class Phase(NamedTuple):
@@ -47,6 +53,7 @@ class Phase(NamedTuple):
     intensity_flop_per_byte: float
     compute_s: float
     memory_s: float
+    comm_s: float  # tensor-parallel all-reduces, added to the roofline time
     time_s: float
     bound: str  # "compute" or "memory"
 
@@ -59,6 +66,7 @@ class Decode(NamedTuple):
     intensity_flop_per_byte: float
     compute_s: float
     memory_s: float
+    comm_s: float
     time_s: float
     bound: str
     steps: int
@@ -73,8 +81,8 @@ class ModelInfo(NamedTuple):
     id: str
     name: str
     params: float
-    streamed_params: float
-    matmul_params: float
+    active_params: float  # used per token (= params for dense models)
+    matmul_params: float  # multiplied per token
 
 
 class HardwareInfo(NamedTuple):
@@ -93,10 +101,11 @@ class Estimate(NamedTuple):
     hardware: HardwareInfo
     inputs: Inputs
     weight_bytes: float
-    weight_bytes_streamed: float
+    weight_bytes_per_device: float
+    weight_bytes_streamed: float  # per decode step at this batch, all devices
     kv_bytes_per_token: float
     kv_bytes_per_sequence: float
-    kv_budget_bytes: float
+    kv_budget_bytes: float  # per device
     max_batch: int | None
     fits: bool
     fits_reason: str
@@ -139,63 +148,62 @@ def estimate(
     memory_fraction: float = 0.9,
     compute_efficiency: float = 1.0,
     bandwidth_efficiency: float = 1.0,
+    tp: int = 1,
 ) -> Estimate:
-    """Roofline estimate of serving `model` on `hardware`; see the module docstring for conventions."""
+    """Roofline estimate of serving `model` on `hardware` (x tp); see the module docstring for conventions."""
     notes: list[str] = []
     inputs = _inputs(model, hardware, notes, locals())
     peak = hardware.peak_flops[inputs.compute_dtype]
     F = peak * compute_efficiency
     W = hardware.memory_bandwidth * bandwidth_efficiency
     B, P, O = batch, prompt_tokens, output_tokens
-    shape = _Shape(model, inputs)
+    shape = Shape(model, inputs.bits_per_weight, inputs.kv_dtype, inputs.compute_dtype, tp)
+    link, latency = hardware.interconnect_bandwidth, inputs.collective_latency_s
 
-    # Prefill: every prompt token through every matmul, the lm_head on the last position only.
-    prefill_flops = B * (f.matmul_flops(shape.matmul - shape.head, P) + f.matmul_flops(shape.head, 1) + shape.causal_attention(P))
-    prefill_bytes = shape.weights_streamed + B * P * shape.kv_token
-    prefill = _phase(prefill_flops, prefill_bytes, F, W)
+    prefill = _phase(shape.prefill_flops(B, P), shape.prefill_bytes(B, P), F, W, comm_s=shape.comm_seconds(B * P, link, latency))
 
-    # Decode step j at cached context P + j: linear in j, so means and the mean of max are exact.
+    # Decode steps j = 0..O-2 at cached context P + j: piecewise linear in j, so the means are exact.
     steps = max(O - 1, 1)
-    flops_0, flops_1 = B * shape.decode_flops_per_sequence(P), B * shape.attention_per_key
-    bytes_0, bytes_1 = shape.weights_streamed + B * shape.kv_token * (P + 1), B * shape.kv_token
-    mean_j = (steps - 1) / 2
-    d_flops, d_bytes = flops_0 + flops_1 * mean_j, bytes_0 + bytes_1 * mean_j
-    mean_time = f.mean_of_max_linear(flops_0 / F, flops_1 / F, bytes_0 / W, bytes_1 / W, steps)
-    step = _phase(d_flops, d_bytes, F, W, mean_time)
+    mean_time, mean_compute, mean_memory = f.mean_of_max_piecewise(
+        lambda j: shape.decode_flops(B, P + j) / F, lambda j: shape.decode_bytes(B, P + j) / W, steps, shape.decode_breakpoints(P)
+    )
+    step = _phase(mean_compute * F, mean_memory * W, F, W, mean_time, shape.comm_seconds(B, link, latency))
     tpot = step.time_s
+    mean_context = P + (steps - 1) / 2
     decode = Decode(
         **step._asdict(),
         steps=O - 1 if O > 1 else 0,
-        mean_context_tokens=P + mean_j,
+        mean_context_tokens=mean_context,
         tokens_per_s=B / tpot,
         tokens_per_s_per_sequence=1 / tpot,
-        mbu=d_bytes / tpot / hardware.memory_bandwidth,
-        mfu=d_flops / tpot / peak,
+        mbu=step.bytes / tpot / hardware.memory_bandwidth,
+        mfu=step.flops / tpot / peak,
     )
     if O <= 1:
         notes.append("output_tokens <= 1: no decode step runs; decode figures are those of a step at context P")
+    notes += _shape_notes(model, tp)
 
-    kv_sequence = shape.kv_token * (P + O)
+    kv_sequence = shape.kv_cached(P + O)
+    kv_device = kv_sequence * shape.kv_share
     budget = f.kv_budget(memory_fraction, hardware.memory_capacity, shape.weights)
-    limit = f.max_batch(budget, kv_sequence) if kv_sequence > 0 else None
+    limit = f.max_batch(budget, kv_device) if kv_device > 0 else None
     fits, fits_reason = _fits(budget, limit, B, shape.weights, memory_fraction, hardware.memory_capacity)
-    critical = f.critical_batch(
-        shape.weights_streamed, shape.decode_flops_per_sequence(P + mean_j), shape.kv_token * (P + mean_j + 1), F, W
-    )
+    critical = _critical_batch(shape, mean_context, F, W)
     return Estimate(
-        model=ModelInfo(model.id, model.name, model.params, shape.streamed_params, shape.matmul),
+        model=ModelInfo(model.id, model.name, model.params, float(model.counts.active) if model.counts else model.params, shape.matmul),
         hardware=HardwareInfo(hardware.id, hardware.name, hardware.origin, peak, hardware.memory_bandwidth, hardware.memory_capacity),
         inputs=inputs,
-        weight_bytes=shape.weights,
-        weight_bytes_streamed=shape.weights_streamed,
-        kv_bytes_per_token=shape.kv_token,
+        weight_bytes=shape.weights * tp,
+        weight_bytes_per_device=shape.weights,
+        weight_bytes_streamed=shape.streamed(B) * tp,
+        kv_bytes_per_token=shape.kv_per_token,
         kv_bytes_per_sequence=kv_sequence,
         kv_budget_bytes=budget,
         max_batch=limit,
         fits=fits,
         fits_reason=fits_reason,
         critical_batch=critical,
-        critical_batch_reason=_critical_reason(critical, limit, shape, P + mean_j, F, W),
+        critical_batch_reason=_critical_reason(critical, limit, shape, mean_context, F, W),
         ridge_point_flop_per_byte=f.ridge_point(F, W),
         prefill=prefill,
         decode=decode,
@@ -207,34 +215,32 @@ def estimate(
     )
 
 
-class _Shape:
-    """Per-model quantities in SI units for the chosen dtypes."""
-
-    def __init__(self, model: Model, inputs: Inputs):
-        bytes_per_weight = inputs.bits_per_weight / 8
-        kv_bytes = DTYPE_BYTES[inputs.kv_dtype]
-        counts, a = model.counts, model.arch
-        if counts is None or a is None:  # params-only napkin model: every parameter is a streamed matmul weight
-            self.matmul = self.streamed_params = model.params
-            self.head = 0.0
-            self.kv_token = model.kv_bytes_per_token_given or 0.0
-            self.attention_per_key = 0.0
-            self.causal_attention = lambda tokens: 0.0
-        else:
-            self.matmul, self.streamed_params, self.head = float(counts.matmul), float(counts.streamed), float(counts.head)
-            self.kv_token = f.kv_bytes_per_token(a.layers, a.num_kv_heads, a.head_dim, kv_bytes)
-            self.attention_per_key = f.attention_flops(a.layers, a.num_heads, a.head_dim, 1)
-            self.causal_attention = lambda tokens: f.causal_attention_flops(a.layers, a.num_heads, a.head_dim, tokens)
-        self.weights = model.params * bytes_per_weight
-        self.weights_streamed = self.streamed_params * bytes_per_weight
-
-    def decode_flops_per_sequence(self, cached: float) -> float:
-        """FLOPs of one decode token with `cached` tokens in its KV cache (it attends over cached + 1 keys)."""
-        return f.matmul_flops(self.matmul, 1) + self.attention_per_key * (cached + 1)
+def _critical_batch(shape: Shape, cached: float, F: float, W: float) -> int | None:
+    """Critical batch at the mean decode context: closed form for dense models; for MoE the weights read
+    grow with the batch (more experts touched), so the smallest batch is searched."""
+    if shape.counts is not None and shape.counts.moe_layers:
+        return f.smallest_batch_where(lambda b: shape.decode_flops(b, cached) / F >= shape.decode_bytes(b, cached) / W)
+    per_sequence_flops = shape.decode_flops(1, cached)
+    per_sequence_kv = shape.decode_bytes(1, cached) - shape.streamed(1)
+    return f.critical_batch(shape.streamed(1), per_sequence_flops, per_sequence_kv, F, W)
 
 
-def _phase(flops: float, nbytes: float, F: float, W: float, time_s: float = 0.0) -> Phase:
-    """A step's roofline; `time_s` is a mean of per-step maxima when the step stands for many."""
+def _shape_notes(model: Model, tp: int) -> list[str]:
+    notes = []
+    a = model.arch
+    if a is not None and a.num_experts:
+        notes.append("MoE: a step reads the distinct experts its tokens touch, E (1 - (1 - k/E)^tokens), assuming uniform routing")
+    if tp > 1 and a is not None and a.mla:
+        notes.append(f"tp {tp}: MLA's latent KV cache is shared by all heads, so every device keeps all of it")
+    elif tp > 1 and a is not None and tp > a.num_kv_heads:
+        notes.append(f"tp {tp} > {a.num_kv_heads} KV heads: each device keeps 1 KV head, replicated {tp // a.num_kv_heads}x")
+    if tp > 1:
+        notes.append("tp: communication (two all-reduces per layer) is added to each step's time, not overlapped")
+    return notes
+
+
+def _phase(flops: float, nbytes: float, F: float, W: float, time_s: float = 0.0, comm_s: float = 0.0) -> Phase:
+    """A step's roofline plus its communication; `time_s` is a mean of per-step maxima when the step stands for many."""
     compute_s, memory_s = flops / F, nbytes / W
     return Phase(
         flops=flops,
@@ -242,7 +248,8 @@ def _phase(flops: float, nbytes: float, F: float, W: float, time_s: float = 0.0)
         intensity_flop_per_byte=flops / nbytes,
         compute_s=compute_s,
         memory_s=memory_s,
-        time_s=max(time_s, compute_s, memory_s),
+        comm_s=comm_s,
+        time_s=max(time_s, compute_s, memory_s) + comm_s,
         bound="compute" if compute_s >= memory_s else "memory",
     )
 
@@ -253,11 +260,16 @@ def _inputs(model: Model, hardware: Hardware, notes: list[str], args: dict) -> I
         value = args[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise UsageError(f"{name}: expected an integer >= {low}, got {value!r}")
+    tp = args["tp"]
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise UsageError(f"tp: expected an integer >= 1, got {tp!r}")
+    if tp > 1 and hardware.interconnect_bandwidth is None:
+        raise UsageError(f"tp: {hardware.id} has no interconnect_bandwidth, needed for tp > 1 (add it to its hardware YAML)")
     for name in ("memory_fraction", "compute_efficiency", "bandwidth_efficiency"):
         if not 0 < args[name] <= 1:
             raise UsageError(f"{name}: expected a fraction in (0, 1], got {args[name]!r}")
     weight = _dtype("weight_dtype", args["weight_dtype"] or model.dtype, DTYPE_BYTES)
-    kv = _dtype("kv_dtype", args["kv_dtype"] or model.dtype, DTYPE_BYTES)
+    kv = _dtype("kv_dtype", args["kv_dtype"] or model.kv_dtype, DTYPE_BYTES)
     bits = args["bits_per_weight"]
     if bits is not None and not 0 < bits <= 64:
         raise UsageError(f"bits_per_weight: expected a number of bits in (0, 64], got {bits!r}")
@@ -280,6 +292,8 @@ def _inputs(model: Model, hardware: Hardware, notes: list[str], args: dict) -> I
         memory_fraction=args["memory_fraction"],
         compute_efficiency=args["compute_efficiency"],
         bandwidth_efficiency=args["bandwidth_efficiency"],
+        tp=tp,
+        collective_latency_s=hardware.interconnect_latency if hardware.interconnect_latency is not None else DEFAULT_COLLECTIVE_LATENCY,
     )
 
 
@@ -307,9 +321,9 @@ def _fits(budget: float, limit: int | None, batch: int, weights: float, fraction
     return True, "weights and the batch's KV caches fit in the memory fraction"
 
 
-def _critical_reason(critical: int | None, limit: int | None, shape: _Shape, context: float, F: float, W: float) -> str:
+def _critical_reason(critical: int | None, limit: int | None, shape: Shape, context: float, F: float, W: float) -> str:
     if critical is None:
-        per_sequence = shape.decode_flops_per_sequence(context) / (shape.kv_token * (context + 1))
+        per_sequence = shape.decode_flops(1, context) / (shape.decode_bytes(1, context) - shape.streamed(1))
         return f"decode stays memory-bound: per-sequence KV reads alone give {per_sequence:.3g} FLOP/B < ridge {F / W:.3g}"
     if limit is not None and critical > limit:
         return f"beyond the max batch {limit}: memory runs out first"

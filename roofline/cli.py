@@ -19,7 +19,7 @@ FLAGS = {  # library argument -> flag, so errors name what the user typed
     "batch": "--batch", "prompt_tokens": "--prompt", "output_tokens": "--output", "weight_dtype": "--weight-dtype",
     "kv_dtype": "--kv-dtype", "compute_dtype": "--compute-dtype", "bits_per_weight": "--bits-per-weight",
     "memory_fraction": "--memory-fraction", "compute_efficiency": "--compute-efficiency",
-    "bandwidth_efficiency": "--bandwidth-efficiency", "tpot_slo": "--tpot-slo", "ttft_slo": "--ttft-slo",
+    "bandwidth_efficiency": "--bandwidth-efficiency", "tpot_slo": "--tpot-slo", "ttft_slo": "--ttft-slo", "tp": "--tp",
 }
 
 app = typer.Typer(
@@ -134,7 +134,7 @@ def models_group(ctx: typer.Context) -> None:
 # Options shared by estimate, sweep, compare and plot.
 JSON = typer.Option(False, "--json", help="Print JSON (plain SI numbers) instead of a table.")
 CSV = typer.Option(False, "--csv", help="Print CSV (one header row; units in the column names).")
-MODEL = typer.Option(None, "--model", "-m", help="Model id or YAML path. [default: llama-3.1-8b]")
+MODEL = typer.Option(None, "--model", "-m", help="Model id, YAML path, or Hugging Face config.json / model folder. [default: llama-3.1-8b]")
 HARDWARE = typer.Option(None, "--hardware", "-H", help="Hardware id or YAML path. [default: h100-sxm]")
 WEIGHT_DTYPE = typer.Option(None, "--weight-dtype", help="Weight dtype. [default: the model's]")
 KV_DTYPE = typer.Option(None, "--kv-dtype", help="KV cache dtype. [default: the model's]")
@@ -146,12 +146,13 @@ BANDWIDTH_EFF = typer.Option(1.0, "--bandwidth-efficiency", help="Achievable sha
 TPOT_SLO = typer.Option(None, "--tpot-slo", help="Latency objective per output token, e.g. 50ms.")
 TTFT_SLO = typer.Option(None, "--ttft-slo", help="Latency objective to the first token, e.g. 2s.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No notes on stderr.")
+TP = typer.Option(1, "--tp", min=1, help="Tensor-parallel devices: weights, KV and FLOPs split; all-reduces added.")
 
 
-def _options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency) -> dict:
+def _options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency, tp) -> dict:
     return dict(
         weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype, bits_per_weight=bits_per_weight,
-        memory_fraction=memory_fraction, compute_efficiency=compute_efficiency, bandwidth_efficiency=bandwidth_efficiency,
+        memory_fraction=memory_fraction, compute_efficiency=compute_efficiency, bandwidth_efficiency=bandwidth_efficiency, tp=tp,
     )
 
 
@@ -195,6 +196,7 @@ def estimate(
     memory_fraction: float = FRACTION,
     compute_efficiency: float = COMPUTE_EFF,
     bandwidth_efficiency: float = BANDWIDTH_EFF,
+    tp: int = TP,
     json: bool = JSON,
     quiet: bool = QUIET,
 ) -> None:
@@ -211,7 +213,7 @@ def estimate(
     from roofline.calc import estimate as run_estimate
 
     m, h = _specs(model, hardware, quiet, batch=batch, prompt=prompt, output=output)
-    options = _options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency)
+    options = _options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency, tp)
     result = run_estimate(
         m, h, batch=batch or DEFAULTS["batch"], prompt_tokens=prompt or DEFAULTS["prompt"],
         output_tokens=DEFAULTS["output"] if output is None else output, **options,
@@ -244,6 +246,7 @@ def sweep(
     memory_fraction: float = FRACTION,
     compute_efficiency: float = COMPUTE_EFF,
     bandwidth_efficiency: float = BANDWIDTH_EFF,
+    tp: int = TP,
     json: bool = JSON,
     csv: bool = CSV,
     quiet: bool = QUIET,
@@ -268,7 +271,7 @@ def sweep(
         outputs=sweeps.parse_counts(output, "--output", low=0),
         tpot_slo=_duration(tpot_slo, "--tpot-slo"),
         ttft_slo=_duration(ttft_slo, "--ttft-slo"),
-        **_options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency),
+        **_options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency, tp),
     )
 
     def table():
@@ -297,6 +300,7 @@ def compare(
     memory_fraction: float = FRACTION,
     compute_efficiency: float = COMPUTE_EFF,
     bandwidth_efficiency: float = BANDWIDTH_EFF,
+    tp: int = TP,
     json: bool = JSON,
     csv: bool = CSV,
 ) -> None:
@@ -318,7 +322,7 @@ def compare(
         [load_model(m) for m in model], [load_hardware(h) for h in hardware],
         batch=batch, prompt_tokens=prompt, output_tokens=output,
         tpot_slo=_duration(tpot_slo, "--tpot-slo"), ttft_slo=_duration(ttft_slo, "--ttft-slo"), sort=sort,
-        **_options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency),
+        **_options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency, tp),
     )
 
     def table():
@@ -348,6 +352,7 @@ def plot(
     memory_fraction: float = FRACTION,
     compute_efficiency: float = COMPUTE_EFF,
     bandwidth_efficiency: float = BANDWIDTH_EFF,
+    tp: int = TP,
     quiet: bool = QUIET,
 ) -> None:
     """Draw the device's roofline with the model's prefill and decode points (needs matplotlib).
@@ -363,7 +368,7 @@ def plot(
     from roofline.calc import estimate as run_estimate
 
     m, h = _specs(model, hardware, quiet)
-    options = _options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency)
+    options = _options(weight_dtype, kv_dtype, compute_dtype, bits_per_weight, memory_fraction, compute_efficiency, bandwidth_efficiency, tp)
     prompts = sweeps.parse_counts(prompt, "--prompt")
     if sweep_plot:
         result = sweeps.sweep(
@@ -482,9 +487,35 @@ def models_list(json: bool = JSON) -> None:
     emit(rows, json, lambda: table(rows))
 
 
+@models_app.command("import")
+@handled
+def models_import(
+    config: str = typer.Argument(..., help="A Hugging Face config.json, or a model folder holding one."),
+    name: Optional[str] = typer.Option(None, "--name", help="The model's name (and the id to save it under)."),
+    out_path: Optional[str] = typer.Option(None, "--out", "-o", help="Write the YAML here (e.g. models/ID.yaml) instead of stdout."),
+) -> None:
+    """Convert a config.json into a model YAML (offline: no hub access).
+
+    Example:
+
+      roofline models import ~/models/Qwen3-8B --name qwen3-8b -o models/qwen3-8b.yaml
+    """
+    from roofline import hf
+
+    text = hf.to_yaml(config, name)
+    if out_path is None:
+        typer.echo(text, nl=False)
+        return
+    from roofline.files import atomic_write
+
+    with atomic_write(out_path, "--out") as f:
+        f.write(text)
+    err(f"roofline: wrote {out_path}")
+
+
 @models_app.command("show")
 @handled
-def models_show(model: str = typer.Argument(..., help="Model id or YAML path."), json: bool = JSON) -> None:
+def models_show(model: str = typer.Argument(..., help="Model id, YAML path, or config.json / model folder."), json: bool = JSON) -> None:
     """Show a model's derived parameter count (by role) and KV cache per token."""
     from roofline import describe
     from roofline.render_specs import model_detail

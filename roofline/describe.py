@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from roofline import formulas as f
+from roofline.shape import Shape
 from roofline.specs import DTYPE_BYTES, Hardware, Model
 
 
@@ -39,17 +40,22 @@ def model(m: Model) -> dict[str, Any]:
         out["kv_bytes_per_token"] = m.kv_bytes_per_token_given or 0.0
         return out
     a, c = m.arch, m.counts
-    out["kv_bytes_per_token"] = f.kv_bytes_per_token(a.layers, a.num_kv_heads, a.head_dim, DTYPE_BYTES[m.dtype])
+    out["kv_bytes_per_token"] = Shape(m, 8 * DTYPE_BYTES[m.dtype], m.dtype, m.dtype).kv_per_token
+    out["active_params"] = c.active
     out["params_breakdown"] = {
         "embedding": c.embedding,
         "position": c.position,
         "attention": c.attention,
-        "mlp": c.mlp,
+        "dense_mlp": c.dense_mlp,
+        "routed_experts": c.experts,
+        "shared_experts": c.shared_experts,
+        "router": c.router,
         "biases": c.biases,
         "norms": c.norms,
         "lm_head": 0 if c.tied else c.head,
-        "matmul": c.matmul,
-        "streamed_per_decode_step": c.streamed,
+        "active_per_token": c.active,
+        "matmul_per_token": c.matmul,
+        "streamed_per_decode_step_at_batch_1": round(c.streamed(1)),
     }
     out["architecture"] = a._asdict()
     return out

@@ -92,3 +92,44 @@ def mean_of_max_linear(a0: float, a1: float, b0: float, b1: float, n: int) -> fl
     if k > 0:
         total += k * d0 + d1 * (lo + hi) * k / 2  # plus the positive part of a - b
     return total / n
+
+
+def mean_of_max_piecewise(a, b, n: int, breakpoints: list[float]) -> tuple[float, float, float]:
+    """(mean of max(a, b), mean of a, mean of b) over steps j = 0..n-1, for a(j), b(j) linear between
+    `breakpoints` (where a sliding window fills). Each linear piece uses mean_of_max_linear."""
+    cuts = sorted({0, n, *(math.ceil(x) for x in breakpoints if 0 < x < n)})
+    total_max = total_a = total_b = 0.0
+    for start, end in zip(cuts, cuts[1:]):
+        m = end - start
+        a0, b0 = a(start), b(start)
+        a1, b1 = (a(start + 1) - a0, b(start + 1) - b0) if m > 1 else (0.0, 0.0)
+        total_max += m * mean_of_max_linear(a0, a1, b0, b1, m)
+        total_a += m * (a0 + a1 * (m - 1) / 2)
+        total_b += m * (b0 + b1 * (m - 1) / 2)
+    return total_max / n, total_a / n, total_b / n
+
+
+def ring_allreduce_seconds(message_bytes: float, devices: int, link_bytes_per_s: float, latency_s: float) -> float:
+    """Ring all-reduce time = 2 (N - 1) / N x message / link bandwidth + latency [s].
+
+    Each device sends and receives 2 (N - 1) chunks of message / N (reduce-scatter, then all-gather);
+    the bus-bandwidth convention of nccl-tests (busbw = algbw x 2 (N - 1) / N) measures the link term.
+    """
+    return 2.0 * (devices - 1) / devices * message_bytes / link_bytes_per_s + latency_s
+
+
+def smallest_batch_where(condition, limit: int = 1 << 24) -> int | None:
+    """Smallest B in 1..limit with condition(B) true, for a condition that stays true once true; else None."""
+    if not condition(limit):
+        return None
+    high = 1
+    while not condition(high):
+        high *= 2
+    low = high // 2 + 1 if high > 1 else 1
+    while low < high:
+        mid = (low + high) // 2
+        if condition(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low

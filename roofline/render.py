@@ -23,7 +23,7 @@ def estimate_table(e: Estimate):
     i, p, d = e.inputs, e.prefill, e.decode
     head = Text.assemble(
         (f"{e.model.name}", "bold"), " on ", (e.hardware.name, "bold"), f"  ({e.hardware.figures} figures)\n",
-        f"batch {i.batch}, prompt {i.prompt_tokens}, output {i.output_tokens} tokens; "
+        f"batch {i.batch}, prompt {i.prompt_tokens}, output {i.output_tokens} tokens{f'; tp {i.tp} devices (figures per device)' if i.tp > 1 else ''}; "
         f"weights {i.weight_dtype}{_bits(e)}, KV {i.kv_dtype}, compute {i.compute_dtype}\n"
         f"efficiency: compute {i.compute_efficiency:g}, bandwidth {i.bandwidth_efficiency:g}"
         f"{' (the roofline bound)' if i.compute_efficiency == i.bandwidth_efficiency == 1 else ''}",
@@ -38,6 +38,7 @@ def estimate_table(e: Estimate):
         ("intensity", si(p.intensity_flop_per_byte, "FLOP/B"), si(d.intensity_flop_per_byte, "FLOP/B")),
         ("compute time", si(p.compute_s, "s"), si(d.compute_s, "s")),
         ("memory time", si(p.memory_s, "s"), si(d.memory_s, "s")),
+        *([("comm time", si(p.comm_s, "s"), si(d.comm_s, "s"))] if i.tp > 1 else []),
         ("time", si(p.time_s, "s"), si(d.time_s, "s")),
         ("bound", p.bound, d.bound),
     ):
@@ -62,7 +63,9 @@ def summary_lines(e: Estimate) -> list[str]:
         f"TTFT {si(e.ttft_s, 's')} · TPOT {si(e.tpot_s, 's')} · request {si(e.request_latency_s, 's')}",
         f"throughput {number(d.tokens_per_s)} tokens/s ({number(d.tokens_per_s_per_sequence)} per sequence) · "
         f"MBU {_percent(d.mbu)} · MFU {_percent(d.mfu)}",
-        f"weights {si(e.weight_bytes, 'B')} resident, {si(e.weight_bytes_streamed, 'B')} streamed per decode step",
+        f"weights {si(e.weight_bytes, 'B')} resident"
+        f"{f' ({si(e.weight_bytes_per_device, chr(66))} per device)' if i.tp > 1 else ''}, "
+        f"{si(e.weight_bytes_streamed, 'B')} streamed per decode step",
         f"KV cache {si(e.kv_bytes_per_token, 'B')}/token, {si(e.kv_bytes_per_sequence, 'B')}/sequence "
         f"at {i.prompt_tokens + i.output_tokens} tokens",
         f"KV budget {si(e.kv_budget_bytes, 'B')} = {i.memory_fraction:g} x {binary(e.hardware.memory_capacity_bytes)} "

@@ -86,7 +86,7 @@ def test_gpt2_small_params_by_hand():
     assert counts.total == 124_439_808
     # Streamed per decode step: the layers + ln_f + the tied head read once, not wte/wpe as lookups:
     # 85,054,464 + 1,536 + 38,597,376 = 123,653,376.
-    assert counts.streamed == 123_653_376
+    assert counts.streamed(1) == 123_653_376
 
 
 def test_llama_3_1_8b_params_by_hand():
@@ -97,7 +97,7 @@ def test_llama_3_1_8b_params_by_hand():
     counts = load_model("llama-3.1-8b").counts
     assert counts.total == 8_030_261_248
     assert counts.matmul == 32 * (16_777_216 * 2 + 4_194_304 * 2 + 176_160_768) + 525_336_576
-    assert counts.streamed == counts.total - 525_336_576  # all but the input embedding
+    assert counts.streamed(1) == counts.total - 525_336_576  # all but the input embedding
 
 
 def test_explicit_head_dim_is_used():

@@ -24,7 +24,8 @@ def models(draw):
         mlp=draw(st.sampled_from(["gated", "plain"])),
         tied_embeddings=draw(st.booleans()),
     )
-    return Model("m", "m", "test", draw(st.sampled_from(["bf16", "fp8", "fp32"])), arch=arch, counts=count_params(arch))
+    dtype = draw(st.sampled_from(["bf16", "fp8", "fp32"]))
+    return Model("m", "m", "test", dtype, dtype, arch=arch, counts=count_params(arch))
 
 
 @st.composite

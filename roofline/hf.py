@@ -1,0 +1,223 @@
+"""Hugging Face config.json -> roofline model keys, offline (a file or a model folder; no hub access).
+
+Field names and defaults differ by family (n_layer vs num_hidden_layers, head_dim given or derived,
+tie_word_embeddings defaulting per config class); each family maps explicitly below, and the result is
+validated by the same code as a model YAML.
+"""
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from roofline.errors import RooflineError
+
+DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def config_path(ref: str) -> Path | None:
+    """The config.json that `ref` names (the file, or a folder holding one); None when it names neither."""
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        return path / "config.json" if (path / "config.json").is_file() else None
+    return path if path.suffix == ".json" and path.is_file() else None
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise RooflineError(f"{path}: cannot read ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise RooflineError(f"{path}: line {e.lineno}: JSON syntax error: {e.msg}") from None
+    if not isinstance(data, dict):
+        raise RooflineError(f"{path}: expected a JSON object (a Hugging Face config.json)")
+    return data
+
+
+def to_model_keys(config: dict[str, Any], where: str) -> dict[str, Any]:
+    """Our model keys (as in models/*.yaml) for a config.json mapping."""
+    kind = config.get("model_type")
+    if kind not in FAMILIES:
+        raise RooflineError(f"{where}: unsupported model_type {kind!r} (supported: {', '.join(sorted(FAMILIES))})")
+    try:
+        keys = FAMILIES[kind](Config(config, where))
+    except KeyError as e:
+        raise RooflineError(f"{where}: missing key {e.args[0]!r} for model_type {kind!r}") from None
+    name = config.get("_name_or_path") or Path(where).parent.name or kind
+    return {"name": str(name), "source": where, **{k: v for k, v in keys.items() if v is not None}}
+
+
+class Config:
+    """A config.json mapping with the reads the families share."""
+
+    def __init__(self, data: dict[str, Any], where: str):
+        self.data, self.where = data, where
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.data.get(key)
+        return default if value is None else value
+
+    def dtype(self, default: str = "bf16") -> str:
+        return DTYPES.get(self.get("torch_dtype") or self.get("dtype"), default)
+
+    def base(self, tied_default: bool) -> dict[str, Any]:
+        """Keys of a Llama-style decoder: layers, widths, heads (head_dim only when explicit), vocab, context."""
+        return {
+            "dtype": self.dtype(),
+            "layers": self["num_hidden_layers"],
+            "hidden_size": self["hidden_size"],
+            "num_heads": self["num_attention_heads"],
+            "num_kv_heads": self.get("num_key_value_heads", self["num_attention_heads"]),
+            "head_dim": self.get("head_dim"),
+            "intermediate_size": self["intermediate_size"],
+            "vocab_size": self["vocab_size"],
+            "tied_embeddings": bool(self.get("tie_word_embeddings", tied_default)),
+            "max_context": self.get("max_position_embeddings"),
+            "bias": "qkv" if self.get("attention_bias") else None,
+        }
+
+    def sliding(self, layers: str | None = None) -> dict[str, Any]:
+        """A sliding window when the config sets one: on `layers`, or as layer_types says."""
+        window = self.get("sliding_window")
+        if not window or self.get("use_sliding_window") is False:
+            return {}
+        types = self.get("layer_types")
+        if types:
+            layers = [i for i, t in enumerate(types) if t == "sliding_attention"]
+        return {"sliding_window": window, "sliding_layers": layers or "all"}
+
+
+def _llama(c: Config) -> dict[str, Any]:
+    return c.base(tied_default=False)
+
+
+def _mistral(c: Config) -> dict[str, Any]:
+    return {**c.base(tied_default=False), **c.sliding()}
+
+
+def _qwen2(c: Config) -> dict[str, Any]:
+    # Qwen2 has q, k, v biases; its sliding window is off unless use_sliding_window is true.
+    keys = {**c.base(tied_default=False), "bias": "qkv"}
+    return {**keys, **(c.sliding() if c.get("use_sliding_window") else {})}
+
+
+def _qwen3(c: Config) -> dict[str, Any]:
+    return {**c.base(tied_default=False), **(c.sliding() if c.get("use_sliding_window") else {})}
+
+
+def _moe(c: Config, experts: str, size: str) -> dict[str, Any]:
+    sparse_step, only_mlp = c.get("decoder_sparse_step", 1), c.get("mlp_only_layers", [])
+    if sparse_step != 1 or only_mlp:
+        raise RooflineError(f"{c.where}: dense layers between MoE layers (decoder_sparse_step {sparse_step}, mlp_only_layers {only_mlp}) are not supported")
+    return {"num_experts": c[experts], "experts_per_token": c["num_experts_per_tok"], "expert_intermediate_size": c[size]}
+
+
+def _mixtral(c: Config) -> dict[str, Any]:
+    return {**c.base(tied_default=False), **c.sliding(), **_moe(c, "num_local_experts", "intermediate_size")}
+
+
+def _qwen2_moe(c: Config) -> dict[str, Any]:
+    shared = c.get("shared_expert_intermediate_size", 0)
+    return {
+        **_qwen2(c),
+        **_moe(c, "num_experts", "moe_intermediate_size"),
+        "num_shared_experts": 1 if shared else 0,
+        "shared_expert_intermediate_size": shared or None,
+    }
+
+
+def _qwen3_moe(c: Config) -> dict[str, Any]:
+    return {**_qwen3(c), **_moe(c, "num_experts", "moe_intermediate_size")}
+
+
+def _gemma2(c: Config) -> dict[str, Any]:
+    # Gemma-2: explicit head_dim, 4 norms per layer, tied by default, even layers slide (HF: not layer_idx % 2).
+    return {**c.base(tied_default=True), "norms_per_layer": 4, **c.sliding("even")}
+
+
+def _phi3(c: Config) -> dict[str, Any]:
+    return {**c.base(tied_default=False), **c.sliding()}
+
+
+def _gpt2(c: Config) -> dict[str, Any]:
+    hidden = c["n_embd"]
+    return {
+        "dtype": c.dtype("fp32"),
+        "layers": c["n_layer"],
+        "hidden_size": hidden,
+        "num_heads": c["n_head"],
+        "intermediate_size": c.get("n_inner", 4 * hidden),
+        "vocab_size": c["vocab_size"],
+        "mlp": "plain",
+        "tied_embeddings": bool(c.get("tie_word_embeddings", True)),
+        "position_embeddings": "learned",
+        "norm": "layernorm",
+        "bias": "all",
+        "max_context": c["n_positions"],
+    }
+
+
+def _deepseek_v3(c: Config) -> dict[str, Any]:
+    keys = {k: v for k, v in c.base(tied_default=False).items() if k not in ("num_kv_heads", "head_dim", "bias")}
+    quantized = (c.get("quantization_config") or {}).get("quant_method") == "fp8"
+    return {
+        **keys,
+        "dtype": "fp8" if quantized else keys["dtype"],
+        "kv_dtype": keys["dtype"],
+        "kv_lora_rank": c["kv_lora_rank"],
+        "q_lora_rank": c.get("q_lora_rank", 0),
+        "qk_rope_head_dim": c["qk_rope_head_dim"],
+        "qk_nope_head_dim": c["qk_nope_head_dim"],
+        "v_head_dim": c["v_head_dim"],
+        "num_experts": c["n_routed_experts"],
+        "experts_per_token": c["num_experts_per_tok"],
+        "num_shared_experts": c.get("n_shared_experts", 0),
+        "expert_intermediate_size": c["moe_intermediate_size"],
+        "first_dense_layers": c.get("first_k_dense_replace", 0),
+    }
+
+
+def _gpt_oss(c: Config) -> dict[str, Any]:
+    return {
+        **c.base(tied_default=False),
+        "bias": "all" if c.get("attention_bias", True) else None,
+        **c.sliding(),
+        "num_experts": c["num_local_experts"],
+        "experts_per_token": c.get("num_experts_per_tok") or c["experts_per_token"],
+    }
+
+
+FAMILIES: dict[str, Callable[[Config], dict[str, Any]]] = {
+    "llama": _llama,
+    "mistral": _mistral,
+    "mixtral": _mixtral,
+    "qwen2": _qwen2,
+    "qwen2_moe": _qwen2_moe,
+    "qwen3": _qwen3,
+    "qwen3_moe": _qwen3_moe,
+    "gemma2": _gemma2,
+    "phi3": _phi3,
+    "gpt2": _gpt2,
+    "deepseek_v3": _deepseek_v3,
+    "gpt_oss": _gpt_oss,
+}
+
+
+def to_yaml(config_file: str, name: str | None) -> str:
+    """Our model YAML for a config.json (validated first), with its source line and a header comment."""
+    import yaml
+
+    from roofline.specs import model_from_mapping
+
+    path = config_path(config_file)
+    if path is None:
+        raise RooflineError(f"{config_file}: no such config.json (expected a Hugging Face config.json or a folder holding one)")
+    keys = to_model_keys(read_config(path), str(path))
+    if name:
+        keys["name"] = name
+    model_from_mapping(dict(keys), str(path), name or path.parent.name)  # fail here, not when the YAML is used
+    header = f"# Converted by `roofline models import` from {path} (model_type {read_config(path)['model_type']}).\n"
+    return header + yaml.safe_dump(keys, sort_keys=False, width=120)

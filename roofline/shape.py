@@ -1,0 +1,128 @@
+"""Per-step work of one model at chosen dtypes and tensor parallelism: bytes, FLOPs, KV, communication.
+
+Everything here is per device when tp > 1 (weights and KV split over the devices, FLOPs too), in SI units.
+Conventions: a decode token at cached context c attends over c + 1 keys (its own included) and reads the
+cached K and V; a sliding-window layer keeps at most `window` tokens and attends over at most `window`
+keys; MLA reads its latent cache and decodes in the absorbed form (DeepSeek-V2 sec. 2.1.3), prefill runs
+the naive form; MoE steps read the distinct experts their tokens touch (params.expected_experts).
+"""
+
+from roofline import formulas as f
+from roofline.specs import DTYPE_BYTES, Model
+
+ACTIVATION_BYTES = {"fp32": 4.0, "tf32": 4.0}  # all-reduce message element size; 2 B (bf16) otherwise
+
+
+class Shape:
+    """One model's per-step quantities for given dtypes and tensor parallelism (SI units, per device)."""
+
+    def __init__(self, model: Model, bits_per_weight: float, kv_dtype: str, compute_dtype: str, tp: int = 1):
+        self.model, self.tp = model, tp
+        self.bytes_per_weight = bits_per_weight / 8
+        kv_bytes = DTYPE_BYTES[kv_dtype]
+        self.activation_bytes = ACTIVATION_BYTES.get(compute_dtype, 2.0)
+        a, self.counts = model.arch, model.counts
+        if a is None:  # params-only napkin model: one "layer" holding the literal KV bytes per token
+            self.layers, self.full_layers, self.window = 1, 1, 0
+            self.kv_layer = model.kv_bytes_per_token_given or 0.0
+            self.key_flops_decode = self.key_flops_prefill = 0.0
+            self.kv_share, self.hidden = 1.0 / tp, 0
+            return
+        self.layers, self.hidden = a.layers, a.hidden_size
+        self.window = a.sliding_window if a.sliding_layers else 0
+        self.full_layers = a.layers - len(a.sliding_layers) if self.window else a.layers
+        if a.mla:
+            self.kv_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * kv_bytes
+            self.key_flops_decode = 2.0 * a.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
+            self.key_flops_prefill = 2.0 * a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
+            self.kv_share = 1.0  # the latent is shared by all heads: every device keeps all of it
+        else:
+            self.kv_layer = f.kv_bytes_per_token(1, a.num_kv_heads, a.head_dim, kv_bytes)
+            self.key_flops_decode = self.key_flops_prefill = f.attention_flops(1, a.num_heads, a.head_dim, 1)
+            self.kv_share = max(1.0 / tp, 1.0 / a.num_kv_heads)  # KV heads split; beyond them, replicated
+
+    # ---- weights
+
+    @property
+    def params(self) -> float:
+        return self.model.params
+
+    @property
+    def weights(self) -> float:
+        """Resident weight bytes per device."""
+        return self.model.params * self.bytes_per_weight / self.tp
+
+    def streamed(self, tokens: float) -> float:
+        """Weight bytes per device read by a step that routes `tokens` tokens."""
+        params = self.counts.streamed(tokens) if self.counts else self.model.params
+        return params * self.bytes_per_weight / self.tp
+
+    @property
+    def matmul(self) -> float:
+        """Matmul weights per token (active parameters: k routed experts)."""
+        return float(self.counts.matmul) if self.counts else self.model.params
+
+    @property
+    def head(self) -> float:
+        return float(self.counts.head) if self.counts else 0.0
+
+    # ---- KV cache
+
+    @property
+    def kv_per_token(self) -> float:
+        """KV bytes one token adds over all layers (before any window caps it), whole model."""
+        return self.kv_layer * self.layers
+
+    def kv_cached(self, context: float) -> float:
+        """KV bytes one sequence holds at `context` tokens, whole model (sliding layers capped at the window)."""
+        return self.kv_layer * (self.full_layers * context + self.sliding * min(context, self.window))
+
+    def keys(self, cached: float) -> float:
+        """Sum over layers of the keys a decode token attends over with `cached` tokens before it."""
+        return self.full_layers * (cached + 1) + self.sliding * min(cached + 1, self.window)
+
+    @property
+    def sliding(self) -> int:
+        return self.layers - self.full_layers
+
+    # ---- per-step work (per device)
+
+    def decode_flops(self, batch: int, cached: float) -> float:
+        """FLOPs per device of one decode step: 2 x active matmul params + attention, per sequence."""
+        return batch * (f.matmul_flops(self.matmul, 1) + self.key_flops_decode * self.keys(cached)) / self.tp
+
+    def decode_bytes(self, batch: int, cached: float) -> float:
+        """Bytes per device of one decode step: weights its tokens touch, KV read at `cached`, one token written."""
+        kv = self.kv_cached(cached) + self.kv_per_token
+        return self.streamed(batch) + batch * kv * self.kv_share
+
+    def decode_breakpoints(self, prompt: int) -> list[float]:
+        """Steps j where the per-step work changes slope: where a window fills (cached = W - 1 and W)."""
+        return [self.window - 1 - prompt, self.window - prompt] if self.window else []
+
+    def prefill_flops(self, batch: int, prompt: int) -> float:
+        """FLOPs per device of the prefill: every prompt token through the matmuls, lm_head on the last
+        position only, causal attention (windowed on sliding layers)."""
+        dense = f.matmul_flops(self.matmul - self.head, prompt) + f.matmul_flops(self.head, 1)
+        pairs = self.full_layers * prompt * (prompt + 1) / 2 + self.sliding * windowed_pairs(prompt, self.window)
+        return batch * (dense + self.key_flops_prefill * pairs) / self.tp
+
+    def prefill_bytes(self, batch: int, prompt: int) -> float:
+        """Bytes per device of the prefill: weights its tokens touch, once, and the KV it writes."""
+        return self.streamed(batch * prompt) + batch * self.kv_cached(prompt) * self.kv_share
+
+    def comm_seconds(self, tokens: int, link_bytes_per_s: float | None, latency_s: float) -> float:
+        """Tensor-parallel communication of one step: two all-reduces of the activations per layer."""
+        if self.tp == 1:
+            return 0.0
+        message = tokens * self.hidden * self.activation_bytes
+        return self.layers * 2 * f.ring_allreduce_seconds(message, self.tp, link_bytes_per_s, latency_s)
+
+
+def windowed_pairs(tokens: int, window: int) -> float:
+    """Causal (query, key) pairs of a `tokens`-long prompt with at most `window` keys per query:
+    sum_i=1..P min(i, W) = P (P + 1) / 2 if P <= W, else W (W + 1) / 2 + (P - W) W."""
+    if not window or tokens <= window:
+        return tokens * (tokens + 1) / 2
+    return window * (window + 1) / 2 + (tokens - window) * window
+
