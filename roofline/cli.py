@@ -396,6 +396,8 @@ def measure(
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="Dtype of the matrix-vector bandwidth kernel."),
     save: Optional[str] = typer.Option(None, "--save", help="Write a hardware YAML that `roofline estimate -H PATH` takes."),
     hardware: Optional[str] = typer.Option(None, "--hardware", "-H", help="Datasheet to compare with. [default: matched by device name]"),
+    collectives: bool = typer.Option(False, "--collectives", help="Measure all-reduce bandwidth and latency across processes instead."),
+    devices: Optional[int] = typer.Option(None, "--devices", min=2, help="Processes for --collectives. [default: the GPUs, or 2 CPU processes]"),
     json: bool = JSON,
 ) -> None:
     """Measure matmul FLOP/s and memory bandwidth here, and calibrate estimates with them (needs torch).
@@ -405,12 +407,17 @@ def measure(
       roofline measure --quick
 
       roofline measure --device cuda --save my-gpu.yaml && roofline estimate -H my-gpu.yaml
+
+      roofline measure --collectives --save my-gpu.yaml   # adds the measured interconnect to that profile
     """
-    from roofline import measure as bench
     from roofline import profile
     from roofline.specs import load_hardware
 
     datasheet = load_hardware(hardware) if hardware else None
+    if collectives:
+        return _measure_collectives(devices, device, quick, save, datasheet, json)
+    from roofline import measure as bench
+
     dtypes = [d.strip() for d in dtype.split(",") if d.strip()] if dtype is not None else None
     if dtypes == []:
         raise UsageError("--dtype: expected a comma-separated list such as fp32,bf16")
@@ -430,6 +437,31 @@ def measure(
         return measure_table(result, compared)
 
     emit(result, json, table)
+
+
+def _measure_collectives(devices, device, quick, save, datasheet, as_json) -> None:
+    """`measure --collectives`: time all-reduces; --save updates the profile at PATH (or copies -H's spec)."""
+    from pathlib import Path
+
+    from roofline import collectives, profile
+    from roofline.specs import load_hardware
+
+    base = load_hardware(save) if save and Path(save).is_file() else datasheet
+    if save and base is None:
+        raise UsageError(f"--save: {save} does not exist; run `roofline measure --save {save}` first, or give -H with the device's datasheet")
+    with _Progress() as step:
+        step("all-reduce over message sizes")
+        result = collectives.run(devices, device, quick)
+    if save:
+        profile.save_collectives(result, save, base)
+        err(f"roofline: saved the interconnect to {save}")
+
+    def table():
+        from roofline.render_measure import collectives_table
+
+        return collectives_table(result, base)
+
+    emit(result, as_json, table)
 
 
 class _Progress:

@@ -89,3 +89,29 @@ def _plain(value: Any) -> Any:
         if isinstance(value, kind):
             return kind(value)
     raise RooflineError(f"cannot save a value of type {type(value).__name__} in a profile")
+
+
+def save_collectives(result: dict[str, Any], path: str, base: Hardware) -> None:
+    """Write `base` with the measured interconnect (bus bandwidth and latency) to `path`, atomically."""
+    import yaml
+
+    from roofline.files import atomic_write
+
+    spec = {
+        "name": base.name,
+        "source": base.source,
+        "memory_capacity": base.memory_capacity,
+        "memory_bandwidth": base.memory_bandwidth,
+        "peak_flops": dict(base.peak_flops),
+        "interconnect_bandwidth": result["bus_bandwidth_bytes_per_s"],
+        "interconnect_latency": result["latency_s"],
+        **({"aliases": list(base.aliases)} if base.aliases else {}),
+        "measured": {**(base.measured or {}), "collectives": result},
+    }
+    header = (
+        f"# interconnect_bandwidth and interconnect_latency measured by `roofline measure --collectives` "
+        f"({result['backend']}, {result['devices']} processes):\n# the best all-reduce bus bandwidth and the "
+        f"shortest all-reduce time; raw figures under measured.collectives.\n"
+    )
+    with atomic_write(path, "--save") as f:
+        f.write(header + yaml.safe_dump(_plain(spec), sort_keys=False, width=120))

@@ -72,3 +72,27 @@ def _curve_table(curves: dict[str, list[dict[str, Any]]]):
         by_m = {p["m"]: p for p in points}
         table.add_row(dtype, *[f"{by_m[m]['bytes_per_s'] / 1e9:.3g} | {by_m[m]['flop_per_s'] / 1e9:.3g}" if m in by_m else "-" for m in ms])
     return table
+
+
+def collectives_table(result: dict[str, Any], datasheet: Any | None):
+    """All-reduce time, algorithm and bus bandwidth per message size, beside the datasheet's link figure."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name in ("size", "time", "median", "algbw", "busbw"):
+        table.add_column(name, justify="right")
+    for row in result["sizes"]:
+        table.add_row(binary(row["bytes"]), si(row["time_s"], "s"), si(row["median_time_s"], "s"),
+                      si(row["algbw_bytes_per_s"], "B/s"), si(row["busbw_bytes_per_s"], "B/s"))
+    link = getattr(datasheet, "interconnect_bandwidth", None)
+    versus = f" (datasheet {si(link, 'B/s')}: {result['bus_bandwidth_bytes_per_s'] / link:.0%})" if link else ""
+    return Group(
+        Text.assemble((f"all-reduce, {result['devices']} x {result['device_name']}", "bold"), f" · {result['backend']} · {result['elapsed_s']:.1f} s"),
+        Text(""),
+        table,
+        Text(""),
+        Text(f"bus bandwidth {si(result['bus_bandwidth_bytes_per_s'], 'B/s')}{versus} · latency {si(result['latency_s'], 's')} · "
+             "busbw = algbw x 2(N-1)/N (nccl-tests); the sum of known values was verified"),
+    )
