@@ -15,7 +15,9 @@ Conventions (stated in the README too):
 
 from typing import Any, NamedTuple
 
+from roofline import calibrate
 from roofline import formulas as f
+from roofline.calibrate import Calibrated
 from roofline.errors import UsageError
 from roofline.shape import Shape
 from roofline.specs import COMPUTE_DTYPES, DTYPE_BYTES, Hardware, Model
@@ -119,6 +121,7 @@ class Estimate(NamedTuple):
     request_latency_s: float
     warnings: list[str]
     notes: list[str]
+    calibrated: Calibrated | None = None  # from a measured profile: see roofline.calibrate
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -189,6 +192,7 @@ def estimate(
     limit = f.max_batch(budget, kv_device) if kv_device > 0 else None
     fits, fits_reason = _fits(budget, limit, B, shape.weights, memory_fraction, hardware.memory_capacity)
     critical = _critical_batch(shape, mean_context, F, W)
+    calibrated = _calibrated(model, hardware, inputs, shape, mean_context)
     return Estimate(
         model=ModelInfo(model.id, model.name, model.params, float(model.counts.active) if model.counts else model.params, shape.matmul),
         hardware=HardwareInfo(hardware.id, hardware.name, hardware.origin, peak, hardware.memory_bandwidth, hardware.memory_capacity),
@@ -212,7 +216,19 @@ def estimate(
         request_latency_s=prefill.time_s + max(O - 1, 0) * tpot,
         warnings=_warnings(model, P, O),
         notes=notes,
+        calibrated=calibrated,
     )
+
+
+def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, cached: float) -> Calibrated | None:
+    """The calibrated prediction when the hardware is a measured profile and the model is dense, one device."""
+    a = model.arch
+    if not hardware.measured or a is None or a.mla or a.num_experts or inputs.tp > 1:
+        return None
+    B, P = inputs.batch, inputs.prompt_tokens
+    kv_step = B * (shape.kv_cached(cached) + shape.kv_per_token)
+    attention_flops = B * shape.key_flops_decode * shape.keys(cached)
+    return calibrate.predict(a, hardware.measured, inputs.weight_dtype, B, P, kv_step, attention_flops, shape.prefill_attention_flops(B, P))
 
 
 def _critical_batch(shape: Shape, cached: float, F: float, W: float) -> int | None:

@@ -483,6 +483,72 @@ class _Progress:
         self.progress.stop()
 
 
+@app.command()
+@handled
+def validate(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model id, YAML or config.json (dense attention). [default: gpt2]"),
+    device: str = typer.Option("auto", "--device", help="auto (cuda, then mps, then cpu), cpu, cuda or mps."),
+    batch: str = typer.Option("1,4,16", "--batch", "-b", help="Batches to run: a list or range."),
+    prompt: int = typer.Option(128, "--prompt", min=1, help="Prompt tokens per sequence."),
+    output: int = typer.Option(32, "--output", min=2, help="Output tokens per sequence (decode steps + 1)."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32, bf16 or fp16. [default: the model's, else bf16]"),
+    layers: Optional[int] = typer.Option(None, "--layers", min=1, help="Run (and predict) the first N layers only, at full width."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", "-H", help="Profile or datasheet to predict with. [default: a quick measure of this device]"),
+    json: bool = JSON,
+) -> None:
+    """Run a real decode with the model's shapes here and compare it with the prediction (needs torch).
+
+    Examples:
+
+      roofline validate -m gpt2
+
+      roofline validate -m llama-3.2-1b --batch 1,4,16 --prompt 128 --output 32 -H here.yaml --json
+    """
+    from roofline import machine, sweep as sweeps
+    from roofline import validate as check
+    from roofline.measure import pick_device, torch_module
+    from roofline.specs import load_hardware, load_model
+
+    torch = torch_module()
+    spec = check.sliced(load_model(model or "gpt2"), layers)
+    kind = pick_device(torch, device)
+    run_dtype = dtype or (spec.dtype if spec.dtype in ("fp32", "bf16", "fp16") else "bf16")
+    batches = sweeps.parse_counts(batch, "--batch")
+    with _Progress() as step:
+        used = load_hardware(hardware) if hardware else _quick_profile(kind, run_dtype, step)
+        available = torch.cuda.mem_get_info()[0] if kind == "cuda" else machine.available_memory()
+        result = check.run(spec, used, kind, batches, prompt, output, run_dtype, available, on_step=step)
+    name = torch.cuda.get_device_name(0) if kind == "cuda" else machine.cpu_name()
+    a = spec.arch
+    result = {
+        "schema_version": result["schema_version"],
+        "model": {"id": spec.id, "name": spec.name, "params": spec.params, "layers": a.layers, "dtype": run_dtype},
+        "device": {"kind": kind, "name": name, "threads": torch.get_num_threads(), "torch_version": str(torch.__version__)},
+        "hardware": {"id": used.id, "name": used.name, "figures": used.origin, "memory_bandwidth_bytes_per_s": used.memory_bandwidth,
+                     "peak_flop_per_s": dict(used.peak_flops)},
+        "inputs": {"prompt_tokens": prompt, "output_tokens": output, "batches": batches},
+        "rows": result["rows"],
+    }
+
+    def table():
+        from roofline.render_measure import validate_table
+
+        return validate_table(result)
+
+    emit(result, json, table)
+
+
+def _quick_profile(kind: str, dtype: str, step):
+    """A quick `measure` of this device, as a hardware spec the calculator takes."""
+    from roofline import measure as bench
+    from roofline import profile
+    from roofline.specs import hardware_from_mapping
+
+    step("quick measure of this device")
+    measured = bench.run(kind, [dtype], None, True, dtype, on_step=step)
+    return hardware_from_mapping(profile.hardware_spec(measured), "a quick measure of this device", "measured-here")
+
+
 @hardware_app.command("list")
 @handled
 def hardware_list(json: bool = JSON) -> None:

@@ -43,18 +43,20 @@ class Plan(NamedTuple):
     squares: tuple[int, ...]
     shapes: tuple[tuple[int, int, int], ...]  # LLM-like (m tokens, k in, n out)
     decode_m: tuple[int, ...]
-    decode_k: int
+    decode_ks: tuple[int, ...]  # row lengths of the decode-shaped curve; the last also gives the GEMV bandwidth
     buffer_floor: int  # bytes; buffers are max(floor, 4 x last-level cache)
     min_reps: int
     min_time: float  # seconds per kernel
     max_time: float  # seconds per kernel, whatever min_reps says
     max_call: float  # skip a shape whose single call is estimated to take longer
+    curve_reps: int = 3  # per decode-curve point (each call already streams buffer bytes)
+    curve_time: float = 0.05
 
 
-CPU_PLAN = Plan((512, 1000, 1536, 2000, 2048), ((256, 4096, 4096), (512, 4096, 14336)), (1, 2, 4, 8, 16, 32, 64, 128, 256), 4096, 128 * MiB, 5, 0.2, 2.0, 0.3)
-CPU_QUICK = Plan((1000, 1536), ((256, 4096, 4096),), (1, 4, 16, 64), 4096, 64 * MiB, 2, 0.03, 0.4, 0.15)
-GPU_PLAN = Plan((2048, 4096, 6144, 8192, 16384), ((4096, 8192, 8192), (8192, 8192, 28672), (16384, 8192, 28672)), (1, 2, 4, 8, 16, 32, 64, 128, 256, 512), 8192, 1024 * MiB, 20, 0.2, 2.0, 0.5)
-GPU_QUICK = Plan((4096, 8192), ((8192, 8192, 28672),), (1, 8, 64, 256), 8192, 512 * MiB, 10, 0.05, 0.5, 0.2)
+CPU_PLAN = Plan((512, 1000, 1536, 2000), ((256, 4096, 4096), (512, 4096, 14336)), (1, 2, 4, 16, 64, 256), (512, 1024, 4096), 128 * MiB, 5, 0.2, 2.0, 0.3)
+CPU_QUICK = Plan((1000, 1536), ((256, 4096, 4096),), (1, 2, 4, 16, 64), (512, 1024, 4096), 64 * MiB, 2, 0.03, 0.4, 0.15, 2, 0.01)
+GPU_PLAN = Plan((2048, 4096, 6144, 8192, 16384), ((4096, 8192, 8192), (8192, 8192, 28672), (16384, 8192, 28672)), (1, 2, 4, 8, 16, 32, 64, 128, 256, 512), (1024, 8192), 1024 * MiB, 20, 0.2, 2.0, 0.5, 10, 0.1)
+GPU_QUICK = Plan((4096, 8192), ((8192, 8192, 28672),), (1, 8, 64, 256), (1024, 8192), 512 * MiB, 10, 0.05, 0.5, 0.2, 5, 0.02)
 
 
 def torch_module():
@@ -92,6 +94,7 @@ class Clock:
 
     def __init__(self, torch, kind: str, plan: Plan):
         self.torch, self.kind, self.plan = torch, kind, plan
+        self.device = torch.device(kind)
 
     def sync(self) -> None:
         if self.kind == "cuda":
@@ -99,15 +102,18 @@ class Clock:
         elif self.kind == "mps":
             self.torch.mps.synchronize()
 
-    def times(self, fn: Callable[[], Any], warmup: int = 1) -> list[float]:
-        """Per-call seconds after `warmup` calls, until min_reps and min_time are met or max_time passes."""
+    def times(self, fn: Callable[[], Any], warmup: int = 1, min_reps: int | None = None, min_time: float | None = None) -> list[float]:
+        """Per-call seconds after `warmup` calls, until min_reps and min_time (the plan's unless given) are met
+        or the plan's max_time passes."""
         for _ in range(warmup):
             fn()
         self.sync()
-        plan, times, start = self.plan, [], time.perf_counter()
-        while len(times) < plan.min_reps or sum(times) < plan.min_time:
-            times += self._events(fn, max(1, plan.min_reps // 2)) if self.kind == "cuda" else [self._wall(fn)]
-            if time.perf_counter() - start > plan.max_time:
+        reps = self.plan.min_reps if min_reps is None else min_reps
+        least = self.plan.min_time if min_time is None else min_time
+        times, start = [], time.perf_counter()
+        while len(times) < reps or sum(times) < least:
+            times += self._events(fn, max(1, reps // 2)) if self.kind == "cuda" else [self._wall(fn)]
+            if time.perf_counter() - start > self.plan.max_time:
                 break
         return times
 
@@ -221,6 +227,14 @@ def run(
         if d == weight_dtype:
             gemv = entry
     bandwidth["gemv"] = gemv
+    attentions = {}
+    for d in dict.fromkeys([weight_dtype, *(x for x in matmul if x != "tf32")]):
+        on_step(f"decode attention {d}")
+        found = attention(torch, clock, tensor, d, matmul[d]["best_flop_per_s"] if d in matmul else None, notes)
+        if found:
+            attentions[d] = found
+    on_step("per-op overhead")
+    overhead = op_overhead(torch, clock)
     return {
         "schema_version": SCHEMA_VERSION,
         "method_version": METHOD_VERSION,
@@ -228,6 +242,8 @@ def run(
         "matmul": matmul,
         "bandwidth": bandwidth,
         "decode_matmul": curves,
+        "decode_attention": attentions,
+        "op_overhead_s": overhead,
         **_ridge(matmul, bandwidth),
         "notes": notes,
         "elapsed_s": time.perf_counter() - started,
@@ -338,35 +354,85 @@ def _bandwidth(torch, clock: Clock, dev, buffer_bytes: int) -> dict[str, Any]:
 
 
 def _decode_curve(torch, clock: Clock, tensor, dtype: str, matmul: dict | None, bandwidth: dict, buffer_bytes: int, notes: list[str]):
-    """F.linear(x[M x k], W[n x k]) for M in the plan; FLOP/s and weight bytes/s. Returns (curve, M=1 entry)."""
+    """F.linear(x[M x k], W[n x k]) for M in the plan and each row length k: FLOP/s and weight bytes/s.
+
+    The weights are cold, as in a decode step: each timed call runs over four weights of buffer / 4 bytes,
+    more than the last-level cache together, so every call streams them from memory. GEMV speed depends
+    on the row length k (short rows run slower), so the curve is measured per k. Returns (curve, the
+    M = 1 entry of the longest rows, which is the matrix-vector bandwidth).
+    """
     import torch.nn.functional as F
 
     plan = clock.plan
-    k = plan.decode_k
     size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
-    n = max(256, math.ceil(buffer_bytes / (k * size) / 256) * 256)
-    weight = tensor(n, k, dtype=dtype)
-    weight_bytes = n * k * size
     rate = matmul["best_flop_per_s"] if matmul else None
     curve, first = [], None
-    for m in plan.decode_m:
-        flops = matmul_flops(m, k, n)
-        estimate = max(flops / rate if rate else 0.0, weight_bytes / bandwidth["read"]["best_bytes_per_s"])
-        if estimate > plan.max_call:
-            notes.append(f"decode-shaped {dtype}: M = {m} and above skipped, over {plan.max_call:g} s per call")
-            break
-        x = tensor(m, k, dtype=dtype)
-        result = {}
-        times = clock.times(lambda: result.__setitem__("y", F.linear(x, weight)))
-        verify_matmul(x, weight.t(), result["y"], dtype, f"decode-shaped matmul {dtype} M={m}")
-        best_flops, median_flops = summary(flops, times)
-        point = {"m": m, "flop_per_s": best_flops, "bytes_per_s": weight_bytes * best_flops / flops, "median_flop_per_s": median_flops}
-        curve.append(point)
-        if m == 1:
-            best, median = summary(weight_bytes, times)
-            first = {"best_bytes_per_s": best, "median_bytes_per_s": median, "buffer_bytes": weight_bytes, "verified": True, "counts": "weight read", "dtype": dtype, "shape": [n, k]}
-    del weight
+    for k in plan.decode_ks:
+        n = max(256, math.ceil(buffer_bytes / 4 / (k * size) / 256) * 256)
+        weights = [tensor(n, k, dtype=dtype) for _ in range(4)]
+        weight_bytes = 4 * n * k * size
+        for m in plan.decode_m:
+            flops = matmul_flops(m, k, 4 * n)
+            estimate = max(flops / rate if rate else 0.0, weight_bytes / bandwidth["read"]["best_bytes_per_s"])
+            if estimate > plan.max_call:
+                notes.append(f"decode-shaped {dtype} k={k}: M = {m} and above skipped, over {plan.max_call:g} s per call")
+                break
+            x = tensor(m, k, dtype=dtype)
+            out = {}
+            times = clock.times(lambda: out.__setitem__("y", [F.linear(x, w) for w in weights]), min_reps=plan.curve_reps, min_time=plan.curve_time)
+            verify_matmul(x, weights[-1].t(), out["y"][-1], dtype, f"decode-shaped matmul {dtype} M={m} k={k}")
+            best_flops, median_flops = summary(flops, times)
+            curve.append({"m": m, "k": k, "flop_per_s": best_flops, "bytes_per_s": weight_bytes * best_flops / flops, "median_flop_per_s": median_flops})
+            if m == 1 and k == plan.decode_ks[-1]:
+                best, median = summary(weight_bytes, times)
+                first = {"best_bytes_per_s": best, "median_bytes_per_s": median, "buffer_bytes": weight_bytes, "verified": True,
+                         "counts": "weight read", "dtype": dtype, "shape": [4 * n, k]}
+        del weights
     return curve, first
+
+
+ATTENTION_SHAPES = {"mha": (8, 16, 16, 128, 512), "gqa": (8, 32, 8, 128, 512)}  # batch, heads, kv heads, head_dim, context
+
+
+def attention(torch, clock: Clock, tensor, dtype: str, rate: float | None, notes: list[str]) -> dict[str, Any] | None:
+    """Decode attention (SDPA, one query token over a KV cache) at an MHA and a 4:1 GQA shape.
+
+    FLOPs = 4 x batch x heads x context x head_dim; bytes = the K and V read. The GQA shape has 4x the FLOPs
+    per byte, so it gives the kernel's FLOP/s and the MHA shape its bytes/s: a decode step's attention then
+    takes max(FLOPs / flop_per_s, bytes / bytes_per_s).
+    """
+    import torch.nn.functional as F
+
+    size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
+    shapes = []
+    for name, (b, h, kv, d, ctx) in ATTENTION_SHAPES.items():
+        flops, nbytes = 4.0 * b * h * ctx * d, 2.0 * b * kv * ctx * d * size
+        if rate and flops / rate > 100 * clock.plan.max_call:  # matmuls this slow: attention would be too
+            notes.append(f"decode attention {dtype}: skipped, this dtype's matmuls run at {rate / 1e9:.3g} GFLOP/s")
+            return None
+        q, k, v = tensor(b, h, 1, d, dtype=dtype), tensor(b, kv, ctx, d, dtype=dtype), tensor(b, kv, ctx, d, dtype=dtype)
+        out = {}
+        times = clock.times(lambda: out.__setitem__("y", F.scaled_dot_product_attention(q, k, v, enable_gqa=h != kv)),
+                            min_reps=clock.plan.curve_reps, min_time=clock.plan.curve_time)
+        reference = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), enable_gqa=h != kv)
+        verify_close(out["y"], reference, dtype, f"decode attention {dtype} {name}")
+        best = min(times)
+        shapes.append({"shape": name, "batch": b, "heads": h, "kv_heads": kv, "head_dim": d, "context": ctx,
+                       "time_s": best, "flop_per_s": flops / best, "bytes_per_s": nbytes / best})
+    return {"flop_per_s": shapes[1]["flop_per_s"], "bytes_per_s": shapes[0]["bytes_per_s"], "shapes": shapes}
+
+
+def op_overhead(torch, clock: Clock, calls: int = 200) -> float:
+    """Seconds of one tiny eager op (a layer norm over 64 values): the fixed cost every kernel launch pays."""
+    import torch.nn.functional as F
+
+    x = torch.zeros(1, 64, device=clock.device)
+
+    def burst():
+        for _ in range(calls):
+            F.layer_norm(x, (64,))
+
+    return statistics.median(clock.times(burst, min_reps=5, min_time=0.0)) / calls
 
 
 def decode_bandwidth(bandwidth: dict[str, Any]) -> tuple[str, float]:

@@ -72,6 +72,9 @@ def summary_lines(e: Estimate) -> list[str]:
         f"- weights · max batch {limit} · {fits}",
         f"ridge {number(e.ridge_point_flop_per_byte)} FLOP/B ({i.compute_dtype}) · critical batch {critical}: "
         f"{e.critical_batch_reason}",
+        *([f"calibrated (measured curve + per-op cost, plain eager PyTorch): TTFT {si(e.calibrated.ttft_s, 's')} · "
+           f"TPOT {si(e.calibrated.tpot_s, 's')} (linears {si(e.calibrated.decode_linear_s, 's')}, attention "
+           f"{si(e.calibrated.decode_attention_s, 's')}, per-op {si(e.calibrated.decode_overhead_s, 's')})"] if e.calibrated else []),
         _verdict("prefill", e.prefill.bound, e.prefill.intensity_flop_per_byte, e.ridge_point_flop_per_byte),
         _verdict("decode", d.bound, d.intensity_flop_per_byte, e.ridge_point_flop_per_byte),
         *[f"note: {n}" for n in e.notes],

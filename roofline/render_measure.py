@@ -48,7 +48,12 @@ def measure_table(result: dict[str, Any], datasheet: dict[str, Any] | None):
             f"{labels[decode]} {si(result['bandwidth'][decode]['best_bytes_per_s'], 'B/s')} (the read bandwidth that predicts decode)"
         ))
     lines.append(Text("copy counts read + write bytes (STREAM convention); every result was verified against float64 or exactly"))
-    lines += [Text(""), Text("decode-shaped matmul (F.linear with M rows): weight GB/s | GFLOP/s"), _curve_table(result["decode_matmul"])]
+    lines += [
+        Text(""),
+        Text("decode-shaped matmul (F.linear, M rows, row length k, cold weights): weight GB/s | GFLOP/s"),
+        _curve_table(result["decode_matmul"]),
+        Text(f"per-op overhead {si(result['op_overhead_s'], 's')} (one tiny eager op)"),
+    ]
     lines += [Text(f"note: {n}") for n in result["notes"]]
     if datasheet:
         lines.append(Text(f"datasheet: {datasheet['id']} ({datasheet['name']})"))
@@ -60,7 +65,7 @@ def _fraction(x: float | None) -> str:
 
 
 def _curve_table(curves: dict[str, list[dict[str, Any]]]):
-    """Decode-shaped matmul: weight bytes/s and FLOP/s against the number of rows M."""
+    """Decode-shaped matmul: weight bytes/s and FLOP/s against the number of rows M, per dtype and row length k."""
     from rich.table import Table
 
     ms = sorted({p["m"] for points in curves.values() for p in points})
@@ -69,8 +74,10 @@ def _curve_table(curves: dict[str, list[dict[str, Any]]]):
     for m in ms:
         table.add_column(str(m), justify="right")
     for dtype, points in curves.items():
-        by_m = {p["m"]: p for p in points}
-        table.add_row(dtype, *[f"{by_m[m]['bytes_per_s'] / 1e9:.3g} | {by_m[m]['flop_per_s'] / 1e9:.3g}" if m in by_m else "-" for m in ms])
+        for k in sorted({p.get("k", 0) for p in points}):
+            by_m = {p["m"]: p for p in points if p.get("k", 0) == k}
+            cells = [f"{by_m[m]['bytes_per_s'] / 1e9:.3g} | {by_m[m]['flop_per_s'] / 1e9:.3g}" if m in by_m else "-" for m in ms]
+            table.add_row(f"{dtype} k={k}", *cells)
     return table
 
 
@@ -95,4 +102,32 @@ def collectives_table(result: dict[str, Any], datasheet: Any | None):
         Text(""),
         Text(f"bus bandwidth {si(result['bus_bandwidth_bytes_per_s'], 'B/s')}{versus} · latency {si(result['latency_s'], 's')} · "
              "busbw = algbw x 2(N-1)/N (nccl-tests); the sum of known values was verified"),
+    )
+
+
+def validate_table(result: dict[str, Any]):
+    """Measured against predicted TTFT and TPOT per batch, with the roofline bound beside the calibrated figure."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    m, d, h = result["model"], result["device"], result["hardware"]
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    columns = ["batch", "TTFT", "predicted", "ratio", "TPOT median", "p90", "predicted", "ratio", "roofline TPOT", "ratio",
+               "achieved", "MBU", "bound"]
+    for name in columns:
+        table.add_column(name, justify="right")
+    for r in result["rows"]:
+        table.add_row(
+            str(r["batch"]), si(r["measured_ttft_s"], "s"), si(r["predicted_ttft_s"], "s"), f"{r['ttft_ratio']:.2f}",
+            si(r["measured_tpot_s"], "s"), si(r["measured_tpot_p90_s"], "s"), si(r["predicted_tpot_s"], "s"), f"{r['tpot_ratio']:.2f}",
+            si(r["roofline_tpot_s"], "s"), f"{r['roofline_tpot_ratio']:.2f}", si(r["achieved_bytes_per_s"], "B/s"),
+            f"{r['mbu']:.0%}", r["expected_bound"],
+        )
+    kind = result["rows"][0]["prediction"] if result["rows"] else "roofline"
+    return Group(
+        Text.assemble((f"{m['name']} ({m['layers']} layers, {m['dtype']})", "bold"), f" on {d['name']} ({d['kind']}, {d['threads']} threads)"),
+        Text(f"prediction: {kind} from {h['name']} ({h['figures']} figures); ratio = predicted / measured"),
+        Text(""),
+        table,
     )

@@ -104,8 +104,12 @@ class Shape:
         """FLOPs per device of the prefill: every prompt token through the matmuls, lm_head on the last
         position only, causal attention (windowed on sliding layers)."""
         dense = f.matmul_flops(self.matmul - self.head, prompt) + f.matmul_flops(self.head, 1)
+        return batch * dense / self.tp + self.prefill_attention_flops(batch, prompt)
+
+    def prefill_attention_flops(self, batch: int, prompt: int) -> float:
+        """The attention part of prefill_flops."""
         pairs = self.full_layers * prompt * (prompt + 1) / 2 + self.sliding * windowed_pairs(prompt, self.window)
-        return batch * (dense + self.key_flops_prefill * pairs) / self.tp
+        return batch * self.key_flops_prefill * pairs / self.tp
 
     def prefill_bytes(self, batch: int, prompt: int) -> float:
         """Bytes per device of the prefill: weights its tokens touch, once, and the KV it writes."""

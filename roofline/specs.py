@@ -200,18 +200,23 @@ HARDWARE_KEYS = [
 def load_hardware(ref: str) -> Hardware:
     """Load a hardware spec by bundled id or YAML path."""
     path = resolve(ref, "hardware")
-    f = Fields(read_yaml(path), str(path))
+    return hardware_from_mapping(read_yaml(path), str(path), path.stem)
+
+
+def hardware_from_mapping(data: dict[str, Any], where: str, spec_id: str) -> Hardware:
+    """Validate hardware keys (from a YAML file or a fresh measurement) into a Hardware."""
+    f = Fields(data, where)
     name = f.take("name", text, "a non-empty string")
     source = f.take("source", text, "a datasheet URL or a description of the measurement")
     capacity = f.take("memory_capacity", positive("bytes"), "a size such as '80 GiB'")
     bandwidth = f.take("memory_bandwidth", positive("bytes/s"), "a rate such as '3.35 TB/s'")
-    peaks = f.take("peak_flops", _peak_table(str(path)), "a mapping of dtype to FLOP/s")
+    peaks = f.take("peak_flops", _peak_table(where), "a mapping of dtype to FLOP/s")
     link = f.take("interconnect_bandwidth", positive("bytes/s"), "a rate such as '450 GB/s'", None)
     measured = f.take("measured", _mapping, "a mapping of raw measured figures", None)
     aliases = f.take("aliases", _strings, "a list of device names", ())
     latency = f.take("interconnect_latency", positive("seconds"), "a duration such as '10us'", None)
     f.done(HARDWARE_KEYS)
-    return Hardware(path.stem, name, source, capacity, bandwidth, peaks, link, measured, aliases, latency)
+    return Hardware(spec_id, name, source, capacity, bandwidth, peaks, link, measured, aliases, latency)
 
 
 def _strings(value: Any) -> tuple[str, ...]:

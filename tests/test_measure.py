@@ -13,7 +13,7 @@ from roofline.specs import load_hardware
 
 runner = CliRunner()
 TINY = measure.Plan(
-    squares=(64, 96), shapes=((32, 64, 48),), decode_m=(1, 2, 4), decode_k=256, buffer_floor=1 << 20,
+    squares=(64, 96), shapes=((32, 64, 48),), decode_m=(1, 2, 4), decode_ks=(128, 256), buffer_floor=1 << 20,
     min_reps=2, min_time=0.0, max_time=0.05, max_call=1.0,
 )
 
@@ -55,8 +55,8 @@ def test_tiny_run_json_contract(tiny_result):
         assert {"best_flop_per_s", "median_flop_per_s", "best_shape", "verified"} <= set(m)
         assert m["verified"] is True and m["best_flop_per_s"] >= m["median_flop_per_s"] > 0
         assert len(m["best_shape"]) == 3
-        assert [p["m"] for p in r["decode_matmul"][dtype]] == [1, 2, 4]
-        assert {"m", "flop_per_s", "bytes_per_s"} <= set(r["decode_matmul"][dtype][0])
+        assert [(p["k"], p["m"]) for p in r["decode_matmul"][dtype]] == [(128, 1), (128, 2), (128, 4), (256, 1), (256, 2), (256, 4)]
+        assert {"m", "k", "flop_per_s", "bytes_per_s"} <= set(r["decode_matmul"][dtype][0])
     for kernel in ("copy", "read", "gemv"):
         b = r["bandwidth"][kernel]
         assert {"best_bytes_per_s", "median_bytes_per_s", "buffer_bytes", "verified"} <= set(b)
@@ -65,10 +65,11 @@ def test_tiny_run_json_contract(tiny_result):
     # Buffers are at least 4x the last-level cache.
     assert r["bandwidth"]["copy"]["buffer_bytes"] >= min(4 * r["device"]["last_level_cache_bytes"], 2**30) - 2**20
     assert "tf32" not in r["matmul"]
+    assert 0 < r["op_overhead_s"] < 0.01
 
 
 def test_decode_curve_bytes_are_weight_bytes(tiny_result):
-    # bytes/s = FLOP/s x weight bytes / FLOPs = FLOP/s x (n k size) / (2 M k n) = FLOP/s x size / (2 M).
+    # bytes/s = FLOP/s x weight bytes / FLOPs = FLOP/s x (4 n k size) / (2 M k 4 n) = FLOP/s x size / (2 M).
     for point in tiny_result["decode_matmul"]["fp32"]:
         assert point["bytes_per_s"] == pytest.approx(point["flop_per_s"] * 4 / (2 * point["m"]))
 

@@ -1,0 +1,114 @@
+"""A calibrated prediction from a measured profile: what a plain eager PyTorch step achieves on that machine.
+
+The roofline bounds a step; real small-batch steps run below both roofs. This model prices each part of a
+decode step with the model-independent figures `roofline measure` records, never a factor fitted to the
+model being predicted:
+- every linear layer (and the lm_head) with the decode-shaped matmul curve: FLOP/s of F.linear with M rows
+  over cold weights, interpolated log-log in M and in the row length k (short rows stream slower), the
+  largest-M rate held beyond the measured M;
+- attention with the measured decode attention kernel (SDPA with one query): max(FLOPs / its FLOP/s, KV
+  bytes / its bytes/s), FLOP/s from a 4:1 GQA shape and bytes/s from an MHA shape;
+- every other kernel (norms, rotary, cache writes, activations, residual adds, ...) at the measured fixed
+  cost of one tiny eager op, counted as `ops_per_layer` for a plain eager implementation (roofline.engine).
+Dense attention and MLP only (no MoE, MLA), one device.
+"""
+
+import math
+from typing import Any, NamedTuple
+
+from roofline import formulas as f
+from roofline.params import Architecture
+
+
+class Calibrated(NamedTuple):
+    """Calibrated times [s]; the decode parts are those of the mean decode step."""
+
+    ttft_s: float
+    tpot_s: float
+    decode_linear_s: float
+    decode_attention_s: float
+    decode_overhead_s: float
+    basis: str
+
+
+def ops_per_layer(a: Architecture) -> int:
+    """Kernels other than the linears in one decoder layer of a plain eager step (roofline.engine.Decoder):
+    2 norms, 2 KV-cache writes, attention, the head merge copy, 2 residual adds, the MLP activation
+    (gated: silu and a multiply), rotary (2 table lookups and 4 kernels for each of q and k) and the extra
+    norms of 4-norm layers."""
+    rope = 10 if a.position_embeddings == "rope" else 0
+    activation = 2 if a.mlp == "gated" else 1
+    return 2 + 2 + 1 + 1 + 2 + activation + rope + (a.norms_per_layer - 2)
+
+
+OPS_PER_STEP = 5  # embedding lookup, positions, final norm, argmax, position index
+
+
+def linear_rate(curve: list[dict[str, Any]], m: float, k: float, peak: tuple[float, float] | None = None) -> float:
+    """FLOP/s of F.linear with m rows and row length k, interpolated log-log from the measured curve; beyond
+    its largest M, toward the best matmul `peak` = (its M, FLOP/s) measured by the shape scan."""
+    by_k: dict[int, list[tuple[float, float]]] = {}
+    for p in curve:
+        by_k.setdefault(p["k"], []).append((p["m"], p["flop_per_s"]))
+    if peak is not None:
+        for points in by_k.values():
+            largest = max(points)
+            if peak[0] > largest[0] and peak[1] > largest[1]:
+                points.append(peak)
+    ks = sorted(by_k)
+    rates = [_interpolate(sorted(by_k[x]), m) for x in ks]
+    return math.exp(_interpolate(list(zip(ks, (math.log(r) for r in rates))), k, log_y=False))
+
+
+def _interpolate(points: list[tuple[float, float]], x: float, log_y: bool = True) -> float:
+    """Piecewise-linear in log x (and log y), held constant beyond the ends."""
+    if x <= points[0][0]:
+        return points[0][1]
+    if x >= points[-1][0]:
+        return points[-1][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x0 <= x <= x1:
+            t = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+            if log_y:
+                return math.exp(math.log(y0) + t * (math.log(y1) - math.log(y0)))
+            return y0 + t * (y1 - y0)
+    raise AssertionError("unreachable")
+
+
+def linears(a: Architecture) -> list[tuple[int, int]]:
+    """(k, n) of each linear layer of one decoder layer: q, k, v, o, then the MLP."""
+    h, q, kv = a.hidden_size, a.num_heads * a.head_dim, a.num_kv_heads * a.head_dim
+    mlp = [(h, a.intermediate_size)] * (2 if a.mlp == "gated" else 1) + [(a.intermediate_size, h)]
+    return [(h, q), (h, kv), (h, kv), (q, h), *mlp]
+
+
+def linear_seconds(curve: list[dict[str, Any]], a: Architecture, rows: float, head_rows: float, peak=None) -> float:
+    """All layers' linears with `rows` rows and the lm_head with `head_rows`, at the curve's rates."""
+    layer = sum(f.matmul_flops(k * n, rows) / linear_rate(curve, rows, k, peak) for k, n in linears(a))
+    head = f.matmul_flops(a.hidden_size * a.vocab_size, head_rows) / linear_rate(curve, head_rows, a.hidden_size, peak)
+    return a.layers * layer + head
+
+
+def predict(a: Architecture, profile: dict[str, Any], dtype: str, batch: int, prompt: int, kv_bytes_per_step: float,
+            attention_flops_per_step: float, prefill_attention_flops: float) -> Calibrated | None:
+    """Calibrated TTFT and TPOT, or None when the profile lacks the curve, attention or op cost for `dtype`."""
+    curve, overhead = profile.get("decode_matmul", {}).get(dtype), profile.get("op_overhead_s")
+    kernel = profile.get("decode_attention", {}).get(dtype)
+    if not curve or overhead is None or not kernel or "k" not in curve[0]:
+        return None
+    ops = (a.layers * ops_per_layer(a) + OPS_PER_STEP) * overhead
+    best = profile.get("matmul", {}).get(dtype)
+    peak = (best["best_shape"][0], best["best_flop_per_s"]) if best else None
+    decode_linear = linear_seconds(curve, a, batch, batch, peak)
+    attention = max(attention_flops_per_step / kernel["flop_per_s"], kv_bytes_per_step / kernel["bytes_per_s"])
+    # Prefill attention runs many queries at once: priced at the dtype's best matmul rate, not the decode kernel's.
+    prefill_rate = best["best_flop_per_s"] if best else kernel["flop_per_s"]
+    prefill = linear_seconds(curve, a, batch * prompt, batch, peak) + prefill_attention_flops / prefill_rate + ops
+    return Calibrated(
+        ttft_s=prefill,
+        tpot_s=decode_linear + attention + ops,
+        decode_linear_s=decode_linear,
+        decode_attention_s=attention,
+        decode_overhead_s=ops,
+        basis="measured decode-shaped matmul curve, decode attention kernel and per-op cost (plain eager PyTorch)",
+    )

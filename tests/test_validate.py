@@ -1,0 +1,116 @@
+"""`roofline validate` on a tiny model: the engine's shapes equal the calculator's, and the JSON contract."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from roofline import estimate, load_hardware, load_model
+from roofline.calibrate import linear_rate, ops_per_layer
+from roofline.cli import app
+from roofline.errors import UsageError
+from roofline.params import count_params
+from roofline.validate import memory_needed, sliced
+
+runner = CliRunner()
+TINY = """\
+name: tiny
+source: test
+dtype: fp32
+layers: 2
+hidden_size: 64
+num_heads: 4
+num_kv_heads: 2
+intermediate_size: 128
+vocab_size: 100
+max_context: 64
+"""
+
+
+@pytest.fixture
+def tiny(write_yaml):
+    return load_model(write_yaml("tiny.yaml", TINY))
+
+
+@pytest.mark.parametrize("model_id", ["gpt2", "gemma-2-9b", "qwen2.5-7b", "phi-3-mini"])
+def test_engine_parameters_equal_the_calculator(model_id):
+    torch = pytest.importorskip("torch")
+    from roofline.engine import Decoder
+
+    model = sliced(load_model(model_id), 1)  # one full-width layer and a small vocabulary keep the test small
+    arch = model.arch._replace(vocab_size=1000)
+    model = model._replace(arch=arch, counts=count_params(arch))
+    engine = Decoder(model.arch, "bf16", "cpu", batch=2, max_tokens=8)
+    assert engine.parameters() == model.counts.total
+    # The preallocated cache holds batch x the calculator's KV bytes per sequence at prompt + output tokens.
+    e = estimate(model, load_hardware("h100-sxm"), batch=2, prompt_tokens=6, output_tokens=2, kv_dtype="bf16")
+    assert engine.cache_bytes() == 2 * e.kv_bytes_per_sequence
+    del torch
+
+
+def test_tiny_model_runs_prefill_and_decode(tiny):
+    torch = pytest.importorskip("torch")
+    from roofline.engine import Decoder
+
+    engine = Decoder(tiny.arch, "fp32", "cpu", batch=3, max_tokens=12)
+    with torch.inference_mode():
+        token = engine.prefill(torch.randint(0, 100, (3, 8)))
+        for j in range(3):
+            token = engine.decode(token, 8 + j)
+    assert token.shape == (3,) and int(token.max()) < 100
+    assert engine.parameters() == tiny.counts.total
+
+
+def test_validate_json_contract(tiny, tmp_path):
+    pytest.importorskip("torch")
+    r = runner.invoke(app, ["validate", "-m", str(tmp_path / "tiny.yaml"), "--batch", "1,2", "--prompt", "8", "--output", "4", "-H", "h100-sxm", "--json"])
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert {"schema_version", "model", "device", "hardware", "rows"} <= set(data)
+    assert data["hardware"]["id"] == "h100-sxm" and data["model"]["params"] == tiny.counts.total
+    keys = {"batch", "measured_ttft_s", "predicted_ttft_s", "measured_tpot_s", "predicted_tpot_s", "tpot_ratio", "ttft_ratio",
+            "achieved_flop_per_s", "achieved_bytes_per_s", "roofline_tpot_s", "prediction"}
+    assert [row["batch"] for row in data["rows"]] == [1, 2] and all(keys <= set(row) for row in data["rows"])
+    row = data["rows"][0]
+    assert row["tpot_ratio"] == pytest.approx(row["predicted_tpot_s"] / row["measured_tpot_s"])
+    assert row["prediction"] == "roofline"  # a datasheet carries no measured curve
+
+
+def test_layers_slice_is_predicted_as_a_slice():
+    m = sliced(load_model("llama-3.1-8b"), 2)
+    # Embedding + untied head 2 x 525,336,576, 2 layers x 218,112,000, final norm 4,096.
+    assert m.params == 2 * 525_336_576 + 2 * 218_112_000 + 4096
+    with pytest.raises(UsageError, match="--layers: expected 1 to 32"):
+        sliced(load_model("llama-3.1-8b"), 33)
+
+
+def test_refuses_what_would_not_fit(tiny):
+    from roofline.validate import run
+
+    with pytest.raises(UsageError, match="needs about"):
+        run(tiny, load_hardware("h100-sxm"), "cpu", [1], 8, 4, "fp32", available_bytes=1000)
+    # Weights 17,280 params x 4 B plus KV and activations, by the same formula the check uses.
+    assert memory_needed(tiny, "fp32", 1, 12) > tiny.params * 4
+
+
+def test_unsupported_models_are_refused():
+    r = runner.invoke(app, ["validate", "-m", "mixtral-8x7b", "-H", "h100-sxm"])
+    assert r.exit_code == 2 and "uses mixture of experts" in r.stderr
+    r = runner.invoke(app, ["validate", "-m", "7b", "-H", "h100-sxm"])
+    assert r.exit_code == 2 and "params-only" in r.stderr
+
+
+def test_calibrated_linear_rate_interpolates_by_hand():
+    # Two row lengths, two M: rates 10 and 40 at (M 1, 4) for k=1024, 20 and 80 for k=4096 (FLOP/s).
+    curve = [{"m": 1, "k": 1024, "flop_per_s": 10.0}, {"m": 4, "k": 1024, "flop_per_s": 40.0},
+             {"m": 1, "k": 4096, "flop_per_s": 20.0}, {"m": 4, "k": 4096, "flop_per_s": 80.0}]
+    assert linear_rate(curve, 2, 1024) == pytest.approx(20.0)  # log-log midway between 10 and 40
+    assert linear_rate(curve, 1, 2048) == pytest.approx(10 * 2 ** 0.5)  # geometric midway in k
+    assert linear_rate(curve, 1, 512) == pytest.approx(10.0) and linear_rate(curve, 64, 4096) == pytest.approx(80.0)  # held
+    assert linear_rate(curve, 16, 4096, peak=(16, 320.0)) == pytest.approx(320.0)  # toward the best matmul
+
+
+def test_ops_per_layer():
+    # GPT-2: 2 norms, 2 cache writes, attention, head merge, 2 adds, gelu = 9; Llama adds silu+mul and rotary 10.
+    assert ops_per_layer(load_model("gpt2").arch) == 9
+    assert ops_per_layer(load_model("llama-3.1-8b").arch) == 20
