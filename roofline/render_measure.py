@@ -52,6 +52,8 @@ def measure_table(result: dict[str, Any], datasheet: dict[str, Any] | None):
         Text(""),
         Text("decode-shaped matmul (F.linear, M rows, row length k, cold weights): weight GB/s | GFLOP/s"),
         _curve_table(result["decode_matmul"]),
+        *[Text(f"decode attention {d} (SDPA, one query): {si(a['flop_per_s'], 'FLOP/s')} at 4:1 GQA, {si(a['bytes_per_s'], 'B/s')} of KV at MHA")
+          for d, a in result.get("decode_attention", {}).items()],
         Text(f"per-op overhead {si(result['op_overhead_s'], 's')} (one tiny eager op)"),
     ]
     lines += [Text(f"note: {n}") for n in result["notes"]]
