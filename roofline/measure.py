@@ -31,6 +31,7 @@ STORAGE = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "fl
 # fp32 accumulation; tf32 also rounds the inputs to a 10-bit mantissa.
 TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "bf16": 3e-2, "fp16": 1e-2}
 MiB = 2**20
+CURVE_WEIGHTS = 16  # the decode-shaped curve cycles 16 weights of buffer / 16 bytes: layer-sized and cold
 
 
 class MeasureError(RooflineError):
@@ -373,11 +374,11 @@ def _decode_curve(torch, clock: Clock, tensor, dtype: str, matmul: dict | None, 
     rate = matmul["best_flop_per_s"] if matmul else None
     curve, first = [], None
     for k in plan.decode_ks:
-        n = max(256, math.ceil(buffer_bytes / 4 / (k * size) / 256) * 256)
-        weights = [tensor(n, k, dtype=dtype) for _ in range(4)]
-        weight_bytes = 4 * n * k * size
+        n = max(256, math.ceil(buffer_bytes / CURVE_WEIGHTS / (k * size) / 256) * 256)
+        weights = [tensor(n, k, dtype=dtype) for _ in range(CURVE_WEIGHTS)]
+        weight_bytes = CURVE_WEIGHTS * n * k * size
         for m in plan.decode_m:
-            flops = matmul_flops(m, k, 4 * n)
+            flops = matmul_flops(m, k, CURVE_WEIGHTS * n)
             estimate = max(flops / rate if rate else 0.0, weight_bytes / bandwidth["read"]["best_bytes_per_s"])
             if estimate > plan.max_call:
                 notes.append(f"decode-shaped {dtype} k={k}: M = {m} and above skipped, over {plan.max_call:g} s per call")
@@ -391,7 +392,7 @@ def _decode_curve(torch, clock: Clock, tensor, dtype: str, matmul: dict | None, 
             if m == 1 and k == plan.decode_ks[-1]:
                 best, median = summary(weight_bytes, times)
                 first = {"best_bytes_per_s": best, "median_bytes_per_s": median, "buffer_bytes": weight_bytes, "verified": True,
-                         "counts": "weight read", "dtype": dtype, "shape": [4 * n, k]}
+                         "counts": "weight read", "dtype": dtype, "shape": [CURVE_WEIGHTS * n, k]}
         del weights
     return curve, first
 
