@@ -18,11 +18,6 @@ def ridge_point(peak_flop_per_s: float, bandwidth_bytes_per_s: float) -> float:
     return peak_flop_per_s / bandwidth_bytes_per_s
 
 
-def step_time(flops: float, nbytes: float, peak_flop_per_s: float, bandwidth_bytes_per_s: float) -> float:
-    """Lower bound of a step = max(FLOPs / F, bytes / W) [s]. [Roofline]"""
-    return max(flops / peak_flop_per_s, nbytes / bandwidth_bytes_per_s)
-
-
 def matmul_flops(matmul_params: float, tokens: float) -> float:
     """Dense matmul FLOPs = 2 x parameters x tokens [FLOP] (one multiply-add per weight per token). [Kaplan]"""
     return 2.0 * matmul_params * tokens
@@ -34,11 +29,6 @@ def attention_flops(layers: int, heads: int, head_dim: int, keys: float) -> floa
     QK^T and softmax(.)V are each 2 x heads x head_dim x keys per layer. [Chinchilla]
     """
     return 4.0 * layers * heads * head_dim * keys
-
-
-def causal_attention_flops(layers: int, heads: int, head_dim: int, tokens: int) -> float:
-    """Causal attention FLOPs of a `tokens`-long prompt = sum_i=1..P 4 L H d i = 2 L H d P (P + 1) [FLOP]."""
-    return 2.0 * layers * heads * head_dim * tokens * (tokens + 1)
 
 
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, kv_dtype_bytes: float) -> float:

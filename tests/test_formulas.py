@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from roofline import formulas as f
 from roofline.params import Architecture, count_params
+from roofline.shape import windowed_pairs
 from roofline.specs import load_model
 
 
@@ -38,10 +39,9 @@ def test_attention_flops_per_token():
 
 
 def test_causal_attention_is_about_half_the_full_square():
-    # Sum over positions 1..P of 4 L H d i = 2 L H d P (P+1); P = 3 by hand: 4 L H d (1 + 2 + 3) = 24 L H d.
-    assert f.causal_attention_flops(1, 1, 1, 3) == 24
-    full = 4 * 1 * 1 * 1 * 4096 * 4096
-    assert f.causal_attention_flops(1, 1, 1, 4096) / full == pytest.approx(0.5, rel=1e-3)
+    # Causal pairs of a 3-token prompt by hand: 1 + 2 + 3 = 6; at 4096 tokens about half of 4096^2.
+    assert windowed_pairs(3, 0) == 6
+    assert windowed_pairs(4096, 0) / 4096**2 == pytest.approx(0.5, rel=1e-3)
 
 
 def test_matmul_flops():
