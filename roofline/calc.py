@@ -9,7 +9,9 @@ Conventions (stated in the README too):
   form; request latency = TTFT + (O - 1) x TPOT (the vLLM / genai-perf convention).
 - The input embedding (and a learned position table) is a row lookup: resident, not streamed.
   A tied lm_head streams the shared matrix once per step.
-- Time of a step = max(compute, memory) with peaks scaled by the efficiency factors (1.0 = the bound).
+- Time of a step = max(compute, memory) with peaks scaled by the efficiency factors (1.0 = the bound), plus
+  the tensor-parallel all-reduces when tp > 1. Per-step bytes and FLOPs (MoE, MLA, sliding windows, tp)
+  come from roofline.shape; a measured profile adds the calibrated prediction of roofline.calibrate.
 """
 
 

@@ -44,10 +44,6 @@ class Shape:
     # ---- weights
 
     @property
-    def params(self) -> float:
-        return self.model.params
-
-    @property
     def weights(self) -> float:
         """Resident weight bytes per device."""
         return self.model.params * self.bytes_per_weight / self.tp
