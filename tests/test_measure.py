@@ -6,7 +6,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from roofline import measure, profile
+from roofline import measure, measure_kernels, profile
 from roofline.cli import app
 from roofline.errors import RooflineError
 from roofline.specs import load_hardware
@@ -97,7 +97,7 @@ def test_decode_bandwidth_prefers_the_best_read():
 
 def test_shrinking_halves_on_out_of_memory():
     torch = pytest.importorskip("torch")
-    oom = measure.out_of_memory(torch)[0]
+    oom = measure_kernels.out_of_memory(torch)[0]
     sizes, notes = [], []
 
     def allocate(size):
@@ -106,10 +106,10 @@ def test_shrinking_halves_on_out_of_memory():
             raise oom("out of memory")
         return size
 
-    assert measure.shrinking(torch, allocate, 256 << 20, "buffers", notes) == 64 << 20
+    assert measure_kernels.shrinking(torch, allocate, 256 << 20, "buffers", notes) == 64 << 20
     assert sizes == [256 << 20, 128 << 20, 64 << 20] and len(notes) == 2
     with pytest.raises(measure.MeasureError, match="out of device memory"):
-        measure.shrinking(torch, allocate, 256 << 20, "buffers", [], floor=200 << 20)
+        measure_kernels.shrinking(torch, allocate, 256 << 20, "buffers", [], floor=200 << 20)
 
 
 def test_datasheet_matching_and_comparison():
