@@ -182,7 +182,7 @@ def attention(torch, clock: Clock, tensor, dtype: str, rate: float | None, notes
     return {"flop_per_s": shapes[1]["flop_per_s"], "bytes_per_s": shapes[0]["bytes_per_s"], "shapes": shapes}
 
 
-def op_overhead(torch, clock: Clock, calls: int = 200) -> float:
+def op_overhead(torch, clock: Clock, calls: int = 100) -> float:
     """Seconds of one tiny eager op (a layer norm over 64 values): the fixed cost every kernel launch pays."""
     import torch.nn.functional as F
 
@@ -192,4 +192,4 @@ def op_overhead(torch, clock: Clock, calls: int = 200) -> float:
         for _ in range(calls):
             F.layer_norm(x, (64,))
 
-    return statistics.median(clock.times(burst, min_reps=5, min_time=0.0)) / calls
+    return statistics.median(clock.times(burst, min_reps=3, min_time=0.0)) / calls
