@@ -106,7 +106,9 @@ def test_version():
 
 
 @pytest.mark.parametrize(
-    "args", [[], ["estimate"], ["hardware"], ["hardware", "list"], ["hardware", "show"], ["models"], ["models", "list"], ["models", "show"]]
+    "args",
+    [[], ["estimate"], ["sweep"], ["compare"], ["plot"], ["measure"], ["validate"], ["hardware"], ["hardware", "list"],
+     ["hardware", "show"], ["models"], ["models", "list"], ["models", "show"], ["models", "import"]],
 )
 def test_every_command_has_help(args):
     r = run(*args, "--help")

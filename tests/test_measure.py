@@ -87,7 +87,13 @@ def test_saved_profile_loads_as_hardware(tiny_result, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["here.yaml"]  # no temp file left behind
     r = runner.invoke(app, ["estimate", "-q", "--json", "-H", str(path), "-m", "gpt2", "--prompt", "100", "--output", "10"])
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout)["hardware"]["figures"] == "measured"
+    data = json.loads(r.stdout)
+    assert data["hardware"]["figures"] == "measured"
+    # A measured profile carries the curve, attention kernel and per-op cost: the calibrated prediction is given,
+    # beside (never instead of) the roofline bound.
+    assert data["calibrated"]["tpot_s"] > 0 and data["tpot_s"] > 0
+    assert data["calibrated"]["tpot_s"] == pytest.approx(
+        data["calibrated"]["decode_linear_s"] + data["calibrated"]["decode_attention_s"] + data["calibrated"]["decode_overhead_s"])
 
 
 def test_decode_bandwidth_prefers_the_best_read():
