@@ -44,19 +44,23 @@ def ops_per_layer(a: Architecture) -> int:
 OPS_PER_STEP = 5  # embedding lookup, positions, final norm, argmax, position index
 
 
-def linear_rate(curve: list[dict[str, Any]], m: float, k: float, peak: tuple[float, float] | None = None) -> float:
-    """FLOP/s of F.linear with m rows and row length k, interpolated log-log from the measured curve; beyond
-    its largest M, toward the best matmul `peak` = (its M, FLOP/s) measured by the shape scan."""
+def curve_index(curve: list[dict[str, Any]], peak: tuple[float, float] | None = None) -> dict[int, list[tuple[float, float]]]:
+    """The curve as {k: [(M, FLOP/s), ...] sorted by M}; beyond each k's largest M it rises toward the best
+    matmul `peak` = (its M, FLOP/s) measured by the shape scan."""
     by_k: dict[int, list[tuple[float, float]]] = {}
     for p in curve:
         by_k.setdefault(p["k"], []).append((p["m"], p["flop_per_s"]))
-    if peak is not None:
-        for points in by_k.values():
-            largest = max(points)
-            if peak[0] > largest[0] and peak[1] > largest[1]:
-                points.append(peak)
-    ks = sorted(by_k)
-    rates = [_interpolate(sorted(by_k[x]), m) for x in ks]
+    for points in by_k.values():
+        points.sort()
+        if peak is not None and peak[0] > points[-1][0] and peak[1] > points[-1][1]:
+            points.append(peak)
+    return by_k
+
+
+def linear_rate(index: dict[int, list[tuple[float, float]]], m: float, k: float) -> float:
+    """FLOP/s of F.linear with m rows and row length k, interpolated log-log in M and in k (held beyond the ends)."""
+    ks = sorted(index)
+    rates = [_interpolate(index[x], m) for x in ks]
     return math.exp(_interpolate(list(zip(ks, (math.log(r) for r in rates))), k, log_y=False))
 
 
@@ -82,10 +86,10 @@ def linears(a: Architecture) -> list[tuple[int, int]]:
     return [(h, q), (h, kv), (h, kv), (q, h), *mlp]
 
 
-def linear_seconds(curve: list[dict[str, Any]], a: Architecture, rows: float, head_rows: float, peak=None) -> float:
+def linear_seconds(index: dict[int, list[tuple[float, float]]], a: Architecture, rows: float, head_rows: float) -> float:
     """All layers' linears with `rows` rows and the lm_head with `head_rows`, at the curve's rates."""
-    layer = sum(f.matmul_flops(k * n, rows) / linear_rate(curve, rows, k, peak) for k, n in linears(a))
-    head = f.matmul_flops(a.hidden_size * a.vocab_size, head_rows) / linear_rate(curve, head_rows, a.hidden_size, peak)
+    layer = sum(f.matmul_flops(k * n, rows) / linear_rate(index, rows, k) for k, n in linears(a))
+    head = f.matmul_flops(a.hidden_size * a.vocab_size, head_rows) / linear_rate(index, head_rows, a.hidden_size)
     return a.layers * layer + head
 
 
@@ -98,12 +102,12 @@ def predict(a: Architecture, profile: dict[str, Any], dtype: str, batch: int, pr
         return None
     ops = (a.layers * ops_per_layer(a) + OPS_PER_STEP) * overhead
     best = profile.get("matmul", {}).get(dtype)
-    peak = (best["best_shape"][0], best["best_flop_per_s"]) if best else None
-    decode_linear = linear_seconds(curve, a, batch, batch, peak)
+    index = curve_index(curve, (best["best_shape"][0], best["best_flop_per_s"]) if best else None)
+    decode_linear = linear_seconds(index, a, batch, batch)
     attention = max(attention_flops_per_step / kernel["flop_per_s"], kv_bytes_per_step / kernel["bytes_per_s"])
     # Prefill attention runs many queries at once: priced at the dtype's best matmul rate, not the decode kernel's.
     prefill_rate = best["best_flop_per_s"] if best else kernel["flop_per_s"]
-    prefill = linear_seconds(curve, a, batch * prompt, batch, peak) + prefill_attention_flops / prefill_rate + ops
+    prefill = linear_seconds(index, a, batch * prompt, batch) + prefill_attention_flops / prefill_rate + ops
     return Calibrated(
         ttft_s=prefill,
         tpot_s=decode_linear + attention + ops,

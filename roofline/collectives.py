@@ -10,6 +10,7 @@ A sum of known values checks the reduction first; a wrong sum is an error, not a
 
 import os
 import socket
+import sys
 import statistics
 import time
 from typing import Any
@@ -101,7 +102,8 @@ def worker(rank: int, world: int, backend: str, port: int, plan: dict, queue) ->
         import torch
         import torch.distributed as dist
 
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        if sys.platform.startswith("linux"):
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback; other platforms name it differently
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=120))
         device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from roofline import estimate, load_hardware, load_model
-from roofline.calibrate import linear_rate, ops_per_layer
+from roofline.calibrate import curve_index, linear_rate, ops_per_layer
 from roofline.cli import app
 from roofline.errors import UsageError
 from roofline.params import count_params
@@ -104,10 +104,11 @@ def test_calibrated_linear_rate_interpolates_by_hand():
     # Two row lengths, two M: rates 10 and 40 at (M 1, 4) for k=1024, 20 and 80 for k=4096 (FLOP/s).
     curve = [{"m": 1, "k": 1024, "flop_per_s": 10.0}, {"m": 4, "k": 1024, "flop_per_s": 40.0},
              {"m": 1, "k": 4096, "flop_per_s": 20.0}, {"m": 4, "k": 4096, "flop_per_s": 80.0}]
-    assert linear_rate(curve, 2, 1024) == pytest.approx(20.0)  # log-log midway between 10 and 40
-    assert linear_rate(curve, 1, 2048) == pytest.approx(10 * 2 ** 0.5)  # geometric midway in k
-    assert linear_rate(curve, 1, 512) == pytest.approx(10.0) and linear_rate(curve, 64, 4096) == pytest.approx(80.0)  # held
-    assert linear_rate(curve, 16, 4096, peak=(16, 320.0)) == pytest.approx(320.0)  # toward the best matmul
+    index = curve_index(curve)
+    assert linear_rate(index, 2, 1024) == pytest.approx(20.0)  # log-log midway between 10 and 40
+    assert linear_rate(index, 1, 2048) == pytest.approx(10 * 2 ** 0.5)  # geometric midway in k
+    assert linear_rate(index, 1, 512) == pytest.approx(10.0) and linear_rate(index, 64, 4096) == pytest.approx(80.0)  # held
+    assert linear_rate(curve_index(curve, peak=(16, 320.0)), 16, 4096) == pytest.approx(320.0)  # toward the best matmul
 
 
 def test_ops_per_layer():
