@@ -4,10 +4,11 @@ The roofline bounds a step; real small-batch steps run below both roofs. This mo
 decode step with the model-independent figures `roofline measure` records, never a factor fitted to the
 model being predicted:
 - every linear layer (and the lm_head) with the decode-shaped matmul curve: FLOP/s of F.linear with M rows
-  over cold weights, interpolated log-log in M and in the row length k (short rows stream slower), the
-  largest-M rate held beyond the measured M;
+  over cold weights, interpolated log-log in M and in the row length k (short rows stream slower), and
+  beyond the curve's largest M toward the best square-matmul rate of the shape scan (prefill);
 - attention with the measured decode attention kernel (SDPA with one query): max(FLOPs / its FLOP/s, KV
   bytes / its bytes/s), FLOP/s from a 4:1 GQA shape and bytes/s from an MHA shape;
+- prefill attention (many queries at once) at the best square-matmul rate;
 - every other kernel (norms, rotary, cache writes, activations, residual adds, ...) at the measured fixed
   cost of one tiny eager op, counted as `ops_per_layer` for a plain eager implementation (roofline.engine).
 Dense attention and MLP only (no MoE, MLA), one device.
