@@ -2,6 +2,8 @@
 
 import math
 
+import pytest
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -91,3 +93,61 @@ def test_critical_batch_is_where_decode_turns_compute_bound(model, device, promp
         below = estimate(model, device, batch=e.critical_batch - 1, prompt_tokens=prompt, output_tokens=output)
         assert at.decode.compute_s >= at.decode.memory_s * (1 - 1e-9)
         assert below.decode.compute_s < below.decode.memory_s
+
+
+# ---- architectures: MoE, sliding windows, tensor parallelism
+
+from roofline.params import expected_experts  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 256), st.data())
+def test_expected_experts_lies_between_k_and_e_and_grows(experts, data):
+    k = data.draw(st.integers(1, experts))
+    tokens = data.draw(st.floats(1, 1e6))
+    touched = expected_experts(experts, k, tokens)
+    assert k - 1e-9 <= touched <= experts + 1e-9
+    assert expected_experts(experts, k, tokens * 2) >= touched - 1e-9
+
+
+@st.composite
+def moe_models(draw):
+    experts = draw(st.integers(2, 64))
+    arch = Architecture(
+        layers=draw(st.integers(1, 48)), hidden_size=draw(st.integers(64, 8192)), num_heads=8, num_kv_heads=8,
+        head_dim=64, intermediate_size=draw(st.integers(64, 16384)), vocab_size=32000,
+        num_experts=experts, experts_per_token=draw(st.integers(1, experts)),
+        expert_intermediate_size=draw(st.integers(64, 8192)), first_dense_layers=0,
+    )
+    return Model("moe", "moe", "test", "bf16", "bf16", arch=arch, counts=count_params(arch))
+
+
+@settings(max_examples=100, deadline=None)
+@given(moe_models(), devices(), st.integers(1, 255))
+def test_moe_reads_more_experts_with_more_batch_but_never_more_than_all(model, device, batch):
+    a = estimate(model, device, batch=batch, prompt_tokens=64, output_tokens=8)
+    b = estimate(model, device, batch=batch + 1, prompt_tokens=64, output_tokens=8)
+    everything = (model.counts.total - model.counts.embedding) * 2
+    assert a.weight_bytes_streamed <= b.weight_bytes_streamed * (1 + 1e-12) <= everything * (1 + 1e-9)
+    assert model.counts.active <= model.counts.total
+
+
+@settings(max_examples=100, deadline=None)
+@given(models(), devices(), st.integers(16, 8192), lengths, st.integers(0, 4096))
+def test_a_sliding_window_never_adds_kv_or_time(model, device, window, prompt, output):
+    windowed = model._replace(arch=model.arch._replace(sliding_window=window, sliding_layers=tuple(range(0, model.arch.layers, 2))))
+    full = estimate(model, device, prompt_tokens=prompt, output_tokens=output)
+    slid = estimate(windowed, device, prompt_tokens=prompt, output_tokens=output)
+    assert slid.kv_bytes_per_sequence <= full.kv_bytes_per_sequence * (1 + 1e-12)
+    assert slid.tpot_s <= full.tpot_s * (1 + 1e-12) and slid.ttft_s <= full.ttft_s * (1 + 1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(models(), devices(), st.sampled_from([2, 4, 8]), st.integers(1, 64))
+def test_tp_splits_weights_and_flops(model, device, tp, batch):
+    device = device._replace(interconnect_bandwidth=450e9)
+    one = estimate(model, device, batch=batch, prompt_tokens=128, output_tokens=16)
+    many = estimate(model, device, batch=batch, prompt_tokens=128, output_tokens=16, tp=tp)
+    assert many.weight_bytes_per_device * tp == pytest.approx(one.weight_bytes)
+    assert many.decode.compute_s * tp == pytest.approx(one.decode.compute_s)
+    assert many.decode.comm_s > 0 and one.decode.comm_s == 0
