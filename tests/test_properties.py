@@ -3,12 +3,11 @@
 import math
 
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import estimate
-from roofline.params import Architecture, count_params
+from roofline.params import Architecture, count_params, expected_experts
 from roofline.specs import Hardware, Model
 
 
@@ -96,8 +95,6 @@ def test_critical_batch_is_where_decode_turns_compute_bound(model, device, promp
 
 
 # ---- architectures: MoE, sliding windows, tensor parallelism
-
-from roofline.params import expected_experts  # noqa: E402
 
 
 @settings(max_examples=200, deadline=None)
