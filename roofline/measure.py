@@ -138,8 +138,8 @@ class Clock:
 
 def verify_close(result, reference, dtype: str, what: str) -> None:
     """Raise MeasureError unless `result` matches the float64 `reference` within `dtype`'s tolerance."""
-    result = result.double().cpu()
-    reference = reference.double().cpu()
+    result = result.cpu().double()  # on the host: MPS has no float64
+    reference = reference.cpu().double()
     scale = reference.abs().max().item() or 1.0
     error = (result - reference).abs().max().item() / scale
     if not error <= TOLERANCE[dtype]:  # also catches NaN
@@ -150,7 +150,7 @@ def verify_matmul(a, b, out, dtype: str, what: str, samples: int = 16) -> None:
     """Check a spread of up to samples x 4 samples entries of out = a @ b against float64 dot products."""
     rows = sorted({(i * 7919) % a.shape[0] for i in range(samples)})
     cols = sorted({(j * 104729) % b.shape[1] for j in range(4 * samples)})
-    reference = a[rows].double() @ b[:, cols].double()
+    reference = a[rows].cpu().double() @ b[:, cols].cpu().double()
     verify_close(out[rows][:, cols], reference, dtype, what)
 
 

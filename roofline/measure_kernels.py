@@ -174,7 +174,8 @@ def attention(torch, clock: Clock, tensor, dtype: str, rate: float | None, notes
         out = {}
         times = clock.times(lambda: out.__setitem__("y", F.scaled_dot_product_attention(q, k, v, enable_gqa=h != kv)),
                             min_reps=clock.plan.curve_reps, min_time=clock.plan.curve_time)
-        reference = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), enable_gqa=h != kv)
+        host = [t.cpu().double() for t in (q, k, v)]  # float64 on the host: MPS has none
+        reference = F.scaled_dot_product_attention(*host, enable_gqa=h != kv)
         verify_close(out["y"], reference, dtype, f"decode attention {dtype} {name}")
         best = min(times)
         shapes.append({"shape": name, "batch": b, "heads": h, "kv_heads": kv, "head_dim": d, "context": ctx,
