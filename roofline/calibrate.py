@@ -4,8 +4,9 @@ The roofline bounds a step; real small-batch steps run below both roofs. This mo
 decode step with the model-independent figures `roofline measure` records, never a factor fitted to the
 model being predicted:
 - every linear layer (and the lm_head) with the decode-shaped matmul curve: FLOP/s of F.linear with M rows
-  over cold weights, interpolated log-log in M and in the row length k (short rows stream slower), and
-  beyond the curve's largest M toward the best square-matmul rate of the shape scan (prefill);
+  over cold weights, interpolated log-log in M and in the row length k (short rows stream slower), scaled
+  for tall weights (the lm_head) by the measured tall series, and beyond the curve's largest M toward the
+  best square-matmul rate of the shape scan (prefill);
 - attention with the measured decode attention kernel (SDPA with one query): max(FLOPs / its FLOP/s, KV
   bytes / its bytes/s), FLOP/s from a 4:1 GQA shape and bytes/s from an MHA shape;
 - prefill attention (many queries at once) at the best square-matmul rate;
@@ -45,24 +46,43 @@ def ops_per_layer(a: Architecture) -> int:
 OPS_PER_STEP = 5  # embedding lookup, positions, final norm, argmax, position index
 
 
-def curve_index(curve: list[dict[str, Any]], peak: tuple[float, float] | None = None) -> dict[int, list[tuple[float, float]]]:
-    """The curve as {k: [(M, FLOP/s), ...] sorted by M}; beyond each k's largest M it rises toward the best
-    matmul `peak` = (its M, FLOP/s) measured by the shape scan."""
-    by_k: dict[int, list[tuple[float, float]]] = {}
+def curve_index(curve: list[dict[str, Any]], peak: tuple[float, float] | None = None) -> dict[str, Any]:
+    """The curve as layer-sized series {k: [(M, FLOP/s), ...]} with their rows per weight, and the tall
+    series (a larger n at one k) when measured; beyond each layer series' largest M the rate rises toward
+    the best matmul `peak` = (its M, FLOP/s) of the shape scan."""
+    series: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for p in curve:
-        by_k.setdefault(p["k"], []).append((p["m"], p["flop_per_s"]))
-    for points in by_k.values():
+        series.setdefault((p["k"], p.get("n", 0)), []).append((p["m"], p["flop_per_s"]))
+    layer: dict[int, list[tuple[float, float]]] = {}
+    rows: dict[int, int] = {}
+    tall = None
+    for (k, n), points in sorted(series.items()):
         points.sort()
+        if k in layer:
+            tall = (k, n, points)
+            continue
+        layer[k], rows[k] = points, n
         if peak is not None and peak[0] > points[-1][0] and peak[1] > points[-1][1]:
             points.append(peak)
-    return by_k
+    return {"layer": layer, "rows": rows, "tall": tall}
 
 
-def linear_rate(index: dict[int, list[tuple[float, float]]], m: float, k: float) -> float:
-    """FLOP/s of F.linear with m rows and row length k, interpolated log-log in M and in k (held beyond the ends)."""
-    ks = sorted(index)
-    rates = [_interpolate(index[x], m) for x in ks]
-    return math.exp(_interpolate(list(zip(ks, (math.log(r) for r in rates))), k, log_y=False))
+def linear_rate(index: dict[str, Any], m: float, k: float, n: float = 0) -> float:
+    """FLOP/s of F.linear with m rows and row length k, interpolated log-log in M and in k (held beyond the
+    ends); for a weight taller than the curve's layer-sized ones, scaled toward the tall series' ratio at
+    that M, log-linearly in n."""
+    layer = index["layer"]
+    ks = sorted(layer)
+    rates = [_interpolate(layer[x], m) for x in ks]
+    rate = math.exp(_interpolate(list(zip(ks, (math.log(r) for r in rates))), k, log_y=False))
+    tall = index["tall"]
+    if tall and n > index["rows"][tall[0]]:
+        k_tall, n_tall, points = tall
+        ratio = _interpolate(points, m) / _interpolate(layer[k_tall], m)
+        short = index["rows"][k_tall]
+        t = min(1.0, math.log(n / short) / math.log(n_tall / short))
+        rate *= ratio**t
+    return rate
 
 
 def _interpolate(points: list[tuple[float, float]], x: float, log_y: bool = True) -> float:
@@ -87,10 +107,10 @@ def linears(a: Architecture) -> list[tuple[int, int]]:
     return [(h, q), (h, kv), (h, kv), (q, h), *mlp]
 
 
-def linear_seconds(index: dict[int, list[tuple[float, float]]], a: Architecture, rows: float, head_rows: float) -> float:
+def linear_seconds(index: dict[str, Any], a: Architecture, rows: float, head_rows: float) -> float:
     """All layers' linears with `rows` rows and the lm_head with `head_rows`, at the curve's rates."""
-    layer = sum(f.matmul_flops(k * n, rows) / linear_rate(index, rows, k) for k, n in linears(a))
-    head = f.matmul_flops(a.hidden_size * a.vocab_size, head_rows) / linear_rate(index, head_rows, a.hidden_size)
+    layer = sum(f.matmul_flops(k * n, rows) / linear_rate(index, rows, k, n) for k, n in linears(a))
+    head = f.matmul_flops(a.hidden_size * a.vocab_size, head_rows) / linear_rate(index, head_rows, a.hidden_size, a.vocab_size)
     return a.layers * layer + head
 
 

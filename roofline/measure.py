@@ -15,6 +15,7 @@ Method (version METHOD_VERSION):
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import Any, Callable, NamedTuple
@@ -205,9 +206,11 @@ def run(
         generator, where = torch.Generator().manual_seed(0), torch.device("cpu")
 
     def tensor(*shape: int, dtype: str):
-        """Uniform values in [-1, 1): cheap to draw for large weights, and non-trivial to verify."""
-        values = torch.rand(*shape, generator=generator, device=where).mul_(2).sub_(1)
-        return values.to(getattr(torch, STORAGE[dtype])).to(dev)
+        """Uniform values in [-1, 1), non-trivial to verify. Large tensors tile a 1 Mi-value random block:
+        drawing hundreds of MiB of random numbers would cost more than timing them."""
+        count = math.prod(shape)
+        block = torch.empty(min(count, 2**20), dtype=getattr(torch, STORAGE[dtype]), device=where).uniform_(-1.0, 1.0, generator=generator)
+        return block.repeat(-(-count // block.numel()))[:count].view(*shape).to(dev)
 
     matmul = {}
     for d in wanted:

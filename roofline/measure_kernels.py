@@ -116,37 +116,41 @@ def bandwidths(torch, clock: Clock, dev, buffer_bytes: int) -> dict[str, Any]:
 def decode_curve(torch, clock: Clock, tensor, dtype: str, matmul: dict | None, bandwidth: dict, buffer_bytes: int, notes: list[str]):
     """F.linear(x[M x k], W[n x k]) for M in the plan and each row length k: FLOP/s and weight bytes/s.
 
-    The weights are cold, as in a decode step: each timed call runs over four weights of buffer / 4 bytes,
-    more than the last-level cache together, so every call streams them from memory. GEMV speed depends
-    on the row length k (short rows run slower), so the curve is measured per k. Returns (curve, the
-    M = 1 entry of the longest rows, which is the matrix-vector bandwidth).
+    The weights are cold, as in a decode step: each timed call cycles CURVE_WEIGHTS layer-sized weights of
+    buffer / CURVE_WEIGHTS bytes, more than the last-level cache together, so every call streams them from
+    memory. GEMV speed depends on the row length k (short rows run slower), so the curve is measured per k;
+    one more series at the shortest k uses a single tall weight of the whole buffer (like an lm_head, whose
+    many rows run slower at small M). Each point records its rows per weight n. Returns (curve, the M = 1
+    entry of the longest layer-sized rows, which is the matrix-vector bandwidth).
     """
     import torch.nn.functional as F
 
     plan = clock.plan
     size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
     rate = matmul["best_flop_per_s"] if matmul else None
+    series = [(k, CURVE_WEIGHTS) for k in plan.decode_ks] + [(plan.decode_ks[0], 1)]
     curve, first = [], None
-    for k in plan.decode_ks:
-        n = max(256, math.ceil(buffer_bytes / CURVE_WEIGHTS / (k * size) / 256) * 256)
-        weights = [tensor(n, k, dtype=dtype) for _ in range(CURVE_WEIGHTS)]
-        weight_bytes = CURVE_WEIGHTS * n * k * size
+    for k, count in series:
+        n = max(256, math.ceil(buffer_bytes / count / (k * size) / 256) * 256)
+        weights = [tensor(n, k, dtype=dtype) for _ in range(count)]
+        weight_bytes = count * n * k * size
         for m in plan.decode_m:
-            flops = matmul_flops(m, k, CURVE_WEIGHTS * n)
+            flops = matmul_flops(m, k, count * n)
             estimate = max(flops / rate if rate else 0.0, weight_bytes / bandwidth["read"]["best_bytes_per_s"])
             if estimate > plan.max_call:
-                notes.append(f"decode-shaped {dtype} k={k}: M = {m} and above skipped, over {plan.max_call:g} s per call")
+                notes.append(f"decode-shaped {dtype} k={k} n={n}: M = {m} and above skipped, over {plan.max_call:g} s per call")
                 break
             x = tensor(m, k, dtype=dtype)
             out = {}
             times = clock.times(lambda: out.__setitem__("y", [F.linear(x, w) for w in weights]), min_reps=plan.curve_reps, min_time=plan.curve_time)
-            verify_matmul(x, weights[-1].t(), out["y"][-1], dtype, f"decode-shaped matmul {dtype} M={m} k={k}")
+            verify_matmul(x, weights[-1].t(), out["y"][-1], dtype, f"decode-shaped matmul {dtype} M={m} k={k} n={n}")
             best_flops, median_flops = summary(flops, times)
-            curve.append({"m": m, "k": k, "flop_per_s": best_flops, "bytes_per_s": weight_bytes * best_flops / flops, "median_flop_per_s": median_flops})
-            if m == 1 and k == plan.decode_ks[-1]:
+            curve.append({"m": m, "k": k, "n": n, "flop_per_s": best_flops, "bytes_per_s": weight_bytes * best_flops / flops,
+                          "median_flop_per_s": median_flops})
+            if m == 1 and k == plan.decode_ks[-1] and count == CURVE_WEIGHTS:
                 best, median = summary(weight_bytes, times)
                 first = {"best_bytes_per_s": best, "median_bytes_per_s": median, "buffer_bytes": weight_bytes, "verified": True,
-                         "counts": "weight read", "dtype": dtype, "shape": [CURVE_WEIGHTS * n, k]}
+                         "counts": "weight read", "dtype": dtype, "shape": [count * n, k]}
         del weights
     return curve, first
 

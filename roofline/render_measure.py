@@ -76,10 +76,12 @@ def _curve_table(curves: dict[str, list[dict[str, Any]]]):
     for m in ms:
         table.add_column(str(m), justify="right")
     for dtype, points in curves.items():
-        for k in sorted({p.get("k", 0) for p in points}):
-            by_m = {p["m"]: p for p in points if p.get("k", 0) == k}
+        series = sorted({(p.get("k", 0), p.get("n", 0)) for p in points})
+        for k, n in series:
+            by_m = {p["m"]: p for p in points if (p.get("k", 0), p.get("n", 0)) == (k, n)}
             cells = [f"{by_m[m]['bytes_per_s'] / 1e9:.3g} | {by_m[m]['flop_per_s'] / 1e9:.3g}" if m in by_m else "-" for m in ms]
-            table.add_row(f"{dtype} k={k}", *cells)
+            tall = any(other_k == k and other_n < n for other_k, other_n in series)
+            table.add_row(f"{dtype} k={k}" + (f" n={n} (tall)" if tall else ""), *cells)
     return table
 
 

@@ -55,7 +55,9 @@ def test_tiny_run_json_contract(tiny_result):
         assert {"best_flop_per_s", "median_flop_per_s", "best_shape", "verified"} <= set(m)
         assert m["verified"] is True and m["best_flop_per_s"] >= m["median_flop_per_s"] > 0
         assert len(m["best_shape"]) == 3
-        assert [(p["k"], p["m"]) for p in r["decode_matmul"][dtype]] == [(128, 1), (128, 2), (128, 4), (256, 1), (256, 2), (256, 4)]
+        points = r["decode_matmul"][dtype]
+        assert [(p["k"], p["m"]) for p in points] == [(128, 1), (128, 2), (128, 4), (256, 1), (256, 2), (256, 4), (128, 1), (128, 2), (128, 4)]
+        assert points[-1]["n"] > points[0]["n"]  # the last series is one tall weight at the shortest rows
         assert {"m", "k", "flop_per_s", "bytes_per_s"} <= set(r["decode_matmul"][dtype][0])
     for kernel in ("copy", "read", "gemv"):
         b = r["bandwidth"][kernel]
@@ -69,7 +71,7 @@ def test_tiny_run_json_contract(tiny_result):
 
 
 def test_decode_curve_bytes_are_weight_bytes(tiny_result):
-    # bytes/s = FLOP/s x weight bytes / FLOPs = FLOP/s x (4 n k size) / (2 M k 4 n) = FLOP/s x size / (2 M).
+    # bytes/s = FLOP/s x weight bytes / FLOPs = FLOP/s x (w n k size) / (2 M k w n) = FLOP/s x size / (2 M).
     for point in tiny_result["decode_matmul"]["fp32"]:
         assert point["bytes_per_s"] == pytest.approx(point["flop_per_s"] * 4 / (2 * point["m"]))
 

@@ -111,6 +111,16 @@ def test_calibrated_linear_rate_interpolates_by_hand():
     assert linear_rate(curve_index(curve, peak=(16, 320.0)), 16, 4096) == pytest.approx(320.0)  # toward the best matmul
 
 
+def test_tall_weights_scale_toward_the_tall_series():
+    # Layer-sized series at k=1024 (n = 1000 rows per weight): 10 FLOP/s at M 1; the tall one (n = 100,000): 5.
+    curve = [{"m": 1, "k": 1024, "n": 1000, "flop_per_s": 10.0}, {"m": 1, "k": 1024, "n": 100_000, "flop_per_s": 5.0}]
+    index = curve_index(curve)
+    assert linear_rate(index, 1, 1024, 1000) == pytest.approx(10.0)  # layer-sized: no scaling
+    assert linear_rate(index, 1, 1024, 100_000) == pytest.approx(5.0)  # as tall as the tall series: its ratio 0.5
+    assert linear_rate(index, 1, 1024, 10_000) == pytest.approx(10 * 0.5**0.5)  # halfway in log n: sqrt(0.5)
+    assert linear_rate(index, 1, 1024, 10**7) == pytest.approx(5.0)  # held beyond
+
+
 def test_ops_per_layer():
     # GPT-2: 2 norms, 2 cache writes, attention, head merge, 2 adds, gelu = 9; Llama adds silu+mul and rotary 10.
     assert ops_per_layer(load_model("gpt2").arch) == 9
