@@ -66,13 +66,20 @@ def hardware_spec(result: dict[str, Any]) -> dict[str, Any]:
 
 def save(result: dict[str, Any], path: str) -> None:
     """Write the profile YAML to `path` atomically (a temp file in the same folder, then a rename)."""
-    import yaml
 
-    from roofline.files import atomic_write
     from roofline.measure import decode_bandwidth
 
     header = HEADER.format(date=result["device"]["date"], decode=decode_bandwidth(result["bandwidth"])[0])
-    text = header + yaml.safe_dump(_plain(hardware_spec(result)), sort_keys=False, width=120)
+    _write(path, header, hardware_spec(result))
+
+
+def _write(path: str, header: str, spec: dict[str, Any]) -> None:
+    """The header comment and the spec as YAML, written atomically to `path` (the --save target)."""
+    import yaml
+
+    from roofline.files import atomic_write
+
+    text = header + yaml.safe_dump(_plain(spec), sort_keys=False, width=120)
     with atomic_write(path, "--save") as f:
         f.write(text)
 
@@ -93,9 +100,7 @@ def _plain(value: Any) -> Any:
 
 def save_collectives(result: dict[str, Any], path: str, base: Hardware) -> None:
     """Write `base` with the measured interconnect (bus bandwidth and latency) to `path`, atomically."""
-    import yaml
 
-    from roofline.files import atomic_write
 
     spec = {
         "name": base.name,
@@ -113,5 +118,4 @@ def save_collectives(result: dict[str, Any], path: str, base: Hardware) -> None:
         f"({result['backend']}, {result['devices']} processes):\n# the best all-reduce bus bandwidth and the "
         f"shortest all-reduce time; raw figures under measured.collectives.\n"
     )
-    with atomic_write(path, "--save") as f:
-        f.write(header + yaml.safe_dump(_plain(spec), sort_keys=False, width=120))
+    _write(path, header, spec)

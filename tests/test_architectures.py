@@ -124,8 +124,12 @@ def test_mla_decode_attention_flops_per_key():
 
 
 def test_tp_1_equals_the_single_device_estimate():
+    # tp = 1 must not touch the interconnect: the same device with no link at all gives the same estimate.
     m, h = load_model("llama-3.1-70b"), load_hardware("h200")
-    assert estimate(m, h, batch=8, tp=1).to_dict() == estimate(m, h, batch=8).to_dict()
+    alone = h._replace(interconnect_bandwidth=None, interconnect_latency=None)
+    assert estimate(m, h, batch=8, tp=1).to_dict() == estimate(m, alone, batch=8).to_dict()
+    e = estimate(m, h, batch=8, tp=1)
+    assert e.decode.comm_s == e.prefill.comm_s == 0 and e.weight_bytes_per_device == e.weight_bytes
 
 
 def test_tp_2_by_hand():

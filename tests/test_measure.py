@@ -67,7 +67,7 @@ def test_tiny_run_json_contract(tiny_result):
     # Buffers are at least 4x the last-level cache.
     assert r["bandwidth"]["copy"]["buffer_bytes"] >= min(4 * r["device"]["last_level_cache_bytes"], 2**30) - 2**20
     assert "tf32" not in r["matmul"]
-    assert 0 < r["op_overhead_s"] < 0.01
+    assert 0 < r["op_overhead_s"] < 0.01  # one tiny eager op: microseconds here (2.6-5.3 us), never 10 ms
 
 
 def test_decode_curve_bytes_are_weight_bytes(tiny_result):

@@ -79,9 +79,13 @@ vocab_size: 100
     ],
 )
 def test_bad_hardware_files_name_file_and_key(write_yaml, body, words):
-    path = write_yaml("bad.yaml", body)
+    assert_one_line_error(load_hardware, write_yaml("bad.yaml", body), words)
+
+
+def assert_one_line_error(load, path: str, words: list[str]) -> None:
+    """Loading `path` fails with one line that starts with the file and names every word."""
     with pytest.raises(RooflineError) as info:
-        load_hardware(path)
+        load(path)
     message = str(info.value)
     assert message.startswith(path) and "\n" not in message
     for word in words:
@@ -104,13 +108,7 @@ def test_bad_hardware_files_name_file_and_key(write_yaml, body, words):
     ],
 )
 def test_bad_model_files_name_file_and_key(write_yaml, body, words):
-    path = write_yaml("bad.yaml", body)
-    with pytest.raises(RooflineError) as info:
-        load_model(path)
-    message = str(info.value)
-    assert message.startswith(path) and "\n" not in message
-    for word in words:
-        assert word in message
+    assert_one_line_error(load_model, write_yaml("bad.yaml", body), words)
 
 
 def test_params_only_model_with_yaml_exponent(write_yaml):
