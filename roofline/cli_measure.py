@@ -131,8 +131,8 @@ def validate(
     from roofline.measure import pick_device, torch_module
     from roofline.specs import load_hardware, load_model
 
-    torch = torch_module()
-    spec = check.sliced(load_model(model or "gpt2"), layers)
+    spec = check.sliced(load_model(model or "gpt2"), layers)  # refuse unsupported models before importing torch
+    torch = torch_module("validate")
     kind = pick_device(torch, device)
     run_dtype = dtype or (spec.dtype if spec.dtype in ("fp32", "bf16", "fp16") else "bf16")
     batches = sweeps.parse_counts(batch, "--batch")

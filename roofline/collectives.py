@@ -31,7 +31,7 @@ def bus_bandwidth(algbw: float, devices: int) -> float:
 def run(devices: int | None = None, device: str = "auto", quick: bool = False, sizes: list[int] | None = None,
         min_time: float | None = None, timeout: float = 300.0) -> dict[str, Any]:
     """Spawn the processes, gather rank 0's timings, and summarize (see the module docstring)."""
-    torch = torch_module()
+    torch = torch_module("measure --collectives")
     cuda = torch.cuda.is_available() and device in ("auto", "cuda")
     if device == "cuda" and not cuda:
         raise UsageError(f"--device: cuda is not available here (torch {torch.__version__})")

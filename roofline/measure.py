@@ -59,12 +59,12 @@ GPU_PLAN = Plan((2048, 4096, 6144, 8192, 16384), ((4096, 8192, 8192), (8192, 819
 GPU_QUICK = Plan((4096, 8192), ((8192, 8192, 28672),), (1, 8, 64, 256), (1024, 8192), 512 * MiB, 10, 0.05, 0.5, 0.2, 5, 0.02)
 
 
-def torch_module():
-    """Import torch, or say how to install it."""
+def torch_module(command: str = "measure"):
+    """Import torch, or say which command needs it and which extra installs it."""
     try:
         import torch
     except ImportError:
-        raise RooflineError("roofline measure needs torch: pip install 'roofline[measure]'") from None
+        raise RooflineError(f"roofline {command} needs torch: pip install 'roofline[measure]'") from None
     return torch
 
 

@@ -42,8 +42,6 @@ def memory_needed(model: Model, dtype: str, batch: int, tokens: int) -> float:
 def run(model: Model, hardware: Hardware, device: str, batches: list[int], prompt: int, output: int, dtype: str,
         available_bytes: float, on_step: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Measured vs predicted TTFT and TPOT for each batch (see the module docstring)."""
-    import torch
-
     a = check_supported(model)
     if dtype not in ("fp32", "bf16", "fp16"):
         raise UsageError(f"--dtype: validate runs fp32, bf16 or fp16, got {dtype!r}")
@@ -55,6 +53,9 @@ def run(model: Model, hardware: Hardware, device: str, batches: list[int], promp
     if need > available_bytes:
         raise UsageError(f"--batch: {model.id} at batch {max(batches)} needs about {need / 1e9:.3g} GB here, "
                          f"{available_bytes / 1e9:.3g} GB are available (try --layers or a smaller batch)")
+    from roofline.measure import torch_module
+
+    torch = torch_module("validate")
     rows = []
     with torch.inference_mode():
         weights = None

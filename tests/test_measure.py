@@ -56,8 +56,13 @@ def test_tiny_run_json_contract(tiny_result):
         assert m["verified"] is True and m["best_flop_per_s"] >= m["median_flop_per_s"] > 0
         assert len(m["best_shape"]) == 3
         points = r["decode_matmul"][dtype]
-        assert [(p["k"], p["m"]) for p in points] == [(128, 1), (128, 2), (128, 4), (256, 1), (256, 2), (256, 4), (128, 1), (128, 2), (128, 4)]
-        assert points[-1]["n"] > points[0]["n"]  # the last series is one tall weight at the shortest rows
+        order = [(p["k"], p["m"]) for p in points]
+        if any(n.startswith(f"decode-shaped {dtype}: M = 1 and 2") for n in r["notes"]):
+            # A dtype timed at under 10% of the fastest (bf16 can be, at these tiny shapes) gets the short curve.
+            assert order == [(256, 1), (256, 2), (256, 1), (256, 2)]
+        else:
+            assert order == [(128, 1), (128, 2), (128, 4), (256, 1), (256, 2), (256, 4), (128, 1), (128, 2), (128, 4)]
+            assert points[-1]["n"] > points[0]["n"]  # the last series is one tall weight at the shortest rows
         assert {"m", "k", "flop_per_s", "bytes_per_s"} <= set(r["decode_matmul"][dtype][0])
     for kernel in ("copy", "read", "gemv"):
         b = r["bandwidth"][kernel]

@@ -1,6 +1,7 @@
 """`roofline validate` on a tiny model: the engine's shapes equal the calculator's, and the JSON contract."""
 
 import json
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -125,3 +126,10 @@ def test_ops_per_layer():
     # GPT-2: 2 norms, 2 cache writes, attention, head merge, 2 adds, gelu = 9; Llama adds silu+mul and rotary 10.
     assert ops_per_layer(load_model("gpt2").arch) == 9
     assert ops_per_layer(load_model("llama-3.1-8b").arch) == 20
+
+
+def test_validate_without_torch_names_validate(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
+    r = runner.invoke(app, ["validate", "-m", "gpt2", "-H", "h100-sxm"])
+    assert r.exit_code == 1
+    assert r.stderr.strip() == "roofline: error: roofline validate needs torch: pip install 'roofline[measure]'"
