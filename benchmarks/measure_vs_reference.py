@@ -17,7 +17,8 @@ import time
 import numpy as np
 import torch
 
-from roofline import machine, measure
+from roofline.measure import machine
+from roofline.measure import bench as measure
 
 
 def best_seconds(fn, reps: int = 7, min_time: float = 0.3) -> float:

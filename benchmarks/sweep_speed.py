@@ -12,7 +12,7 @@ import sys
 import time
 
 from roofline import load_hardware, load_model
-from roofline.sweep import sweep
+from roofline.calc.sweep import sweep
 
 
 def main() -> None:

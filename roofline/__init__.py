@@ -7,8 +7,10 @@
 
 __version__ = "0.1.0"
 
-from roofline.calc import Estimate, estimate
+from roofline.calc.estimate import Estimate, estimate
 from roofline.errors import RooflineError, UsageError
-from roofline.specs import Hardware, Model, load_hardware, load_model
+from roofline.specs.records import Hardware, Model
+from roofline.specs.hardware import load_hardware
+from roofline.specs.catalog import load_model
 
 __all__ = ["Estimate", "Hardware", "Model", "RooflineError", "UsageError", "estimate", "load_hardware", "load_model"]

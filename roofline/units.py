@@ -12,6 +12,7 @@ import re
 
 DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+KiB, MiB, GiB = 2**10, 2**20, 2**30  # binary sizes, for buffers and caches
 DURATION = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0}
 
 # kind -> (regex for the unit after the prefix, accepts binary prefixes, example)

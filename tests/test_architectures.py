@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 from roofline import estimate, load_hardware, load_model
 from roofline.cli import app
 from roofline.errors import RooflineError, UsageError
-from roofline.params import expected_experts
-from roofline.shape import Shape, windowed_pairs
+from roofline.specs.params import expected_experts
+from roofline.calc.shape import Shape, windowed_pairs
 
 runner = CliRunner()
 

@@ -68,7 +68,7 @@ def test_max_context_warning_goes_to_stderr():
     [
         (["estimate", "-m", "llama-3-8b"], 2, "unknown model id 'llama-3-8b' (did you mean llama-3.1-8b"),
         (["estimate", "-H", "nope.yaml"], 2, "nope.yaml: no such file"),
-        (["estimate", "--memory-fraction", "1.5"], 2, "--memory-fraction: expected a fraction in (0, 1]"),
+        (["estimate", "--memory-fraction", "1.5"], 2, "--memory-fraction: expected a fraction from 1e-06 to 1"),
         (["estimate", "--weight-dtype", "fp12"], 2, "--weight-dtype: unknown dtype 'fp12'"),
         (["estimate", "-H", "tpu-v5e", "--compute-dtype", "fp8"], 2, "tpu-v5e has no peak for fp8"),
         (["hardware", "show", "h100"], 2, "did you mean"),

@@ -5,10 +5,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from roofline import collectives
+from roofline.measure import collectives
 from roofline.cli import app
-from roofline.formulas import ring_allreduce_seconds
-from roofline.specs import load_hardware
+from roofline.calc.formulas import ring_allreduce_seconds
+from roofline.specs.hardware import load_hardware
 
 runner = CliRunner()
 

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline import formulas as f
-from roofline.params import Architecture, count_params
-from roofline.shape import windowed_pairs
-from roofline.specs import load_model
+from roofline.calc import formulas as f
+from roofline.specs.params import Architecture, count_params
+from roofline.calc.shape import windowed_pairs
+from roofline.specs.catalog import load_model
 
 
 def test_ridge_point_h100():

@@ -6,13 +6,15 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from roofline import measure, measure_kernels, profile
+from roofline.measure import bench, timing
+from roofline.measure import kernels as measure_kernels
+from roofline.measure import profile
 from roofline.cli import app
 from roofline.errors import RooflineError
-from roofline.specs import load_hardware
+from roofline.specs.hardware import load_hardware
 
 runner = CliRunner()
-TINY = measure.Plan(
+TINY = timing.Plan(
     squares=(64, 96), shapes=((32, 64, 48),), decode_m=(1, 2, 4), decode_ks=(128, 256), buffer_floor=1 << 20,
     min_reps=2, min_time=0.0, max_time=0.05, max_call=1.0,
 )
@@ -21,28 +23,28 @@ TINY = measure.Plan(
 @pytest.fixture(scope="module")
 def tiny_result():
     pytest.importorskip("torch")
-    return measure.run("cpu", ["fp32", "bf16"], plan=TINY)
+    return bench.run("cpu", ["fp32", "bf16"], plan=TINY)
 
 
 def test_accounting_by_hand():
     # 2 x 2 x 3 x 4 = 48 FLOP: 2 x 4 outputs, 3 multiply-adds each.
-    assert measure.matmul_flops(2, 3, 4) == 48
+    assert timing.matmul_flops(2, 3, 4) == 48
     # STREAM counts a copy of 100 B as 100 read + 100 written.
-    assert measure.copy_bytes(100) == 200
+    assert timing.copy_bytes(100) == 200
     # 10 units of work in calls of 1, 2 and 5 s: best 10/1 = 10, median 10/2 = 5.
-    assert measure.summary(10, [5.0, 1.0, 2.0]) == (10.0, 5.0)
+    assert timing.summary(10, [5.0, 1.0, 2.0]) == (10.0, 5.0)
 
 
 def test_verification_fails_on_a_corrupted_result():
     torch = pytest.importorskip("torch")
     a, b = torch.rand(16, 8), torch.rand(8, 12)
     out = a @ b
-    measure.verify_matmul(a, b, out, "fp32", "clean")  # passes
+    timing.verify_matmul(a, b, out, "fp32", "clean")  # passes
     out[0, 0] += 0.5
-    with pytest.raises(measure.MeasureError, match="corrupt: result differs from the float64 reference"):
-        measure.verify_matmul(a, b, out, "fp32", "corrupt")
-    with pytest.raises(measure.MeasureError):
-        measure.verify_close(torch.full((2,), float("nan")), torch.ones(2), "bf16", "nan")
+    with pytest.raises(timing.MeasureError, match="corrupt: result differs from the float64 reference"):
+        timing.verify_matmul(a, b, out, "fp32", "corrupt")
+    with pytest.raises(timing.MeasureError):
+        timing.verify_close(torch.full((2,), float("nan")), torch.ones(2), "bf16", "nan")
 
 
 def test_tiny_run_json_contract(tiny_result):
@@ -87,7 +89,7 @@ def test_saved_profile_loads_as_hardware(tiny_result, tmp_path):
     hw = load_hardware(str(path))
     assert hw.origin == "measured"
     assert hw.peak_flops["fp32"] == pytest.approx(tiny_result["matmul"]["fp32"]["best_flop_per_s"])
-    _, read = measure.decode_bandwidth(tiny_result["bandwidth"])
+    _, read = bench.decode_bandwidth(tiny_result["bandwidth"])
     assert hw.memory_bandwidth == pytest.approx(read)
     assert hw.measured["decode_matmul"]["bf16"][0]["m"] == 1
     assert "memory_bandwidth is the best *read* bandwidth" in path.read_text()
@@ -105,7 +107,7 @@ def test_saved_profile_loads_as_hardware(tiny_result, tmp_path):
 
 def test_decode_bandwidth_prefers_the_best_read():
     bandwidth = {"copy": {"best_bytes_per_s": 50.0}, "read": {"best_bytes_per_s": 30.0}, "gemv": {"best_bytes_per_s": 40.0}}
-    assert measure.decode_bandwidth(bandwidth) == ("gemv", 40.0)  # reads only: copy is not a decode-like kernel
+    assert bench.decode_bandwidth(bandwidth) == ("gemv", 40.0)  # reads only: copy is not a decode-like kernel
 
 
 def test_shrinking_halves_on_out_of_memory():
@@ -121,7 +123,7 @@ def test_shrinking_halves_on_out_of_memory():
 
     assert measure_kernels.shrinking(torch, allocate, 256 << 20, "buffers", notes) == 64 << 20
     assert sizes == [256 << 20, 128 << 20, 64 << 20] and len(notes) == 2
-    with pytest.raises(measure.MeasureError, match="out of device memory"):
+    with pytest.raises(timing.MeasureError, match="out of device memory"):
         measure_kernels.shrinking(torch, allocate, 256 << 20, "buffers", [], floor=200 << 20)
 
 
@@ -139,7 +141,7 @@ def test_datasheet_matching_and_comparison():
 
 def test_cli_measure_json_and_save(monkeypatch, tmp_path):
     pytest.importorskip("torch")
-    monkeypatch.setattr(measure, "CPU_QUICK", TINY)
+    monkeypatch.setattr(bench, "CPU_QUICK", TINY)
     path = tmp_path / "p.yaml"
     r = runner.invoke(app, ["measure", "--quick", "--device", "cpu", "--dtype", "fp32", "--json", "--save", str(path), "-H", "epyc-9755"])
     assert r.exit_code == 0, r.stderr
@@ -184,7 +186,7 @@ def test_ctrl_c_exits_130_and_writes_nothing(monkeypatch, tmp_path):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(measure, "run", interrupted)
+    monkeypatch.setattr(bench, "run", interrupted)
     path = tmp_path / "p.yaml"
     r = runner.invoke(app, ["measure", "--save", str(path)])
     assert r.exit_code == 130 and not path.exists()
@@ -206,13 +208,13 @@ def has_cuda() -> bool:
 @pytest.mark.skipif(not has_cuda(), reason="needs CUDA")
 def test_tiny_cuda_run():
     plan = TINY._replace(buffer_floor=64 << 20)
-    r = measure.run("cuda", ["fp32", "tf32", "bf16"], plan=plan)
+    r = bench.run("cuda", ["fp32", "tf32", "bf16"], plan=plan)
     assert r["device"]["kind"] == "cuda" and r["matmul"]["tf32"]["verified"]
 
 
 def test_a_dtype_too_slow_for_the_budget_is_reported_at_the_probe_with_a_note():
     pytest.importorskip("torch")
-    r = measure.run("cpu", ["fp32"], plan=TINY._replace(max_call=1e-12))
+    r = bench.run("cpu", ["fp32"], plan=TINY._replace(max_call=1e-12))
     assert r["matmul"]["fp32"]["best_shape"] == [256, 256, 256]
     assert any("matmul fp32: 32x64x48, 64x64x64, 96x96x96 skipped" in n for n in r["notes"])
     assert any("decode-shaped" in n and "skipped" in n for n in r["notes"])

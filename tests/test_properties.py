@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import estimate
-from roofline.params import Architecture, count_params, expected_experts
-from roofline.specs import Hardware, Model
+from roofline.specs.params import Architecture, count_params, expected_experts
+from roofline.specs.records import Hardware, Model
 
 
 @st.composite

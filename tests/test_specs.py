@@ -3,7 +3,8 @@
 import pytest
 
 from roofline.errors import RooflineError, UsageError
-from roofline.specs import catalog, load_hardware, load_model
+from roofline.specs.catalog import catalog, load_model
+from roofline.specs.hardware import load_hardware
 
 REQUIRED_HARDWARE = {
     "h100-sxm", "h100-pcie", "h200", "b200", "a100-80gb-sxm", "a100-40gb", "l40s", "l4", "a10", "rtx-4090",

@@ -7,11 +7,11 @@ import pytest
 from typer.testing import CliRunner
 
 from roofline import estimate, load_hardware, load_model
-from roofline.calibrate import curve_index, linear_rate, ops_per_layer
+from roofline.calc.calibrate import curve_index, linear_rate, ops_per_layer
 from roofline.cli import app
 from roofline.errors import UsageError
-from roofline.params import count_params
-from roofline.validate import memory_needed, sliced
+from roofline.specs.params import count_params
+from roofline.measure.validate import memory_needed, sliced
 
 runner = CliRunner()
 TINY = """\
@@ -36,7 +36,7 @@ def tiny(write_yaml):
 @pytest.mark.parametrize("model_id", ["gpt2", "gemma-2-9b", "qwen2.5-7b", "phi-3-mini"])
 def test_engine_parameters_equal_the_calculator(model_id):
     torch = pytest.importorskip("torch")
-    from roofline.engine import Decoder
+    from roofline.measure.engine import Decoder
 
     model = sliced(load_model(model_id), 1)  # one full-width layer and a small vocabulary keep the test small
     arch = model.arch._replace(vocab_size=1000)
@@ -51,7 +51,7 @@ def test_engine_parameters_equal_the_calculator(model_id):
 
 def test_tiny_model_runs_prefill_and_decode(tiny):
     torch = pytest.importorskip("torch")
-    from roofline.engine import Decoder
+    from roofline.measure.engine import Decoder
 
     engine = Decoder(tiny.arch, "fp32", "cpu", batch=3, max_tokens=12)
     with torch.inference_mode():
@@ -86,7 +86,7 @@ def test_layers_slice_is_predicted_as_a_slice():
 
 
 def test_refuses_what_would_not_fit(tiny):
-    from roofline.validate import run
+    from roofline.measure.validate import run
 
     with pytest.raises(UsageError, match="needs about"):
         run(tiny, load_hardware("h100-sxm"), "cpu", [1], 8, 4, "fp32", available_bytes=1000)

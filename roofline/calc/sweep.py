@@ -8,11 +8,14 @@ such batch, since throughput never falls with batch).
 
 from typing import Any, NamedTuple
 
-from roofline.calc import Estimate, estimate, plain
+from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
+from roofline.calc.estimate import MAX_COUNT, Estimate, estimate, plain
 from roofline.errors import UsageError
-from roofline.specs import Hardware, Model
+from roofline.specs.records import Hardware, Model
 
 SCHEMA_VERSION = 1
+MAX_VALUES = 10_000  # per list or range: more is a typo, not a sweep
+MAX_POINTS = 100_000  # per grid: ~5 s of estimates (benchmarks/sweep_speed.py: 10,000 in ~0.5 s)
 
 
 class Row(NamedTuple):
@@ -66,6 +69,9 @@ class Sweep(NamedTuple):
             "groups": plain(self.groups),
         }
 
+    def csv_rows(self) -> list[Row]:
+        return self.rows
+
 
 def row(e: Estimate, tpot_slo: float | None, ttft_slo: float | None) -> Row:
     """One sweep row from an estimate."""
@@ -101,16 +107,20 @@ def sweep(
     hardware: Hardware,
     *,
     batches: list[int] | None = None,
-    prompts: list[int] = (1024,),
-    outputs: list[int] = (256,),
+    prompts: list[int] = (PROMPT_TOKENS,),
+    outputs: list[int] = (OUTPUT_TOKENS,),
     tpot_slo: float | None = None,
     ttft_slo: float | None = None,
     **options: Any,
 ) -> Sweep:
-    """Estimates over the grid batches x prompts x outputs; `options` are `estimate`'s keyword arguments."""
+    """Estimates over the grid batches x prompts x outputs; `options` are `estimate`'s keyword arguments
+    (`knobs=` or its fields)."""
+    points = len(batches or [1]) * len(prompts) * len(outputs)
+    if points > MAX_POINTS:
+        raise UsageError(f"the grid batches x prompts x outputs has {points} points, more than {MAX_POINTS} (narrow a range or raise its step)", "batches")
     for name, slo in (("tpot_slo", tpot_slo), ("ttft_slo", ttft_slo)):
-        if slo is not None and not slo > 0:
-            raise UsageError(f"{name}: expected a positive duration, got {slo!r}")
+        if slo is not None and not 0 < slo < float("inf"):
+            raise UsageError(f"expected a positive, finite duration, got {slo!r}", name)
     rows, groups = [], []
     for prompt in prompts:
         for output in outputs:
@@ -149,14 +159,19 @@ def parse_counts(text: str, flag: str, low: int = 1) -> list[int]:
     for part in text.split(","):
         part = part.strip()
         try:
-            numbers = [int(x) for x in part.split(":")]
+            numbers = [int(x) for x in part.split(":")] if len(part) <= 40 else [int("too long")]
         except ValueError:
-            raise UsageError(f"{flag}: expected integers like 1,8,64 or a range like 1:512 (doubling) or 128:1024:128, got {text!r}") from None
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            raise UsageError(f"{flag}: expected integers like 1,8,64 or a range like 1:512 (doubling) or 128:1024:128, got {shown!r}") from None
         if len(numbers) == 1:
             values += numbers
         elif len(numbers) in (2, 3) and numbers[0] <= numbers[1] and (len(numbers) == 2 or numbers[2] > 0):
             start, stop = numbers[0], numbers[1]
+            if stop > MAX_COUNT:
+                raise UsageError(f"{flag}: expected values up to {MAX_COUNT:.0e}, got {part!r}")
             if len(numbers) == 3:
+                if (stop - start) // numbers[2] + 1 + len(values) > MAX_VALUES:
+                    raise UsageError(f"{flag}: {part!r} gives more than {MAX_VALUES} values (raise the step)")
                 values += list(range(start, stop + 1, numbers[2]))
             else:
                 if start < 1:
@@ -168,8 +183,9 @@ def parse_counts(text: str, flag: str, low: int = 1) -> list[int]:
                     values.append(stop)
         else:
             raise UsageError(f"{flag}: expected start:stop or start:stop:step with start <= stop and step > 0, got {part!r}")
-    if not values or min(values) < low:
-        raise UsageError(f"{flag}: expected integers >= {low}, got {text!r}")
+    if not values or min(values) < low or max(values) > MAX_COUNT or len(values) > MAX_VALUES:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise UsageError(f"{flag}: expected up to {MAX_VALUES} integers from {low} to {MAX_COUNT:.0e}, got {shown!r}")
     return list(dict.fromkeys(values))
 
 
@@ -193,10 +209,23 @@ class CompareRow(NamedTuple):
 COMPARE_COLUMNS = CompareRow._fields
 
 
+class Comparison(NamedTuple):
+    """The result of `compare`: one row per (model, hardware)."""
+
+    rows: list[CompareRow]
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": self.schema_version, "rows": plain(self.rows)}
+
+    def csv_rows(self) -> list[CompareRow]:
+        return self.rows
+
+
 def compare(
-    models: list[Model], devices: list[Hardware], *, batch: int = 1, prompt_tokens: int = 1024, output_tokens: int = 256,
+    models: list[Model], devices: list[Hardware], *, batch: int = BATCH, prompt_tokens: int = PROMPT_TOKENS, output_tokens: int = OUTPUT_TOKENS,
     tpot_slo: float | None = None, ttft_slo: float | None = None, sort: str | None = None, **options: Any,
-) -> list[CompareRow]:
+) -> Comparison:
     """One row per (model, hardware): the key figures at `batch`, and the best goodput batch when SLOs are given."""
     rows = []
     for m in models:
@@ -210,12 +239,12 @@ def compare(
                 e.ttft_s, e.tpot_s, e.decode.tokens_per_s, e.decode.bound,
                 best.best_batch if best else None, best.best_goodput_tokens_per_s if best else None,
             ))
-    return sort_rows(rows, sort) if sort else rows
+    return Comparison(sort_rows(rows, sort) if sort is not None else rows)
 
 
 def sort_rows(rows: list[CompareRow], column: str) -> list[CompareRow]:
     """Sort by `column` ascending, or descending with a leading '-'; missing values last."""
-    name = column.lstrip("-")
+    name = column[1:] if column.startswith("-") else column
     if name not in COMPARE_COLUMNS:
         raise UsageError(f"--sort: unknown column {name!r} (expected one of: {', '.join(COMPARE_COLUMNS)})")
     present = [r for r in rows if getattr(r, name) is not None]

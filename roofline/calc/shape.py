@@ -7,8 +7,9 @@ keys; MLA reads its latent cache and decodes in the absorbed form (DeepSeek-V2 s
 the naive form; MoE steps read the distinct experts their tokens touch (params.expected_experts).
 """
 
-from roofline import formulas as f
-from roofline.specs import DTYPE_BYTES, Model
+from roofline.calc import formulas as f
+from roofline.calc.attention import attention
+from roofline.specs.records import Model
 
 ACTIVATION_BYTES = {"fp32": 4.0, "tf32": 4.0}  # all-reduce message element size; 2 B (bf16) otherwise
 
@@ -19,27 +20,13 @@ class Shape:
     def __init__(self, model: Model, bits_per_weight: float, kv_dtype: str, compute_dtype: str, tp: int = 1):
         self.model, self.tp = model, tp
         self.bytes_per_weight = bits_per_weight / 8
-        kv_bytes = DTYPE_BYTES[kv_dtype]
         self.activation_bytes = ACTIVATION_BYTES.get(compute_dtype, 2.0)
-        a, self.counts = model.arch, model.counts
-        if a is None:  # params-only napkin model: one "layer" holding the literal KV bytes per token
-            self.layers, self.full_layers, self.window = 1, 1, 0
-            self.kv_layer = model.kv_bytes_per_token_given or 0.0
-            self.key_flops_decode = self.key_flops_prefill = 0.0
-            self.kv_share, self.hidden = 1.0 / tp, 0
-            return
-        self.layers, self.hidden = a.layers, a.hidden_size
-        self.window = a.sliding_window if a.sliding_layers else 0
-        self.full_layers = a.layers - len(a.sliding_layers) if self.window else a.layers
-        if a.mla:
-            self.kv_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * kv_bytes
-            self.key_flops_decode = 2.0 * a.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
-            self.key_flops_prefill = 2.0 * a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
-            self.kv_share = 1.0  # the latent is shared by all heads: every device keeps all of it
-        else:
-            self.kv_layer = f.kv_bytes_per_token(1, a.num_kv_heads, a.head_dim, kv_bytes)
-            self.key_flops_decode = self.key_flops_prefill = f.attention_flops(1, a.num_heads, a.head_dim, 1)
-            self.kv_share = max(1.0 / tp, 1.0 / a.num_kv_heads)  # KV heads split; beyond them, replicated
+        self.counts = model.counts
+        self.attention = att = attention(model, kv_dtype)
+        self.layers, self.hidden = att.layers, model.arch.hidden_size if model.arch else 0
+        self.window, self.full_layers = att.window, att.full_layers
+        self.key_flops_decode, self.key_flops_prefill = att.key_flops_decode, att.key_flops_prefill
+        self.kv_share = att.kv_share(tp)
 
     # ---- weights
 
@@ -67,19 +54,19 @@ class Shape:
     @property
     def kv_per_token(self) -> float:
         """KV bytes one token adds over all layers (before any window caps it), whole model."""
-        return self.kv_layer * self.layers
+        return self.attention.kv_per_token
 
     def kv_cached(self, context: float) -> float:
         """KV bytes one sequence holds at `context` tokens, whole model (sliding layers capped at the window)."""
-        return self.kv_layer * (self.full_layers * context + self.sliding * min(context, self.window))
+        return self.attention.kv_cached(context)
 
     def keys(self, cached: float) -> float:
         """Sum over layers of the keys a decode token attends over with `cached` tokens before it."""
-        return self.full_layers * (cached + 1) + self.sliding * min(cached + 1, self.window)
+        return self.attention.keys(cached)
 
     @property
     def sliding(self) -> int:
-        return self.layers - self.full_layers
+        return self.attention.sliding_layers
 
     # ---- per-step work (per device)
 

@@ -8,10 +8,9 @@ from typing import Any, Callable
 
 from roofline import units
 from roofline.errors import RooflineError
-from roofline.params import Architecture, count_params
-from roofline.specs import (
-    DTYPE_BYTES, Fields, Model, boolean, choice, one_of, positive_int, text,
-)
+from roofline.specs.params import Architecture, count_params
+from roofline.specs.records import DTYPE_BYTES, Model
+from roofline.specs.fields import Fields, boolean, choice, one_of, positive_int, text
 
 ARCH_KEYS = [
     "layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "vocab_size",

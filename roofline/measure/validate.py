@@ -10,13 +10,16 @@ import statistics
 import time
 from typing import Any, Callable
 
-from roofline.calc import estimate
-from roofline.engine import Decoder, check_supported
+from roofline.calc.estimate import estimate
+from roofline.measure.engine import Decoder, check_supported
+from roofline.calc.attention import kv_bytes_per_token
 from roofline.errors import UsageError
-from roofline.params import count_params
-from roofline.specs import DTYPE_BYTES, Hardware, Model
+from roofline.report import Report
+from roofline.specs.params import count_params
+from roofline.specs.records import DTYPE_BYTES, Hardware, Model
 
 SCHEMA_VERSION = 1
+RUN_DTYPES = ("fp32", "bf16", "fp16")
 
 
 def sliced(model: Model, layers: int | None) -> Model:
@@ -34,28 +37,37 @@ def memory_needed(model: Model, dtype: str, batch: int, tokens: int) -> float:
     """Bytes the run allocates: weights, the KV cache (unwindowed: the engine attends over everything),
     and activations of the prefill (a few hidden-wide and MLP-wide buffers per token)."""
     a = model.arch
-    kv = 2 * a.layers * a.num_kv_heads * a.head_dim * DTYPE_BYTES[dtype] * batch * tokens
+    kv = kv_bytes_per_token(model, dtype) * batch * tokens
     activations = batch * tokens * (4 * a.hidden_size + 3 * a.intermediate_size + a.num_heads * tokens) * DTYPE_BYTES[dtype]
     return model.params * DTYPE_BYTES[dtype] + kv + activations
 
 
-def run(model: Model, hardware: Hardware, device: str, batches: list[int], prompt: int, output: int, dtype: str,
-        available_bytes: float, on_step: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    """Measured vs predicted TTFT and TPOT for each batch (see the module docstring)."""
+def run(model: Model, hardware: Hardware | None = None, device: str = "auto", batches: list[int] = (1, 4, 16), prompt: int = 128,
+        output: int = 32, dtype: str | None = None, available_bytes: float | None = None,
+        on_step: Callable[[str], None] = lambda s: None) -> Report:
+    """Measured vs predicted TTFT and TPOT for each batch (see the module docstring): the `validate --json` report.
+
+    `hardware` None: a quick `measure` of this device first. `dtype` None: the model's if it is fp32, bf16 or
+    fp16, else bf16. `available_bytes` None: the free memory of the device."""
     a = check_supported(model)
-    if dtype not in ("fp32", "bf16", "fp16"):
-        raise UsageError(f"--dtype: validate runs fp32, bf16 or fp16, got {dtype!r}")
+    dtype = dtype if dtype is not None else model.dtype if model.dtype in RUN_DTYPES else "bf16"
+    if dtype not in RUN_DTYPES:
+        raise UsageError(f"validate runs fp32, bf16 or fp16, got {dtype!r}", "dtype")
     if output < 2:
         raise UsageError(f"--output: expected at least 2 tokens (one decode step), got {output}")
     if a.position_embeddings == "learned" and prompt + output > a.max_positions:
         raise UsageError(f"--prompt + --output: {prompt + output} exceeds {model.id}'s {a.max_positions} learned positions")
-    need = memory_needed(model, dtype, max(batches), prompt + output)
-    if need > available_bytes:
-        raise UsageError(f"--batch: {model.id} at batch {max(batches)} needs about {need / 1e9:.3g} GB here, "
-                         f"{available_bytes / 1e9:.3g} GB are available (try --layers or a smaller batch)")
-    from roofline.measure import torch_module
+    if available_bytes is not None:  # refuse before importing torch
+        _check_memory(model, dtype, batches, prompt + output, available_bytes)
+    from roofline.measure import machine
+    from roofline.measure.timing import pick_device, torch_module
 
     torch = torch_module("validate")
+    device = pick_device(torch, device)
+    if available_bytes is None:
+        _check_memory(model, dtype, batches, prompt + output, torch.cuda.mem_get_info()[0] if device == "cuda" else machine.available_memory())
+    if hardware is None:
+        hardware = _quick_profile(device, dtype, on_step)
     rows = []
     with torch.inference_mode():
         weights = None
@@ -67,7 +79,34 @@ def run(model: Model, hardware: Hardware, device: str, batches: list[int], promp
             predicted = estimate(model, hardware, batch=batch, prompt_tokens=prompt, output_tokens=output, weight_dtype=dtype, kv_dtype=dtype)
             rows.append(_row(batch, measured, predicted, hardware))
             del engine
-    return {"schema_version": SCHEMA_VERSION, "rows": rows}
+    name = torch.cuda.get_device_name(0) if device == "cuda" else machine.cpu_name()
+    envelope = {
+        "schema_version": SCHEMA_VERSION,
+        "model": {"id": model.id, "name": model.name, "params": model.params, "layers": a.layers, "dtype": dtype},
+        "device": {"kind": device, "name": name, "threads": torch.get_num_threads(), "torch_version": str(torch.__version__)},
+        "hardware": {"id": hardware.id, "name": hardware.name, "figures": hardware.origin,
+                     "memory_bandwidth_bytes_per_s": hardware.memory_bandwidth, "peak_flop_per_s": dict(hardware.peak_flops)},
+        "inputs": {"prompt_tokens": prompt, "output_tokens": output, "batches": list(batches)},
+        "rows": rows,
+    }
+    return Report("validate", envelope, rows)
+
+
+def _check_memory(model: Model, dtype: str, batches: list[int], tokens: int, available_bytes: float) -> None:
+    need = memory_needed(model, dtype, max(batches), tokens)
+    if need > available_bytes:
+        raise UsageError(f"--batch: {model.id} at batch {max(batches)} needs about {need / 1e9:.3g} GB here, "
+                         f"{available_bytes / 1e9:.3g} GB are available (try --layers or a smaller batch)")
+
+
+def _quick_profile(kind: str, dtype: str, on_step: Callable[[str], None]) -> Hardware:
+    """A quick `measure` of this device, as a hardware spec the calculator takes."""
+    from roofline.measure import bench, profile
+    from roofline.specs.hardware import hardware_from_mapping
+
+    on_step("quick measure of this device")
+    measured = bench.run(kind, [dtype], None, True, dtype, on_step=on_step)
+    return hardware_from_mapping(profile.hardware_spec(measured), "a quick measure of this device", "measured-here")
 
 
 def _time_run(torch, engine: Decoder, device: str, batch: int, prompt: int, output: int) -> dict[str, Any]:

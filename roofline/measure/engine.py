@@ -8,22 +8,20 @@ preallocated for prompt + output tokens that each step writes in place. Dense at
 
 from typing import Any
 
+from roofline.calc.attention import engine_support
 from roofline.errors import UsageError
-from roofline.params import Architecture
-from roofline.specs import Model
+from roofline.specs.params import Architecture
+from roofline.specs.records import Model
 
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def check_supported(model: Model) -> Architecture:
     """The architecture, or a one-line error for what the engine does not build."""
-    a = model.arch
-    if a is None:
-        raise UsageError(f"--model: {model.id} is a params-only napkin model; validate needs an architecture")
-    if a.mla or a.num_experts:
-        kind = "multi-head latent attention" if a.mla else "mixture of experts"
-        raise UsageError(f"--model: validate builds dense-attention, dense-MLP models; {model.id} uses {kind}")
-    return a
+    why = engine_support(model)
+    if why:
+        raise UsageError(f"validate builds dense-attention, dense-MLP models; {model.id} {why}", "model")
+    return model.arch
 
 
 class Decoder:

@@ -10,10 +10,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from roofline.calc import Estimate
+from roofline.calc.estimate import Estimate
 from roofline.errors import RooflineError, UsageError
-from roofline.specs import Hardware
-from roofline.sweep import Sweep
+from roofline.specs.records import Hardware
+from roofline.calc.sweep import Sweep
 
 FORMATS = (".png", ".svg")
 
@@ -91,7 +91,7 @@ def _pyplot():
 
 def draw_roofline(data: dict[str, Any], path: str) -> None:
     """Write the log-log roofline of `roofline_data` to `path` (.png or .svg)."""
-    _check_path(path)
+    check_path(path)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=100)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -128,7 +128,7 @@ def draw_roofline(data: dict[str, Any], path: str) -> None:
 
 def draw_sweep(data: dict[str, Any], path: str) -> None:
     """Write throughput and TPOT against batch (log2 batch axis) with the SLO line and batch marks."""
-    _check_path(path)
+    check_path(path)
     plt = _pyplot()
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 6.5), dpi=100)
     for s in data["series"]:
@@ -152,7 +152,7 @@ def draw_sweep(data: dict[str, Any], path: str) -> None:
     _save(fig, plt, path)
 
 
-def _check_path(path: str) -> None:
+def check_path(path: str) -> None:
     """Fail before drawing: a .png or .svg name in an existing folder."""
     target = Path(path).expanduser()
     if target.suffix.lower() not in FORMATS:

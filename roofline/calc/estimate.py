@@ -17,15 +17,19 @@ Conventions (stated in the README too):
 
 from typing import Any, NamedTuple
 
-from roofline import calibrate
-from roofline import formulas as f
-from roofline.calibrate import Calibrated
+from roofline.calc import calibrate
+from roofline.calc.attention import engine_support
+from roofline.calc import formulas as f
+from roofline.calc.calibrate import Calibrated
+from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS, Knobs, knobs_of
 from roofline.errors import UsageError
-from roofline.shape import Shape
-from roofline.specs import COMPUTE_DTYPES, DTYPE_BYTES, Hardware, Model
+from roofline.calc.shape import Shape
+from roofline.specs.records import COMPUTE_DTYPES, DTYPE_BYTES, Hardware, Model
 from roofline.units import si
 
 SCHEMA_VERSION = 1
+MAX_COUNT = 10**9  # batch, tokens, devices: beyond this the float arithmetic, not the model, would answer
+MIN_FRACTION = 1e-6  # memory fraction and efficiencies: smaller ones are typos that would reach 1e300-second times
 WEIGHT_ONLY = ("int8", "int4", "fp4")  # quantized weights default to weight-only: compute in 16 bits
 # Per all-reduce latency when the hardware YAML gives none: small-message NCCL all-reduces within one NVLink
 # node take on the order of 10 us (nccl-tests); `roofline measure --collectives` measures it.
@@ -143,21 +147,19 @@ def estimate(
     model: Model,
     hardware: Hardware,
     *,
-    batch: int = 1,
-    prompt_tokens: int = 1024,
-    output_tokens: int = 256,
-    weight_dtype: str | None = None,
-    kv_dtype: str | None = None,
-    compute_dtype: str | None = None,
-    bits_per_weight: float | None = None,
-    memory_fraction: float = 0.9,
-    compute_efficiency: float = 1.0,
-    bandwidth_efficiency: float = 1.0,
-    tp: int = 1,
+    batch: int = BATCH,
+    prompt_tokens: int = PROMPT_TOKENS,
+    output_tokens: int = OUTPUT_TOKENS,
+    knobs: Knobs | None = None,
+    **overrides: Any,
 ) -> Estimate:
-    """Roofline estimate of serving `model` on `hardware` (x tp); see the module docstring for conventions."""
+    """Roofline estimate of serving `model` on `hardware` (x tp); see the module docstring for conventions.
+
+    `knobs` (or keyword overrides of its fields: weight_dtype=..., tp=...) say how the model is served."""
+    k = knobs_of(knobs, overrides)
     notes: list[str] = []
-    inputs = _inputs(model, hardware, notes, locals())
+    inputs = _inputs(model, hardware, notes, {"batch": batch, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens, **k._asdict()})
+    memory_fraction, compute_efficiency, bandwidth_efficiency, tp = k.memory_fraction, k.compute_efficiency, k.bandwidth_efficiency, k.tp
     peak = hardware.peak_flops[inputs.compute_dtype]
     F = peak * compute_efficiency
     W = hardware.memory_bandwidth * bandwidth_efficiency
@@ -225,7 +227,7 @@ def estimate(
 def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, cached: float) -> Calibrated | None:
     """The calibrated prediction when the hardware is a measured profile and the model is dense, one device."""
     a = model.arch
-    if not hardware.measured or a is None or a.mla or a.num_experts or inputs.tp > 1:
+    if not hardware.measured or engine_support(model) or inputs.tp > 1:
         return None
     B, P = inputs.batch, inputs.prompt_tokens
     kv_step = B * (shape.kv_cached(cached) + shape.kv_per_token)
@@ -274,29 +276,29 @@ def _phase(flops: float, nbytes: float, F: float, W: float, time_s: float = 0.0,
 
 def _inputs(model: Model, hardware: Hardware, notes: list[str], args: dict) -> Inputs:
     """Validate the estimate's arguments and resolve the default dtypes."""
-    for name, low in (("batch", 1), ("prompt_tokens", 1), ("output_tokens", 0)):
+    for name, low in (("batch", 1), ("prompt_tokens", 1), ("output_tokens", 0), ("tp", 1)):
         value = args[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise UsageError(f"{name}: expected an integer >= {low}, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
+            raise UsageError(f"expected an integer from {low} to {MAX_COUNT:.0e}, got {value!r}", name)
     tp = args["tp"]
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-        raise UsageError(f"tp: expected an integer >= 1, got {tp!r}")
     if tp > 1 and hardware.interconnect_bandwidth is None:
-        raise UsageError(f"tp: {hardware.id} has no interconnect_bandwidth, needed for tp > 1 (add it to its hardware YAML)")
+        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for tp > 1 (add it to its hardware YAML)", "tp")
     for name in ("memory_fraction", "compute_efficiency", "bandwidth_efficiency"):
-        if not 0 < args[name] <= 1:
-            raise UsageError(f"{name}: expected a fraction in (0, 1], got {args[name]!r}")
-    weight = _dtype("weight_dtype", args["weight_dtype"] or model.dtype, DTYPE_BYTES)
-    kv = _dtype("kv_dtype", args["kv_dtype"] or model.kv_dtype, DTYPE_BYTES)
+        value = args[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_FRACTION <= value <= 1:
+            raise UsageError(f"expected a fraction from {MIN_FRACTION:g} to 1, got {value!r}", name)
+    # None means "the default"; a blank value is a mistake, not a request for the default.
+    weight = _dtype("weight_dtype", model.dtype if args["weight_dtype"] is None else args["weight_dtype"], DTYPE_BYTES)
+    kv = _dtype("kv_dtype", model.kv_dtype if args["kv_dtype"] is None else args["kv_dtype"], DTYPE_BYTES)
     bits = args["bits_per_weight"]
-    if bits is not None and not 0 < bits <= 64:
-        raise UsageError(f"bits_per_weight: expected a number of bits in (0, 64], got {bits!r}")
-    compute = args["compute_dtype"] or _default_compute(hardware, weight)
+    if bits is not None and (isinstance(bits, bool) or not isinstance(bits, (int, float)) or not 0.5 <= bits <= 64):
+        raise UsageError(f"expected a number of bits from 0.5 to 64, got {bits!r}", "bits_per_weight")
+    compute = _default_compute(hardware, weight) if args["compute_dtype"] is None else args["compute_dtype"]
     _dtype("compute_dtype", compute, COMPUTE_DTYPES)
     if compute not in hardware.peak_flops:
         have = ", ".join(hardware.peak_flops)
-        raise UsageError(f"compute_dtype: {hardware.id} has no peak for {compute} (it has: {have})")
-    if not args["compute_dtype"] and compute != weight:
+        raise UsageError(f"{hardware.id} has no peak for {compute} (it has: {have})", "compute_dtype")
+    if args["compute_dtype"] is None and compute != weight:
         why = "weight-only quantization" if weight in WEIGHT_ONLY else f"{hardware.id} lists no {weight} peak"
         notes.append(f"{weight} weights compute in {compute} ({why}); set the compute dtype to change it")
     return Inputs(
@@ -317,7 +319,7 @@ def _inputs(model: Model, hardware: Hardware, notes: list[str], args: dict) -> I
 
 def _dtype(name: str, value: str, allowed) -> str:
     if value not in allowed:
-        raise UsageError(f"{name}: unknown dtype {value!r} (expected one of: {', '.join(allowed)})")
+        raise UsageError(f"unknown dtype {value!r} (expected one of: {', '.join(allowed)})", name)
     return value
 
 
@@ -327,7 +329,7 @@ def _default_compute(hardware: Hardware, weight: str) -> str:
     for dtype in (*first, "bf16", "fp16", "fp32"):
         if dtype in hardware.peak_flops:
             return dtype
-    raise UsageError(f"compute_dtype: {hardware.id} has no peak for {weight}, bf16, fp16 or fp32; pass one of: {', '.join(hardware.peak_flops)}")
+    raise UsageError(f"{hardware.id} has no peak for {weight}, bf16, fp16 or fp32; pass one of: {', '.join(hardware.peak_flops)}", "compute_dtype")
 
 
 def _fits(budget: float, limit: int | None, batch: int, weights: float, fraction: float, capacity: float) -> tuple[bool, str]:

@@ -7,8 +7,9 @@ from typing import Any
 from roofline.units import binary, number, si
 
 
-def measure_table(result: dict[str, Any], datasheet: dict[str, Any] | None):
+def measure_table(result: dict[str, Any]):
     """A rich renderable of a `measure` result, beside the datasheet's peaks when one is known."""
+    datasheet = result.get("datasheet")
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -85,7 +86,7 @@ def _curve_table(curves: dict[str, list[dict[str, Any]]]):
     return table
 
 
-def collectives_table(result: dict[str, Any], datasheet: Any | None):
+def collectives_table(result: dict[str, Any]):
     """All-reduce time, algorithm and bus bandwidth per message size, beside the datasheet's link figure."""
     from rich.console import Group
     from rich.table import Table
@@ -97,7 +98,7 @@ def collectives_table(result: dict[str, Any], datasheet: Any | None):
     for row in result["sizes"]:
         table.add_row(binary(row["bytes"]), si(row["time_s"], "s"), si(row["median_time_s"], "s"),
                       si(row["algbw_bytes_per_s"], "B/s"), si(row["busbw_bytes_per_s"], "B/s"))
-    link = getattr(datasheet, "interconnect_bandwidth", None)
+    link = result.get("datasheet_interconnect_bandwidth_bytes_per_s")
     versus = f" (datasheet {si(link, 'B/s')}: {result['bus_bandwidth_bytes_per_s'] / link:.0%})" if link else ""
     return Group(
         Text.assemble((f"all-reduce, {result['devices']} x {result['device_name']}", "bold"), f" · {result['backend']} · {result['elapsed_s']:.1f} s"),

@@ -8,7 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from roofline.errors import RooflineError
-from roofline.specs import Hardware, catalog, load_hardware
+from roofline.report import Report
+from roofline.specs.records import Hardware
+from roofline.specs.catalog import catalog
+from roofline.specs.hardware import load_hardware
 
 HEADER = """\
 # Written by `roofline measure` ({date}). Figures are the best measured over a shape scan (matmul) or a
@@ -30,6 +33,24 @@ def match_datasheet(device_name: str) -> Hardware | None:
     return None
 
 
+def report(result: dict[str, Any], datasheet: Hardware | None) -> Report:
+    """The `measure --json` report: the result beside the datasheet (given, or matched by device name)."""
+    datasheet = datasheet or match_datasheet(result["device"]["name"])
+    if datasheet:
+        result = {**result, "datasheet": comparison(result, datasheet)}
+    rows = [{"figure": f"matmul {d}", "best": m["best_flop_per_s"], "median": m["median_flop_per_s"], "unit": "FLOP/s"}
+            for d, m in result["matmul"].items()]
+    rows += [{"figure": f"bandwidth {k}", "best": v["best_bytes_per_s"], "median": v["median_bytes_per_s"], "unit": "B/s"}
+             for k, v in result["bandwidth"].items() if v]
+    return Report("measure", result, rows)
+
+
+def collectives_report(result: dict[str, Any], datasheet: Hardware | None) -> Report:
+    """The `measure --collectives --json` report, with the datasheet's link figure when one is known."""
+    link = datasheet.interconnect_bandwidth if datasheet else None
+    return Report("collectives", {**result, "datasheet_interconnect_bandwidth_bytes_per_s": link}, result["sizes"])
+
+
 def comparison(result: dict[str, Any], datasheet: Hardware) -> dict[str, Any]:
     """Each measured figure as a fraction of the datasheet's peak (None where the datasheet has no figure)."""
     matmul = {d: m["best_flop_per_s"] / datasheet.peak_flops[d] if d in datasheet.peak_flops else None for d, m in result["matmul"].items()}
@@ -47,7 +68,7 @@ def comparison(result: dict[str, Any], datasheet: Hardware) -> dict[str, Any]:
 def hardware_spec(result: dict[str, Any]) -> dict[str, Any]:
     """The hardware YAML mapping of a measurement: measured peaks, read bandwidth, capacity, raw figures."""
     from roofline import __version__
-    from roofline.measure import decode_bandwidth
+    from roofline.measure.bench import decode_bandwidth
 
     device = result["device"]
     _, bandwidth = decode_bandwidth(result["bandwidth"])
@@ -67,7 +88,7 @@ def hardware_spec(result: dict[str, Any]) -> dict[str, Any]:
 def save(result: dict[str, Any], path: str) -> None:
     """Write the profile YAML to `path` atomically (a temp file in the same folder, then a rename)."""
 
-    from roofline.measure import decode_bandwidth
+    from roofline.measure.bench import decode_bandwidth
 
     header = HEADER.format(date=result["device"]["date"], decode=decode_bandwidth(result["bandwidth"])[0])
     _write(path, header, hardware_spec(result))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from roofline import formulas as f
-from roofline.shape import Shape
-from roofline.specs import DTYPE_BYTES, Hardware, Model
+from roofline.calc import formulas as f
+from roofline.calc.attention import kv_bytes_per_token
+from roofline.specs.records import Hardware, Model
 
 
 def hardware(h: Hardware) -> dict[str, Any]:
@@ -37,10 +37,10 @@ def model(m: Model) -> dict[str, Any]:
         "max_context": m.max_context,
     }
     if m.arch is None or m.counts is None:
-        out["kv_bytes_per_token"] = m.kv_bytes_per_token_given or 0.0
+        out["kv_bytes_per_token"] = kv_bytes_per_token(m)
         return out
     a, c = m.arch, m.counts
-    out["kv_bytes_per_token"] = Shape(m, 8 * DTYPE_BYTES[m.dtype], m.dtype, m.dtype).kv_per_token
+    out["kv_bytes_per_token"] = kv_bytes_per_token(m)  # at the model's KV dtype, as estimate uses by default
     out["active_params"] = c.active
     out["params_breakdown"] = {
         "embedding": c.embedding,

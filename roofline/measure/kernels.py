@@ -5,7 +5,8 @@ import math
 import statistics
 from typing import Any, Callable
 
-from roofline.measure import MiB, STORAGE, Clock, MeasureError, copy_bytes, matmul_flops, summary, verify_close, verify_matmul
+from roofline.units import MiB
+from roofline.measure.timing import STORAGE, Clock, MeasureError, copy_bytes, matmul_flops, summary, verify_close, verify_matmul
 
 CURVE_WEIGHTS = 16  # the decode-shaped curve cycles 16 weights of buffer / 16 bytes: layer-sized and cold
 

@@ -9,12 +9,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-MiB = 2**20
+from roofline.units import MiB
+
 
 
 def context(torch, kind: str) -> dict[str, Any]:
     """The measurement's context: device kind and name, threads, torch version, memory as reported, date."""
-    from roofline.measure import METHOD_VERSION
+    from roofline.measure.timing import METHOD_VERSION
 
     if kind == "cuda":
         props = torch.cuda.get_device_properties(torch.cuda.current_device())

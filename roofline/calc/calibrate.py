@@ -18,8 +18,8 @@ Dense attention and MLP only (no MoE, MLA), one device.
 import math
 from typing import Any, NamedTuple
 
-from roofline import formulas as f
-from roofline.params import Architecture
+from roofline.calc import formulas as f
+from roofline.specs.params import Architecture
 
 
 class Calibrated(NamedTuple):

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from roofline.calc import Estimate
+from roofline.calc.estimate import Estimate
 from roofline.units import binary, number, si
-
-
-def to_json(data: Any) -> str:
-    """Stable, indented JSON of a result's to_dict() (plain SI numbers, no unit strings)."""
-    return json.dumps(data, indent=2, allow_nan=False)
 
 
 def estimate_table(e: Estimate):
@@ -47,7 +41,7 @@ def estimate_table(e: Estimate):
 
 
 def _bits(e: Estimate) -> str:
-    from roofline.specs import DTYPE_BYTES
+    from roofline.specs.records import DTYPE_BYTES
 
     bits = e.inputs.bits_per_weight
     return "" if bits == 8 * DTYPE_BYTES[e.inputs.weight_dtype] else f" at {bits:g} bits/weight"
@@ -100,19 +94,6 @@ def listing_table(columns: list[str], rows: list[list[str]], left: int = 2):
         table.add_row(*row)
     return table
 
-
-
-def to_csv(rows: list[Any]) -> str:
-    """CSV of records (NamedTuples): one header row of field names, which carry the units (_s, _bytes, _per_s)."""
-    import csv
-    import io
-
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(rows[0]._fields if rows else [])
-    for r in rows:
-        writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else v for v in r])
-    return buffer.getvalue()
 
 
 def sweep_table(s: Any):

@@ -16,9 +16,9 @@ import time
 from typing import Any
 
 from roofline.errors import UsageError
-from roofline.measure import MeasureError, torch_module
+from roofline.units import KiB
+from roofline.measure.timing import MeasureError, torch_module
 
-KiB, MiB = 2**10, 2**20
 SIZES = [KiB * 4**k for k in range(10)]  # 1 KiB .. 256 MiB
 QUICK_SIZES = [KiB * 4**k for k in range(8)]  # 1 KiB .. 16 MiB
 

@@ -210,7 +210,7 @@ def to_yaml(config_file: str, name: str | None) -> str:
     """Our model YAML for a config.json (validated first), with its source line and a header comment."""
     import yaml
 
-    from roofline.model_keys import model_from_mapping
+    from roofline.specs.model_keys import model_from_mapping
 
     path = config_path(config_file)
     if path is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roofline.render import listing_table
+from roofline.render.tables import listing_table
 from roofline.units import binary, number, si
 
 SIXTEEN_BIT_FIRST = ("bf16", "fp16", "fp32")

@@ -1,0 +1,1 @@
+"""The calculator: pure functions over spec records (no I/O, no printing, no torch, no numpy)."""

@@ -1,0 +1,30 @@
+"""The inputs every calculation shares, and their defaults: defined here once; the CLI's --help shows them."""
+
+from typing import NamedTuple
+
+MODEL, HARDWARE = "llama-3.1-8b", "h100-sxm"  # what `roofline estimate` runs with no options
+BATCH, PROMPT_TOKENS, OUTPUT_TOKENS = 1, 1024, 256
+
+
+class Knobs(NamedTuple):
+    """How a model is served, beyond batch and lengths (None: resolved from the model and the device)."""
+
+    weight_dtype: str | None = None  # the model's dtype
+    kv_dtype: str | None = None  # the model's KV dtype
+    compute_dtype: str | None = None  # the weight dtype if the device has a peak for it, else bf16, fp16, fp32
+    bits_per_weight: float | None = None  # raw override of the weight storage (e.g. 4.85 for GGUF Q4_K_M)
+    memory_fraction: float = 0.9  # share of memory for weights + KV (vLLM's gpu_memory_utilization)
+    compute_efficiency: float = 1.0  # achievable share of peak FLOP/s; 1.0 = the roofline bound
+    bandwidth_efficiency: float = 1.0  # achievable share of peak bandwidth; 1.0 = the roofline bound
+    tp: int = 1  # tensor-parallel devices
+
+
+DEFAULT = Knobs()
+
+
+def knobs_of(knobs: "Knobs | None", overrides: dict) -> Knobs:
+    """`knobs` (or the defaults) with keyword overrides; an unknown keyword is a TypeError, as in any call."""
+    unknown = sorted(set(overrides) - set(Knobs._fields))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r} (knobs: {', '.join(Knobs._fields)})")
+    return (knobs or DEFAULT)._replace(**overrides)

@@ -1,0 +1,55 @@
+"""The `roofline` command line: a thin client of the library. No formulas here.
+
+The root app merges one typer app per command group: roofline.cli.estimate (estimate, sweep, compare, plot),
+roofline.cli.specs (hardware, models) and roofline.cli.measure (measure, validate). Shared option types,
+output and error handling live in roofline.cli.common.
+"""
+
+import sys
+
+import typer
+
+from roofline import __version__
+from roofline.cli import estimate, measure, specs
+from roofline.cli.common import err
+
+app = typer.Typer(
+    help="Roofline napkin math for LLM inference: how fast a model runs on a device, and why.",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(estimate.app)
+app.add_typer(measure.app)
+app.add_typer(specs.hardware_app, name="hardware")
+app.add_typer(specs.models_app, name="models")
+
+
+def main() -> None:
+    """Console-script entry point: usage errors as one stderr line (exit 2), results as the commands print them."""
+    try:
+        code = app(prog_name="roofline", standalone_mode=False)
+    except typer.TyperException as e:  # click's usage errors (typer vendors click and re-bases them here)
+        message = e.format_message() if hasattr(e, "format_message") else str(e)
+        err(f"roofline: error: {' '.join(message.split())} (see `roofline --help`)")
+        code = getattr(e, "exit_code", 2)
+    except KeyboardInterrupt:
+        err("roofline: interrupted")
+        code = 130
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"roofline {__version__}")
+        raise typer.Exit()
+
+
+@app.callback(invoke_without_command=True)
+def root(
+    ctx: typer.Context,
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Roofline napkin math for LLM inference."""
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit()

@@ -1,0 +1,157 @@
+"""What every command shares: the output streams, the one error handler, output formats and option types.
+
+stdout carries results only (tables, JSON or CSV); notes, warnings, progress and errors go to stderr.
+Every user mistake is a RooflineError, printed once as `roofline: error: ...` by `handled`.
+Each shared flag is defined once here as an `Annotated` type; its default lives in the library
+(roofline.calc.knobs) and --help shows it.
+"""
+
+import functools
+import sys
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+
+from roofline.calc.knobs import BATCH, DEFAULT, HARDWARE, MODEL, OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
+from roofline.errors import RooflineError, UsageError
+
+MAX_MESSAGE = 400  # characters of one error line; a value quoted in it is cut, never the line's meaning
+
+
+def err(message: str) -> None:
+    """Write one line to stderr."""
+    sys.stderr.write(message + "\n")
+
+
+def out(renderable: Any) -> None:
+    """Print a rich renderable to stdout (rich honours NO_COLOR; pipes get plain text, 160 columns, no wrapping)."""
+    from rich.console import Console
+
+    Console(width=None if sys.stdout.isatty() else 160).print(renderable)
+
+
+def emit(result: Any, as_json: bool, as_csv: bool) -> None:
+    """Print a result as JSON (its to_dict()), CSV (its csv_rows()) or the table roofline.render draws for it."""
+    from roofline import render
+
+    if as_json and as_csv:
+        raise UsageError("--json and --csv: choose one output format")
+    if as_json:
+        typer.echo(render.to_json(result.to_dict()))
+    elif as_csv:
+        typer.echo(render.to_csv(result.csv_rows()), nl=False)
+    else:
+        out(render.table(result))
+
+
+def one_line(message: str) -> str:
+    """An error message as one bounded line: newlines folded, the middle of a runaway value cut."""
+    message = " ".join(message.split())
+    if len(message) > MAX_MESSAGE:
+        message = message[: MAX_MESSAGE - 60] + " [...] " + message[-53:]
+    return message
+
+
+def flag_of(command: Callable, param: str) -> str:
+    """The flag a command declares for its parameter `param` (--prompt for prompt_tokens), else `param`."""
+    import typing
+
+    hint = typing.get_type_hints(command, include_extras=True).get(param)
+    for info in getattr(hint, "__metadata__", ()):
+        # In an Annotated option typer reads the first declaration from `default`
+        declared = (getattr(info, "default", None), *(getattr(info, "param_decls", None) or ()))
+        decls = [d for d in declared if isinstance(d, str) and d.startswith("--")]
+        if decls:
+            return decls[0]
+    return param
+
+
+def handled(command: Callable) -> Callable:
+    """Turn RooflineError into one stderr line and its exit code; Ctrl-C into 130; a closed pipe into 0."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except RooflineError as e:
+            param = getattr(e, "param", None)
+            message = f"{flag_of(command, param)}: {e.detail}" if param else str(e)
+            err(f"roofline: error: {one_line(message)}")
+            raise typer.Exit(e.exit_code) from None
+        except KeyboardInterrupt:
+            err("roofline: interrupted")
+            raise typer.Exit(130) from None
+        except BrokenPipeError:  # `roofline ... | head`
+            sys.stderr.close()
+            raise typer.Exit(0) from None
+
+    return wrapper
+
+
+def knobs_from(values: dict[str, Any]) -> Knobs:
+    """The Knobs record from a command's parameters (its locals()), which carry the knobs' names."""
+    return Knobs(**{name: values[name] for name in Knobs._fields})
+
+
+def text_value(value: Optional[str], flag: str) -> Optional[str]:
+    """A given text value, stripped; a blank one is an error, never a silent default."""
+    if value is not None and not value.strip():
+        raise UsageError(f"{flag}: expected a value, got an empty one")
+    return value.strip() if value is not None else None
+
+
+def duration(text: str | None, flag: str) -> float | None:
+    """A positive, finite duration such as 50ms; None when not given."""
+    from roofline.units import parse
+
+    if text is None:
+        return None
+    try:
+        value = parse(text, "seconds")
+    except ValueError as e:
+        raise UsageError(f"{flag}: {e}") from None
+    if not 0 < value < float("inf"):
+        raise UsageError(f"{flag}: expected a positive, finite duration such as 50ms, got {text!r}")
+    return value
+
+
+def specs(model: str | None, hardware: str | None, quiet: bool, **more: Any):
+    """Load the model and hardware, naming on stderr the defaults that were used."""
+    from roofline.specs.catalog import load_model
+    from roofline.specs.hardware import load_hardware
+
+    defaults = {"model": MODEL, "hardware": HARDWARE, "batch": BATCH, "prompt": PROMPT_TOKENS, "output": OUTPUT_TOKENS}
+    given = {"model": model, "hardware": hardware, **more}
+    defaulted = [f"--{k} {defaults[k]}" for k, v in given.items() if v is None]
+    if defaulted and not quiet:
+        err(f"roofline: using defaults: {' '.join(defaulted)}")
+    model, hardware = text_value(model, "--model"), text_value(hardware, "--hardware")
+    return load_model(model or MODEL), load_hardware(hardware or HARDWARE)
+
+
+# ---------------------------------------------------------------- shared options (each defined once)
+
+Json = Annotated[bool, typer.Option("--json", help="Print JSON (plain SI numbers) instead of a table.")]
+Csv = Annotated[bool, typer.Option("--csv", help="Print CSV (one header row; units in the column names).")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")]
+ModelRef = Annotated[Optional[str], typer.Option("--model", "-m", help=f"Model id, YAML path, or Hugging Face config.json / model folder. [default: {MODEL}]")]
+HardwareRef = Annotated[Optional[str], typer.Option("--hardware", "-H", help=f"Hardware id or YAML path. [default: {HARDWARE}]")]
+WeightDtype = Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight dtype. [default: the model's]")]
+KvDtype = Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache dtype. [default: the model's]")]
+ComputeDtype = Annotated[Optional[str], typer.Option("--compute-dtype", help="Matmul dtype. [default: the weight dtype if the device has it, else bf16]")]
+Bits = Annotated[Optional[float], typer.Option("--bits-per-weight", help="Override weight storage, e.g. 4.85 for GGUF Q4_K_M.")]
+MemoryFraction = Annotated[float, typer.Option("--memory-fraction", help="Share of memory for weights + KV cache (vLLM gpu_memory_utilization).")]
+ComputeEfficiency = Annotated[float, typer.Option("--compute-efficiency", help="Achievable share of peak FLOP/s (1.0 = the roofline bound).")]
+BandwidthEfficiency = Annotated[float, typer.Option("--bandwidth-efficiency", help="Achievable share of peak bandwidth (1.0 = the roofline bound).")]
+Tp = Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel devices: weights, KV and FLOPs split; all-reduces added.")]
+TpotSlo = Annotated[Optional[str], typer.Option("--tpot-slo", help="Latency objective per output token, e.g. 50ms.")]
+TtftSlo = Annotated[Optional[str], typer.Option("--ttft-slo", help="Latency objective to the first token, e.g. 2s.")]
+PromptList = Annotated[str, typer.Option("--prompt", help="Prompt tokens: a value, list or range.")]
+OutputList = Annotated[str, typer.Option("--output", help="Output tokens: a value, list or range.")]
+BatchList = Annotated[Optional[str], typer.Option("--batch", "-b", help="List (1,8,64) or range (1:512 doubling, 8:128:8). [default: powers of two up to the max batch, and the max batch]")]
+Prompt = Annotated[int, typer.Option("--prompt", min=1, help="Prompt tokens per sequence.")]
+Output = Annotated[int, typer.Option("--output", min=0, help="Output tokens per sequence.")]
+Device = Annotated[str, typer.Option("--device", help="auto (cuda, then mps, then cpu), cpu, cuda or mps.")]
+
+# Defaults of the knobs, from the library: `memory_fraction: MemoryFraction = D.memory_fraction`.
+D = DEFAULT

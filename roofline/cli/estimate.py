@@ -1,0 +1,198 @@
+"""`estimate`, `sweep`, `compare` and `plot`: the calculator's commands."""
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from roofline.errors import UsageError
+from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
+from roofline.cli.common import (
+    D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, ComputeEfficiency, Csv, HardwareRef, Json, KvDtype,
+    MemoryFraction, ModelRef, Output, OutputList, Prompt, PromptList, Quiet, Tp, TpotSlo, TtftSlo, WeightDtype,
+    duration, emit, err, handled, knobs_from, specs, text_value,
+)
+
+app = typer.Typer()
+
+
+@app.command()
+@handled
+def estimate(
+    model: ModelRef = None,
+    hardware: HardwareRef = None,
+    batch: Annotated[Optional[int], typer.Option("--batch", "-b", min=1, help=f"Concurrent sequences. [default: {BATCH}]")] = None,
+    prompt_tokens: Annotated[Optional[int], typer.Option("--prompt", min=1, help=f"Prompt tokens per sequence. [default: {PROMPT_TOKENS}]")] = None,
+    output_tokens: Annotated[Optional[int], typer.Option("--output", min=0, help=f"Output tokens per sequence. [default: {OUTPUT_TOKENS}]")] = None,
+    weight_dtype: WeightDtype = D.weight_dtype,
+    kv_dtype: KvDtype = D.kv_dtype,
+    compute_dtype: ComputeDtype = D.compute_dtype,
+    bits_per_weight: Bits = D.bits_per_weight,
+    memory_fraction: MemoryFraction = D.memory_fraction,
+    compute_efficiency: ComputeEfficiency = D.compute_efficiency,
+    bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
+    tp: Tp = D.tp,
+    json: Json = False,
+    csv: Csv = False,
+    quiet: Quiet = False,
+) -> None:
+    """Estimate TTFT, TPOT, throughput and memory limits for one model on one device.
+
+    Examples:
+
+      roofline estimate
+
+      roofline estimate -m llama-3.1-70b -H h200 -b 32 --prompt 2048 --output 512
+
+      roofline estimate -m qwen2.5-7b -H rtx-4090 --weight-dtype int4 --bits-per-weight 4.85 --json
+    """
+    from roofline.calc.estimate import estimate as run_estimate
+
+    m, h = specs(model, hardware, quiet, batch=batch, prompt=prompt_tokens, output=output_tokens)
+    result = run_estimate(
+        m, h, batch=BATCH if batch is None else batch, prompt_tokens=PROMPT_TOKENS if prompt_tokens is None else prompt_tokens,
+        output_tokens=OUTPUT_TOKENS if output_tokens is None else output_tokens, knobs=knobs_from(locals()),
+    )
+    for warning in result.warnings:
+        err(f"roofline: warning: {warning}")
+    emit(result, json, csv)
+
+
+@app.command()
+@handled
+def sweep(
+    model: ModelRef = None,
+    hardware: HardwareRef = None,
+    batch: BatchList = None,
+    prompt_tokens: PromptList = str(PROMPT_TOKENS),
+    output_tokens: OutputList = str(OUTPUT_TOKENS),
+    tpot_slo: TpotSlo = None,
+    ttft_slo: TtftSlo = None,
+    weight_dtype: WeightDtype = D.weight_dtype,
+    kv_dtype: KvDtype = D.kv_dtype,
+    compute_dtype: ComputeDtype = D.compute_dtype,
+    bits_per_weight: Bits = D.bits_per_weight,
+    memory_fraction: MemoryFraction = D.memory_fraction,
+    compute_efficiency: ComputeEfficiency = D.compute_efficiency,
+    bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
+    tp: Tp = D.tp,
+    json: Json = False,
+    csv: Csv = False,
+    quiet: Quiet = False,
+) -> None:
+    """Sweep batch (and prompt/output lengths): throughput, latency, memory and goodput under SLOs.
+
+    Examples:
+
+      roofline sweep -m llama-3.1-8b -H h100-sxm --tpot-slo 20ms
+
+      roofline sweep -m llama-3.1-70b -H h200 --batch 1:256 --prompt 512,2048,8192 --csv
+    """
+    from roofline.calc import sweep as sweeps
+
+    m, h = specs(model, hardware, quiet)
+    result = sweeps.sweep(
+        m, h,
+        batches=sweeps.parse_counts(batch, "--batch") if batch is not None else None,
+        prompts=sweeps.parse_counts(prompt_tokens, "--prompt"),
+        outputs=sweeps.parse_counts(output_tokens, "--output", low=0),
+        tpot_slo=duration(tpot_slo, "--tpot-slo"),
+        ttft_slo=duration(ttft_slo, "--ttft-slo"),
+        knobs=knobs_from(locals()),
+    )
+    emit(result, json, csv)
+
+
+@app.command()
+@handled
+def compare(
+    model: Annotated[List[str], typer.Option("--model", "-m", help="Model id or YAML path; repeat to compare several.")],
+    hardware: Annotated[List[str], typer.Option("--hardware", "-H", help="Hardware id or YAML path; repeat to compare several.")],
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, help="Batch for the TTFT / TPOT / tokens/s columns.")] = BATCH,
+    prompt_tokens: Prompt = PROMPT_TOKENS,
+    output_tokens: Output = OUTPUT_TOKENS,
+    tpot_slo: TpotSlo = None,
+    ttft_slo: TtftSlo = None,
+    sort: Annotated[Optional[str], typer.Option("--sort", help="Sort by a column (JSON key); prefix - for descending, e.g. -tokens_per_s.")] = None,
+    weight_dtype: WeightDtype = D.weight_dtype,
+    kv_dtype: KvDtype = D.kv_dtype,
+    compute_dtype: ComputeDtype = D.compute_dtype,
+    bits_per_weight: Bits = D.bits_per_weight,
+    memory_fraction: MemoryFraction = D.memory_fraction,
+    compute_efficiency: ComputeEfficiency = D.compute_efficiency,
+    bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
+    tp: Tp = D.tp,
+    json: Json = False,
+    csv: Csv = False,
+) -> None:
+    """Compare models x devices side by side: fit, max batch, ridge, TTFT, TPOT, tokens/s, best goodput batch.
+
+    Examples:
+
+      roofline compare -m llama-3.1-8b -m qwen2.5-7b -H h100-sxm -H l40s -H rtx-4090 --sort -tokens_per_s
+
+      roofline compare -m llama-3.1-70b -H h200 -H mi300x -H b200 -b 32 --tpot-slo 30ms --json
+    """
+    from roofline.calc import sweep as sweeps
+    from roofline.specs.catalog import load_model
+    from roofline.specs.hardware import load_hardware
+
+    result = sweeps.compare(
+        [load_model(text_value(m, "--model")) for m in model], [load_hardware(text_value(h, "--hardware")) for h in hardware],
+        batch=batch, prompt_tokens=prompt_tokens, output_tokens=output_tokens, tpot_slo=duration(tpot_slo, "--tpot-slo"),
+        ttft_slo=duration(ttft_slo, "--ttft-slo"), sort=text_value(sort, "--sort"), knobs=knobs_from(locals()),
+    )
+    emit(result, json, csv)
+
+
+@app.command()
+@handled
+def plot(
+    model: ModelRef = None,
+    hardware: HardwareRef = None,
+    batch: Annotated[Optional[str], typer.Option("--batch", "-b", help="Batches: list or range. [default: 1,8,64; with --sweep, powers of two up to the max batch]")] = None,
+    prompt_tokens: PromptList = str(PROMPT_TOKENS),
+    output_tokens: Output = OUTPUT_TOKENS,
+    out_path: Annotated[str, typer.Option("--out", "-o", help="Image to write: .png or .svg.")] = "roofline.png",
+    sweep_plot: Annotated[bool, typer.Option("--sweep", help="Plot throughput and TPOT against batch instead of the roofline.")] = False,
+    tpot_slo: TpotSlo = None,
+    ttft_slo: TtftSlo = None,
+    weight_dtype: WeightDtype = D.weight_dtype,
+    kv_dtype: KvDtype = D.kv_dtype,
+    compute_dtype: ComputeDtype = D.compute_dtype,
+    bits_per_weight: Bits = D.bits_per_weight,
+    memory_fraction: MemoryFraction = D.memory_fraction,
+    compute_efficiency: ComputeEfficiency = D.compute_efficiency,
+    bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
+    tp: Tp = D.tp,
+    quiet: Quiet = False,
+) -> None:
+    """Draw the device's roofline with the model's prefill and decode points (needs matplotlib).
+
+    Examples:
+
+      roofline plot -m llama-3.1-8b -H h100-sxm --batch 1,16,256 -o roofline.png
+
+      roofline plot --sweep -m llama-3.1-70b -H h200 --tpot-slo 50ms -o sweep.svg
+    """
+    from roofline.calc import sweep as sweeps
+    from roofline.calc.estimate import estimate as run_estimate
+    from roofline.render import plot as plots
+
+    knobs = knobs_from(locals())
+    m, h = specs(model, hardware, quiet)
+    prompts = sweeps.parse_counts(prompt_tokens, "--prompt")
+    plots.check_path(out_path)
+    if sweep_plot:
+        result = sweeps.sweep(
+            m, h, batches=sweeps.parse_counts(batch, "--batch") if batch is not None else None, prompts=prompts, outputs=[output_tokens],
+            tpot_slo=duration(tpot_slo, "--tpot-slo"), ttft_slo=duration(ttft_slo, "--ttft-slo"), knobs=knobs,
+        )
+        plots.draw_sweep(plots.sweep_data(result), out_path)
+    else:
+        batches = sweeps.parse_counts("1,8,64" if batch is None else batch, "--batch")
+        if len(batches) * len(prompts) > 1000:
+            raise UsageError("--batch: at most 1000 points (batches x prompts) fit one plot")
+        estimates = [run_estimate(m, h, batch=b, prompt_tokens=p, output_tokens=output_tokens, knobs=knobs) for p in prompts for b in batches]
+        plots.draw_roofline(plots.roofline_data(h, estimates), out_path)
+    if not quiet:
+        err(f"roofline: wrote {out_path}")

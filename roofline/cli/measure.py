@@ -1,0 +1,132 @@
+"""The torch-backed commands: `measure` (and `--collectives`) and `validate`. torch is imported inside them only."""
+
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+
+from roofline.cli.common import Csv, Device, Json, emit, err, handled, text_value
+from roofline.errors import UsageError
+
+app = typer.Typer()
+
+
+@app.command()
+@handled
+def measure(
+    device: Device = "auto",
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Comma-separated matmul dtypes: fp32,tf32,bf16,fp16. [default: all that apply]")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads for torch. [default: torch's]")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="A ~5 s run: fewer shapes and shorter repeats.")] = False,
+    weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Dtype of the matrix-vector bandwidth kernel.")] = "bf16",
+    save: Annotated[Optional[str], typer.Option("--save", help="Write a hardware YAML that `roofline estimate -H PATH` takes.")] = None,
+    hardware: Annotated[Optional[str], typer.Option("--hardware", "-H", help="Datasheet to compare with. [default: matched by device name]")] = None,
+    collectives: Annotated[bool, typer.Option("--collectives", help="Measure all-reduce bandwidth and latency across processes instead.")] = False,
+    devices: Annotated[Optional[int], typer.Option("--devices", min=2, help="Processes for --collectives. [default: the GPUs, or 2 CPU processes]")] = None,
+    json: Json = False,
+    csv: Csv = False,
+) -> None:
+    """Measure matmul FLOP/s and memory bandwidth here, and calibrate estimates with them (needs torch).
+
+    Examples:
+
+      roofline measure --quick
+
+      roofline measure --device cuda --save my-gpu.yaml && roofline estimate -H my-gpu.yaml
+
+      roofline measure --collectives --save my-gpu.yaml   # adds the measured interconnect to that profile
+    """
+    from roofline.measure import profile
+    from roofline.specs.hardware import load_hardware
+
+    if json and csv:
+        raise UsageError("--json and --csv: choose one output format")
+    datasheet = load_hardware(text_value(hardware, "--hardware")) if hardware is not None else None
+    save = text_value(save, "--save")
+    if collectives:
+        return _measure_collectives(devices, device, quick, save, datasheet, json, csv)
+    from roofline.measure import bench
+
+    dtypes = [d.strip() for d in dtype.split(",") if d.strip()] if dtype is not None else None
+    if dtypes == []:
+        raise UsageError("--dtype: expected a comma-separated list such as fp32,bf16")
+    with _Progress() as step:
+        result = profile.report(bench.run(device, dtypes, threads, quick, weight_dtype, on_step=step), datasheet)
+    if save:
+        profile.save(result.data, save)
+        err(f"roofline: saved {save}; use it with: roofline estimate -H {save}")
+    emit(result, json, csv)
+
+
+def _measure_collectives(devices, device, quick, save, datasheet, as_json, as_csv) -> None:
+    """`measure --collectives`: time all-reduces; --save updates the profile at PATH (or copies -H's spec)."""
+    from pathlib import Path
+
+    from roofline.measure import collectives, profile
+    from roofline.specs.hardware import load_hardware
+
+    base = load_hardware(save) if save and Path(save).is_file() else datasheet
+    if save and base is None:
+        raise UsageError(f"--save: {save} does not exist; run `roofline measure --save {save}` first, or give -H with the device's datasheet")
+    with _Progress() as step:
+        step("all-reduce over message sizes")
+        result = collectives.run(devices, device, quick)
+    if save:
+        profile.save_collectives(result, save, base)
+        err(f"roofline: saved the interconnect to {save}")
+    emit(profile.collectives_report(result, base), as_json, as_csv)
+
+
+class _Progress:
+    """A rich progress display on stderr while `measure` runs; the callback names the current step."""
+
+    def __enter__(self) -> Callable[[str], None]:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+            console=Console(stderr=True), transient=True,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task("measuring", total=None)
+        return lambda label: self.progress.update(self.task, description=f"measuring: {label}", advance=1)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+
+@app.command()
+@handled
+def validate(
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model id, YAML or config.json (dense attention). [default: gpt2]")] = None,
+    device: Device = "auto",
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Batches to run: a list or range.")] = "1,4,16",
+    prompt: Annotated[int, typer.Option("--prompt", min=1, help="Prompt tokens per sequence.")] = 128,
+    output: Annotated[int, typer.Option("--output", min=2, help="Output tokens per sequence (decode steps + 1).")] = 32,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="fp32, bf16 or fp16. [default: the model's, else bf16]")] = None,
+    layers: Annotated[Optional[int], typer.Option("--layers", min=1, help="Run (and predict) the first N layers only, at full width.")] = None,
+    hardware: Annotated[Optional[str], typer.Option("--hardware", "-H", help="Profile or datasheet to predict with. [default: a quick measure of this device]")] = None,
+    json: Json = False,
+    csv: Csv = False,
+) -> None:
+    """Run a real decode with the model's shapes here and compare it with the prediction (needs torch).
+
+    Examples:
+
+      roofline validate -m gpt2
+
+      roofline validate -m llama-3.2-1b --batch 1,4,16 --prompt 128 --output 32 -H here.yaml --json
+    """
+    from roofline.calc.sweep import parse_counts
+    from roofline.measure import validate as check
+    from roofline.specs.catalog import load_model
+    from roofline.specs.hardware import load_hardware
+
+    if json and csv:
+        raise UsageError("--json and --csv: choose one output format")
+    spec = check.sliced(load_model(text_value(model, "--model") or "gpt2"), layers)  # refuses unsupported models before torch
+    batches = parse_counts(batch, "--batch")
+    used = load_hardware(text_value(hardware, "--hardware")) if hardware is not None else None
+    with _Progress() as step:
+        result = check.run(spec, used, device, batches, prompt, output, text_value(dtype, "--dtype"), on_step=step)
+    emit(result, json, csv)

@@ -1,0 +1,1 @@
+"""Specs: the Hardware and Model records, strict YAML and config.json loading, the parameter anatomy."""

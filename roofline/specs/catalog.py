@@ -1,0 +1,56 @@
+"""Locating specs: a spec is referred to by id (the file name in the bundled hardware/ or models/ folder) or
+by path; models also by a Hugging Face config.json or a folder holding one."""
+
+
+from pathlib import Path
+
+from roofline.errors import UsageError
+from roofline.specs.records import Model
+
+
+def data_dir() -> Path:
+    """Folder holding hardware/ and models/: inside the wheel, or the repository root."""
+    package = Path(__file__).resolve().parent.parent
+    bundled = package / "_data"
+    return bundled if bundled.is_dir() else package.parent
+
+
+def catalog(kind: str) -> list[str]:
+    """Ids of the bundled specs of `kind` ('hardware' or 'models'), sorted."""
+    return sorted(p.stem for p in (data_dir() / kind).glob("*.yaml"))
+
+
+def resolve(ref: str, kind: str) -> Path:
+    """Path of the spec `ref`: an existing file path, or a bundled id (case-insensitive)."""
+    path = Path(ref).expanduser()
+    if path.suffix in (".yaml", ".yml") or path.is_file() or "/" in ref:
+        if not path.is_file():
+            raise UsageError(f"{ref}: no such file (expected a {kind} YAML file or a bundled id)")
+        return path
+    bundled = data_dir() / kind / f"{ref.lower()}.yaml"
+    if bundled.is_file():
+        return bundled
+    import difflib
+
+    ids = catalog(kind)
+    close = difflib.get_close_matches(ref.lower(), ids, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    noun = {"models": "model"}.get(kind, kind)
+    raise UsageError(f"unknown {noun} id '{ref}' ({hint}see `roofline {kind} list`)")
+
+
+def load_model(ref: str) -> Model:
+    """Load a model spec by bundled id, YAML path, or Hugging Face config.json (file or model folder)."""
+    from roofline.specs.fields import read_yaml
+    from roofline.specs.model_keys import model_from_mapping
+
+    if ref.endswith(".json") or Path(ref).expanduser().is_dir():
+        from roofline.specs import config as hf
+
+        config = hf.config_path(ref)
+        if config is None:
+            raise UsageError(f"{ref}: no such config.json (expected a Hugging Face config.json or a folder holding one)")
+        spec_id = config.parent.name if config.stem == "config" else config.stem
+        return model_from_mapping(hf.to_model_keys(hf.read_config(config), str(config)), str(config), spec_id)
+    path = resolve(ref, "models")
+    return model_from_mapping(read_yaml(path), str(path), path.stem)

@@ -1,0 +1,59 @@
+"""Hardware specs: validate a device's keys (from a YAML file or a fresh measurement) into a Hardware."""
+
+
+from typing import Any, Callable
+
+from roofline.specs.catalog import resolve
+from roofline.specs.fields import Fields, positive, read_yaml, text
+from roofline.specs.records import COMPUTE_DTYPES, Hardware
+
+HARDWARE_KEYS = [
+    "name", "source", "memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "interconnect_latency",
+    "measured", "aliases",
+]
+
+
+def load_hardware(ref: str) -> Hardware:
+    """Load a hardware spec by bundled id or YAML path."""
+    path = resolve(ref, "hardware")
+    return hardware_from_mapping(read_yaml(path), str(path), path.stem)
+
+
+def hardware_from_mapping(data: dict[str, Any], where: str, spec_id: str) -> Hardware:
+    """Validate hardware keys (from a YAML file or a fresh measurement) into a Hardware."""
+    f = Fields(data, where)
+    name = f.take("name", text, "a non-empty string")
+    source = f.take("source", text, "a datasheet URL or a description of the measurement")
+    capacity = f.take("memory_capacity", positive("bytes"), "a size such as '80 GiB'")
+    bandwidth = f.take("memory_bandwidth", positive("bytes/s"), "a rate such as '3.35 TB/s'")
+    peaks = f.take("peak_flops", _peak_table(where), "a mapping of dtype to FLOP/s")
+    link = f.take("interconnect_bandwidth", positive("bytes/s"), "a rate such as '450 GB/s'", None)
+    measured = f.take("measured", _mapping, "a mapping of raw measured figures", None)
+    aliases = f.take("aliases", _strings, "a list of device names", ())
+    latency = f.take("interconnect_latency", positive("seconds"), "a duration such as '10us'", None)
+    f.done(HARDWARE_KEYS)
+    return Hardware(spec_id, name, source, capacity, bandwidth, peaks, link, measured, aliases, latency)
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise TypeError
+    return tuple(value)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError
+    return value
+
+
+def _peak_table(where: str) -> Callable[[Any], dict[str, float]]:
+    def check(value: Any) -> dict[str, float]:
+        if not isinstance(value, dict) or not value:
+            raise TypeError
+        peaks = Fields(value, f"{where}: peak_flops")
+        table = {d: peaks.take(d, positive("flop/s"), "a rate such as '989 TFLOP/s'") for d in COMPUTE_DTYPES if d in value}
+        peaks.done(list(COMPUTE_DTYPES))
+        return table
+
+    return check
