@@ -19,3 +19,14 @@ class UsageError(RooflineError):
     def __init__(self, message: str, param: str | None = None):
         self.param, self.detail = param, message
         super().__init__(f"{param}: {message}" if param else message)
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A value as an error message quotes it: its repr, bounded in depth and length (a 25 MB YAML alias bomb
+    must not become a 25 MB message)."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxdict, r.maxstring, r.maxother, r.maxlong = 2, 4, 4, limit, limit, 40
+    text = r.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -6,7 +6,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
 
-from roofline.errors import UsageError
+from roofline.errors import UsageError, shown
+
+
+def checked_target(path: str, flag: str) -> Path:
+    """The path to write, checked before any work: not a folder, in a folder that exists."""
+    try:
+        target = Path(path).expanduser()
+        if not path.strip():
+            raise UsageError(f"{flag}: expected a file path, got an empty one")
+        if target.is_dir():
+            raise UsageError(f"{flag}: {shown(path)} is a folder (expected a file path)")
+        if not target.parent.is_dir():
+            raise UsageError(f"{flag}: no such folder {shown(str(target.parent))}")
+    except RuntimeError:
+        raise UsageError(f"{flag}: cannot expand ~ in {shown(path)} (no such user)") from None
+    except OSError as e:
+        raise UsageError(f"{flag}: cannot use {shown(path)} ({e.strerror})") from None
+    return target
 
 
 @contextmanager
@@ -15,16 +32,12 @@ def atomic_write(path: str, flag: str, binary: bool = False) -> Iterator[IO]:
 
     `flag` names the option the path came from, for the one-line error when the folder is not writable.
     """
-    target = Path(path).expanduser()
-    if target.is_dir():
-        raise UsageError(f"{flag}: {path} is a folder (expected a file path)")
+    target = checked_target(path, flag)
     folder = target.parent
-    if not folder.is_dir():
-        raise UsageError(f"{flag}: no such folder {str(folder)!r}")
     try:
-        handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        handle, temp = tempfile.mkstemp(prefix=f".{target.name[:100]}.", suffix=".tmp", dir=folder)
     except OSError as e:
-        raise UsageError(f"{flag}: cannot write in {str(folder)!r} ({e.strerror})") from None
+        raise UsageError(f"{flag}: cannot write in {shown(str(folder))} ({e.strerror})") from None
     try:
         with os.fdopen(handle, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
             yield f
@@ -32,6 +45,9 @@ def atomic_write(path: str, flag: str, binary: bool = False) -> Iterator[IO]:
         os.umask(umask)
         os.chmod(temp, 0o666 & ~umask)  # mkstemp makes 0600; a result file should read like any other
         os.replace(temp, target)
+    except OSError as e:  # the name is too long, the disk is full, the target became a folder
+        Path(temp).unlink(missing_ok=True)
+        raise UsageError(f"{flag}: cannot write {shown(path)} ({e.strerror})") from None
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise

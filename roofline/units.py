@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import re
 
+from roofline.errors import shown
+
 DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 KiB, MiB, GiB = 2**10, 2**20, 2**30  # binary sizes, for buffers and caches
@@ -35,26 +37,28 @@ def parse(value: object, kind: str) -> float:
     unit_re, binary_ok, example = KINDS[kind]
     expected = f"a {kind} quantity such as '{example}' or a plain SI number"
     if isinstance(value, bool):
-        raise ValueError(f"expected {expected}, got {value!r}")
+        raise ValueError(f"expected {expected}, got {shown(value)}")
     if isinstance(value, (int, float)):
+        if isinstance(value, int) and abs(value) > 1e300:
+            raise ValueError(f"expected {expected}, got an integer of {len(str(abs(value)))} digits")
         return float(value)
     if not isinstance(value, str):
-        raise ValueError(f"expected {expected}, got {value!r}")
+        raise ValueError(f"expected {expected}, got {shown(value)}")
     match = _QUANTITY.match(value)
     if not match:
-        raise ValueError(f"expected {expected}, got {value!r}")
+        raise ValueError(f"expected {expected}, got {shown(value)}")
     number, unit = float(match.group(1)), (match.group(2) or "")
     if not unit:
         return number
     if kind == "seconds":
         if unit in DURATION:
             return number * DURATION[unit]
-        raise ValueError(f"unknown duration unit {unit!r} in {value!r} (use s, ms, us or ns)")
+        raise ValueError(f"unknown duration unit {unit!r} in {shown(value)} (use s, ms, us or ns)")
     prefixes = {**DECIMAL, **(BINARY if binary_ok else {})}
     for prefix, scale in sorted(prefixes.items(), key=lambda p: -len(p[0])):
         if unit.startswith(prefix) and re.fullmatch(unit_re, unit[len(prefix):]):
             return number * scale
-    raise ValueError(f"cannot read the unit {unit!r} in {value!r}: expected {expected}")
+    raise ValueError(f"cannot read the unit {unit!r} in {shown(value)}: expected {expected}")
 
 
 _PREFIXES = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]

@@ -26,8 +26,13 @@ app.add_typer(specs.models_app, name="models")
 
 def main() -> None:
     """Console-script entry point: usage errors as one stderr line (exit 2), results as the commands print them."""
+    sys.exit(run())
+
+
+def run(args: list[str] | None = None) -> int:
+    """Run the command line on `args` (default: sys.argv[1:]) and return the exit code."""
     try:
-        code = app(prog_name="roofline", standalone_mode=False)
+        code = app(args=args, prog_name="roofline", standalone_mode=False)
     except typer.TyperException as e:  # click's usage errors (typer vendors click and re-bases them here)
         message = e.format_message() if hasattr(e, "format_message") else str(e)
         err(f"roofline: error: {' '.join(message.split())} (see `roofline --help`)")
@@ -35,7 +40,7 @@ def main() -> None:
     except KeyboardInterrupt:
         err("roofline: interrupted")
         code = 130
-    sys.exit(code if isinstance(code, int) else 0)
+    return code if isinstance(code, int) else 0
 
 
 def _version(value: bool) -> None:

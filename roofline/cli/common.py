@@ -23,6 +23,14 @@ def err(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
+_notes: list[str] = []
+
+
+def note(message: str) -> None:
+    """A stderr line shown once the command has succeeded (a failing command prints its one error line only)."""
+    _notes.append(message)
+
+
 def out(renderable: Any) -> None:
     """Print a rich renderable to stdout (rich honours NO_COLOR; pipes get plain text, 160 columns, no wrapping)."""
     from rich.console import Console
@@ -71,8 +79,12 @@ def handled(command: Callable) -> Callable:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _notes.clear()
         try:
-            return command(*args, **kwargs)
+            result = command(*args, **kwargs)
+            for line in _notes:
+                err(line)
+            return result
         except RooflineError as e:
             param = getattr(e, "param", None)
             message = f"{flag_of(command, param)}: {e.detail}" if param else str(e)
@@ -120,13 +132,14 @@ def specs(model: str | None, hardware: str | None, quiet: bool, **more: Any):
     from roofline.specs.catalog import load_model
     from roofline.specs.hardware import load_hardware
 
+    model, hardware = text_value(model, "--model"), text_value(hardware, "--hardware")
     defaults = {"model": MODEL, "hardware": HARDWARE, "batch": BATCH, "prompt": PROMPT_TOKENS, "output": OUTPUT_TOKENS}
     given = {"model": model, "hardware": hardware, **more}
+    loaded = load_model(MODEL if model is None else model), load_hardware(HARDWARE if hardware is None else hardware)
     defaulted = [f"--{k} {defaults[k]}" for k, v in given.items() if v is None]
     if defaulted and not quiet:
-        err(f"roofline: using defaults: {' '.join(defaulted)}")
-    model, hardware = text_value(model, "--model"), text_value(hardware, "--hardware")
-    return load_model(model or MODEL), load_hardware(hardware or HARDWARE)
+        note(f"roofline: using defaults: {' '.join(defaulted)}")
+    return loaded
 
 
 # ---------------------------------------------------------------- shared options (each defined once)

@@ -179,14 +179,13 @@ def plot(
     from roofline.render import plot as plots
 
     knobs = knobs_from(locals())
-    m, h = specs(model, hardware, quiet)
+    slos = {"tpot_slo": duration(tpot_slo, "--tpot-slo"), "ttft_slo": duration(ttft_slo, "--ttft-slo")}
     prompts = sweeps.parse_counts(prompt_tokens, "--prompt")
     plots.check_path(out_path)
+    m, h = specs(model, hardware, quiet)
     if sweep_plot:
-        result = sweeps.sweep(
-            m, h, batches=sweeps.parse_counts(batch, "--batch") if batch is not None else None, prompts=prompts, outputs=[output_tokens],
-            tpot_slo=duration(tpot_slo, "--tpot-slo"), ttft_slo=duration(ttft_slo, "--ttft-slo"), knobs=knobs,
-        )
+        batches = sweeps.parse_counts(batch, "--batch") if batch is not None else None
+        result = sweeps.sweep(m, h, batches=batches, prompts=prompts, outputs=[output_tokens], knobs=knobs, **slos)
         plots.draw_sweep(plots.sweep_data(result), out_path)
     else:
         batches = sweeps.parse_counts("1,8,64" if batch is None else batch, "--batch")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from roofline.calc.estimate import Estimate
-from roofline.errors import RooflineError, UsageError
+from roofline.errors import RooflineError, UsageError, shown
 from roofline.specs.records import Hardware
 from roofline.calc.sweep import Sweep
 
@@ -154,11 +154,11 @@ def draw_sweep(data: dict[str, Any], path: str) -> None:
 
 def check_path(path: str) -> None:
     """Fail before drawing: a .png or .svg name in an existing folder."""
-    target = Path(path).expanduser()
-    if target.suffix.lower() not in FORMATS:
-        raise UsageError(f"--out: expected a .png or .svg file name, got {path!r}")
-    if not target.parent.is_dir():
-        raise UsageError(f"--out: no such folder {str(target.parent)!r}")
+    from roofline.files import checked_target
+
+    if Path(path).suffix.lower() not in FORMATS:
+        raise UsageError(f"--out: expected a .png or .svg file name, got {shown(path)}")
+    checked_target(path, "--out")
 
 
 def _save(fig, plt, path: str) -> None:

@@ -4,7 +4,8 @@ by path; models also by a Hugging Face config.json or a folder holding one."""
 
 from pathlib import Path
 
-from roofline.errors import UsageError
+from roofline.errors import UsageError, shown
+from roofline.specs.fields import is_dir, is_file, user_path
 from roofline.specs.records import Model
 
 
@@ -22,13 +23,13 @@ def catalog(kind: str) -> list[str]:
 
 def resolve(ref: str, kind: str) -> Path:
     """Path of the spec `ref`: an existing file path, or a bundled id (case-insensitive)."""
-    path = Path(ref).expanduser()
-    if path.suffix in (".yaml", ".yml") or path.is_file() or "/" in ref:
-        if not path.is_file():
-            raise UsageError(f"{ref}: no such file (expected a {kind} YAML file or a bundled id)")
+    path = user_path(ref)
+    if path.suffix in (".yaml", ".yml") or is_file(path) or "/" in ref:
+        if not is_file(path):
+            raise UsageError(f"{ref if len(ref) <= 100 else shown(ref)}: no such file (expected a {kind} YAML file or a bundled id)")
         return path
     bundled = data_dir() / kind / f"{ref.lower()}.yaml"
-    if bundled.is_file():
+    if is_file(bundled):
         return bundled
     import difflib
 
@@ -36,7 +37,7 @@ def resolve(ref: str, kind: str) -> Path:
     close = difflib.get_close_matches(ref.lower(), ids, n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(close)}? " if close else ""
     noun = {"models": "model"}.get(kind, kind)
-    raise UsageError(f"unknown {noun} id '{ref}' ({hint}see `roofline {kind} list`)")
+    raise UsageError(f"unknown {noun} id '{ref if len(ref) <= 100 else shown(ref)}' ({hint}see `roofline {kind} list`)")
 
 
 def load_model(ref: str) -> Model:
@@ -44,12 +45,12 @@ def load_model(ref: str) -> Model:
     from roofline.specs.fields import read_yaml
     from roofline.specs.model_keys import model_from_mapping
 
-    if ref.endswith(".json") or Path(ref).expanduser().is_dir():
+    if ref.endswith(".json") or is_dir(user_path(ref)):
         from roofline.specs import config as hf
 
         config = hf.config_path(ref)
         if config is None:
-            raise UsageError(f"{ref}: no such config.json (expected a Hugging Face config.json or a folder holding one)")
+            raise UsageError(f"{shown(ref)}: no such config.json (expected a Hugging Face config.json or a folder holding one)")
         spec_id = config.parent.name if config.stem == "config" else config.stem
         return model_from_mapping(hf.to_model_keys(hf.read_config(config), str(config)), str(config), spec_id)
     path = resolve(ref, "models")

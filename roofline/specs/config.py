@@ -10,16 +10,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from roofline.errors import RooflineError
+from roofline.specs.fields import is_dir, is_file, shown, user_path
 
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 def config_path(ref: str) -> Path | None:
     """The config.json that `ref` names (the file, or a folder holding one); None when it names neither."""
-    path = Path(ref).expanduser()
-    if path.is_dir():
-        return path / "config.json" if (path / "config.json").is_file() else None
-    return path if path.suffix == ".json" and path.is_file() else None
+    path = user_path(ref)
+    if is_dir(path):
+        return path / "config.json" if is_file(path / "config.json") else None
+    return path if path.suffix == ".json" and is_file(path) else None
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -27,8 +28,12 @@ def read_config(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise RooflineError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise RooflineError(f"{path}: not UTF-8 text (expected a Hugging Face config.json)") from None
     except json.JSONDecodeError as e:
         raise RooflineError(f"{path}: line {e.lineno}: JSON syntax error: {e.msg}") from None
+    except (RecursionError, ValueError) as e:  # nesting deeper than the parser's stack; integers of 4,300+ digits
+        raise RooflineError(f"{path}: JSON the parser cannot read ({type(e).__name__}: nesting or a number too large)") from None
     if not isinstance(data, dict):
         raise RooflineError(f"{path}: expected a JSON object (a Hugging Face config.json)")
     return data
@@ -37,8 +42,8 @@ def read_config(path: Path) -> dict[str, Any]:
 def to_model_keys(config: dict[str, Any], where: str) -> dict[str, Any]:
     """Our model keys (as in models/*.yaml) for a config.json mapping."""
     kind = config.get("model_type")
-    if kind not in FAMILIES:
-        raise RooflineError(f"{where}: unsupported model_type {kind!r} (supported: {', '.join(sorted(FAMILIES))})")
+    if not isinstance(kind, str) or kind not in FAMILIES:
+        raise RooflineError(f"{where}: unsupported model_type {shown(kind)} (supported: {', '.join(sorted(FAMILIES))})")
     try:
         keys = FAMILIES[kind](Config(config, where))
     except KeyError as e:
@@ -60,8 +65,19 @@ class Config:
         value = self.data.get(key)
         return default if value is None else value
 
+    def typed(self, key: str, kind: type | tuple[type, ...], expected: str, default: Any = None) -> Any:
+        """`get`, refusing a value of the wrong JSON type (a string "false" is not false)."""
+        value = self.get(key, default)
+        if value is not default and (not isinstance(value, kind) or (kind is not bool and isinstance(value, bool))):
+            raise RooflineError(f"{self.where}: key '{key}': expected {expected}, got {shown(value)}")
+        return value
+
     def dtype(self, default: str = "bf16") -> str:
-        return DTYPES.get(self.get("torch_dtype") or self.get("dtype"), default)
+        for key in ("torch_dtype", "dtype"):
+            value = self.typed(key, str, "a dtype name such as 'bfloat16'")
+            if value:
+                return DTYPES.get(value, default)
+        return default
 
     def base(self, tied_default: bool) -> dict[str, Any]:
         """Keys of a Llama-style decoder: layers, widths, heads (head_dim only when explicit), vocab, context."""
@@ -74,9 +90,9 @@ class Config:
             "head_dim": self.get("head_dim"),
             "intermediate_size": self["intermediate_size"],
             "vocab_size": self["vocab_size"],
-            "tied_embeddings": bool(self.get("tie_word_embeddings", tied_default)),
+            "tied_embeddings": self.typed("tie_word_embeddings", bool, "true or false", tied_default),
             "max_context": self.get("max_position_embeddings"),
-            "bias": "qkv" if self.get("attention_bias") else None,
+            "bias": "qkv" if self.typed("attention_bias", bool, "true or false", False) else None,
         }
 
     def sliding(self, layers: str | None = None) -> dict[str, Any]:
@@ -84,9 +100,13 @@ class Config:
         window = self.get("sliding_window")
         if not window or self.get("use_sliding_window") is False:
             return {}
-        types = self.get("layer_types")
-        if types:
+        types = self.typed("layer_types", list, "a list of attention kinds per layer")
+        if types is not None:
+            if not all(isinstance(t, str) for t in types):
+                raise RooflineError(f"{self.where}: key 'layer_types': expected strings such as 'sliding_attention', got {shown(types)}")
             layers = [i for i, t in enumerate(types) if t == "sliding_attention"]
+            if not layers:  # every layer attends fully: no window anywhere
+                return {}
         return {"sliding_window": window, "sliding_layers": layers or "all"}
 
 
@@ -152,7 +172,7 @@ def _gpt2(c: Config) -> dict[str, Any]:
         "intermediate_size": c.get("n_inner", 4 * hidden),
         "vocab_size": c["vocab_size"],
         "mlp": "plain",
-        "tied_embeddings": bool(c.get("tie_word_embeddings", True)),
+        "tied_embeddings": c.typed("tie_word_embeddings", bool, "true or false", True),
         "position_embeddings": "learned",
         "norm": "layernorm",
         "bias": "all",
@@ -162,7 +182,7 @@ def _gpt2(c: Config) -> dict[str, Any]:
 
 def _deepseek_v3(c: Config) -> dict[str, Any]:
     keys = {k: v for k, v in c.base(tied_default=False).items() if k not in ("num_kv_heads", "head_dim", "bias")}
-    quantized = (c.get("quantization_config") or {}).get("quant_method") == "fp8"
+    quantized = c.typed("quantization_config", dict, "a JSON object", {}).get("quant_method") == "fp8"
     return {
         **keys,
         "dtype": "fp8" if quantized else keys["dtype"],
@@ -183,7 +203,7 @@ def _deepseek_v3(c: Config) -> dict[str, Any]:
 def _gpt_oss(c: Config) -> dict[str, Any]:
     return {
         **c.base(tied_default=False),
-        "bias": "all" if c.get("attention_bias", True) else None,
+        "bias": "all" if c.typed("attention_bias", bool, "true or false", True) else None,
         **c.sliding(),
         "num_experts": c["num_local_experts"],
         "experts_per_token": c.get("num_experts_per_tok") or c["experts_per_token"],

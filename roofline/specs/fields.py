@@ -8,23 +8,83 @@ from pathlib import Path
 from typing import Any, Callable
 
 from roofline import units
-from roofline.errors import RooflineError
+from roofline.errors import RooflineError, UsageError, shown
+
+
+MAX_SPEC_BYTES = 1 << 20  # a spec is a page of text; a bigger file is a mistake (or /dev/zero)
+MAX_INT = 2**53  # integers beyond this are not exact as floats, and no model dimension comes near
+
+
+def user_path(ref: str) -> Path:
+    """`ref` as a path, with ~ expanded; an unknown ~user is a one-line error, not a RuntimeError."""
+    try:
+        return Path(ref).expanduser()
+    except RuntimeError:
+        raise UsageError(f"{shown(ref)}: cannot expand ~ (no such user)") from None
+
+
+def is_file(path: Path) -> bool:
+    """Path.is_file, False also for names the OS refuses (too long) or cannot look at."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _loader():
+    """yaml's safe loader (the C one when present) that refuses duplicate keys instead of keeping the last."""
+    import yaml
+
+    class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+        pass
+
+    def mapping(loader, node):
+        keys = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in keys
+            except TypeError:  # an unhashable key (a list): Fields refuses it with the key's text
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {shown(key)}", key_node.start_mark)
+            keys.add(key)
+        return loader.construct_mapping(node, deep=True)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return Loader
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """The mapping at the top of YAML file `path`."""
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+        with path.open("rb") as f:
+            raw = f.read(MAX_SPEC_BYTES + 1)
+        if len(raw) > MAX_SPEC_BYTES:
+            raise RooflineError(f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB (expected a spec file of a few lines)")
+        data = yaml.load(raw.decode("utf-8"), Loader=_loader())
     except OSError as e:
         raise RooflineError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise RooflineError(f"{path}: not UTF-8 text (expected a YAML spec file)") from None
+    except RecursionError:
+        raise RooflineError(f"{path}: YAML nested too deeply") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         problem = getattr(e, "problem", None) or "invalid YAML"
         raise RooflineError(f"{path}:{where}: YAML syntax error: {problem}") from None
+    except (ValueError, TypeError) as e:  # an integer of 4,300+ digits; an unhashable key in a mapping
+        raise RooflineError(f"{path}: YAML value the loader cannot take ({' '.join(str(e).split())[:80]})") from None
     if not isinstance(data, dict):
         raise RooflineError(f"{path}: expected a mapping of keys to values at the top level")
     return data
@@ -34,11 +94,15 @@ class Fields:
     """Takes validated values out of a spec mapping; `done()` rejects what is left (unknown keys)."""
 
     def __init__(self, data: dict[str, Any], where: str):
+        bad = [k for k in data if not isinstance(k, str)]
+        if bad:
+            bad = bad[0]
+            raise RooflineError(f"{where}: key {shown(bad)}: expected keys to be names (text), got a {type(bad).__name__}")
         self.data = dict(data)
         self.where = where
 
     def fail(self, key: str, expected: str, value: Any) -> RooflineError:
-        return RooflineError(f"{self.where}: key '{key}': expected {expected}, got {value!r}")
+        return RooflineError(f"{self.where}: key '{key}': expected {expected}, got {shown(value)}")
 
     def take(self, key: str, check: Callable[[Any], Any], expected: str, default: Any = ...) -> Any:
         if key not in self.data:
@@ -60,7 +124,7 @@ class Fields:
             key = sorted(self.data)[0]
             close = difflib.get_close_matches(key, allowed, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
-            raise RooflineError(f"{self.where}: unknown key '{key}' ({hint}allowed: {', '.join(sorted(allowed))})")
+            raise RooflineError(f"{self.where}: unknown key {shown(key)} ({hint}allowed: {', '.join(sorted(allowed))})")
 
 
 def text(value: Any) -> str:
@@ -70,7 +134,7 @@ def text(value: Any) -> str:
 
 
 def positive_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_INT:
         raise TypeError
     return value
 
@@ -81,11 +145,18 @@ def boolean(value: Any) -> bool:
     return value
 
 
+# Plausible ranges of spec quantities (SI). Outside them a value is a typo, and would reach 1e300-second
+# times or NaN: 1 B/s bandwidth or a 1e30 FLOP/s peak describe no device.
+RANGES = {"bytes": (1.0, 1e21), "bytes/s": (1.0, 1e21), "flop/s": (1.0, 1e24), "seconds": (1e-12, 1e3)}
+
+
 def positive(kind: str) -> Callable[[Any], float]:
+    low, high = RANGES[kind]
+
     def check(value: Any) -> float:
         number = units.parse(value, kind)
-        if not number > 0 or number == float("inf"):
-            raise ValueError(f"expected a positive {kind} quantity, got {value!r}")
+        if not low <= number <= high:
+            raise ValueError(f"expected a positive {kind} quantity from {low:g} to {high:g} (SI), got {shown(value)}")
         return number
 
     return check

@@ -10,7 +10,7 @@ from roofline import units
 from roofline.errors import RooflineError
 from roofline.specs.params import Architecture, count_params
 from roofline.specs.records import DTYPE_BYTES, Model
-from roofline.specs.fields import Fields, boolean, choice, one_of, positive_int, text
+from roofline.specs.fields import MAX_INT, Fields, boolean, choice, one_of, positive_int, text
 
 ARCH_KEYS = [
     "layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "vocab_size",
@@ -56,7 +56,7 @@ def model_from_mapping(data: dict[str, Any], where: str, spec_id: str) -> Model:
 
 def _non_negative(value: Any) -> float:
     number = units.parse(value, "bytes")
-    if number < 0:
+    if not 0 <= number <= 1e15:  # a KV cache of a PB per token describes no model; NaN is no number
         raise TypeError
     return number
 
@@ -69,7 +69,7 @@ def count(value: Any) -> float:
         number = float(value)
     except ValueError:
         raise TypeError from None
-    if not 0 < number < float("inf"):
+    if not 0 < number <= 1e16:  # a parameter count; 1e16 is 10,000x the largest published model
         raise TypeError
     return number
 
@@ -112,7 +112,7 @@ def _architecture(f: Fields, max_context: int | None) -> Architecture:
 
 
 def non_negative_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
         raise TypeError
     return value
 
