@@ -14,10 +14,18 @@ __version__ = "0.1.0"
 
 from roofline.calc.estimate import Estimate, estimate
 from roofline.calc.knobs import Knobs
-from roofline.calc.sweep import compare, sweep
 from roofline.errors import RooflineError, UsageError
 from roofline.specs.catalog import load_model
 from roofline.specs.hardware import load_hardware
 from roofline.specs.records import Hardware, Model
 
 __all__ = ["Estimate", "Hardware", "Knobs", "Model", "RooflineError", "UsageError", "compare", "estimate", "load_hardware", "load_model", "sweep"]
+
+
+def __getattr__(name: str):
+    """sweep and compare load on first use: the CLI's start-up (benchmarks/startup.py) does not need them."""
+    if name in ("sweep", "compare"):
+        from roofline.calc import sweep as sweeps
+
+        return getattr(sweeps, name)
+    raise AttributeError(f"module 'roofline' has no attribute {name!r}")

@@ -245,8 +245,10 @@ def test_fuzz_flags(tmp_path_factory, no_torch, quick_plots, data):
                                                str(folder / "no" / "r.png"), "/proc/r.png", str(folder / ("y" * 300 + ".png")), ""]))
             outputs.append(Path(value))
         args += [flag, value]
-    if command in ("estimate", "sweep", "compare", "models show", "hardware show", "measure", "validate") and data.draw(st.booleans()):
-        args.append("--json")
+    if command in ("estimate", "sweep", "compare", "models show", "hardware show", "measure", "validate"):
+        args += data.draw(st.sampled_from([[], ["--json"], ["--csv"]]))
+    if command in ("estimate", "sweep") and data.draw(st.booleans()):  # a model far bigger than the device
+        args += ["-m", "llama-3.1-405b", "-H", "l4"]
     r = check(args, outputs=[p for p in outputs if p.suffix and len(p.name) < 255 and p.parent.is_dir() and not p.exists()])
     for flag, value in zip(args, args[1:]):
         if value in BLANKS and flag.startswith("--") and flag not in ("--out", "--save"):

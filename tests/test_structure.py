@@ -134,3 +134,46 @@ def test_deepseek_kv_is_at_its_kv_dtype():
     # DeepSeek-V3 stores fp8 weights and a bf16 latent cache: 61 layers x (512 + 64) x 2 B = 70,272 B/token.
     shown = json.loads(runner.invoke(app, ["models", "show", "deepseek-v3", "--json"]).stdout)
     assert shown["kv_bytes_per_token"] == 61 * (512 + 64) * 2
+
+
+@pytest.mark.parametrize("args", [
+    ["estimate", "-q"], ["sweep", "-q", "-b", "1,2"], ["compare", "-m", "gpt2", "-H", "a10"], ["hardware", "list"],
+    ["hardware", "show", "h200"], ["models", "list"], ["models", "show", "gpt2"],
+])
+def test_every_row_printing_command_takes_json_and_csv(args):
+    as_json = runner.invoke(app, [*args, "--json"])
+    as_csv = runner.invoke(app, [*args, "--csv"])
+    assert as_json.exit_code == 0 and as_csv.exit_code == 0, as_json.stderr + as_csv.stderr
+    json.loads(as_json.stdout)
+    header, *rows = as_csv.stdout.splitlines()
+    assert rows and all(row.count(",") >= header.count(",") for row in rows)  # quoted commas may add more
+    both = runner.invoke(app, [*args, "--json", "--csv"])
+    assert both.exit_code == 2 and "choose one output format" in both.stderr
+
+
+def test_estimate_csv_is_the_json_flattened():
+    import csv
+    import io
+
+    data = json.loads(runner.invoke(app, ["estimate", "-q", "--json"]).stdout)
+    (row,) = csv.DictReader(io.StringIO(runner.invoke(app, ["estimate", "-q", "--csv"]).stdout))
+    assert float(row["tpot_s"]) == data["tpot_s"] and float(row["decode.mbu"]) == data["decode"]["mbu"]
+    assert row["model.id"] == "llama-3.1-8b"
+
+
+def test_help_shows_the_library_defaults():
+    # The knob defaults live in roofline.calc.knobs; --help must show those very values.
+    from roofline.calc.knobs import DEFAULT, PROMPT_TOKENS
+
+    text = " ".join(runner.invoke(app, ["sweep", "--help"], env={"COLUMNS": "200"}).stdout.split())
+    assert f"[default: {DEFAULT.memory_fraction}]" in text and f"[default: {PROMPT_TOKENS}]" in text
+
+
+def test_library_errors_name_the_parameter_and_the_cli_its_flag():
+    from roofline import UsageError, estimate, load_hardware, load_model
+
+    with pytest.raises(UsageError) as caught:
+        estimate(load_model("gpt2"), load_hardware("h100-sxm"), prompt_tokens=0)
+    assert caught.value.param == "prompt_tokens" and str(caught.value).startswith("prompt_tokens: ")
+    r = runner.invoke(app, ["estimate", "-q", "--bits-per-weight", "99"])
+    assert r.exit_code == 2 and r.stderr.startswith("roofline: error: --bits-per-weight: expected a number of bits")

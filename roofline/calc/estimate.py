@@ -133,6 +133,10 @@ class Estimate(NamedTuple):
     def to_dict(self) -> dict[str, Any]:
         return plain(self)
 
+    def csv_rows(self) -> list[dict[str, Any]]:
+        """`--csv`: the JSON object as one row (the renderer flattens nested keys with dots)."""
+        return [self.to_dict()]
+
 
 def plain(value: Any) -> Any:
     """Records -> dicts and lists, recursively (for JSON)."""
@@ -206,7 +210,7 @@ def estimate(
         weight_bytes_streamed=shape.streamed(B) * tp,
         kv_bytes_per_token=shape.kv_per_token,
         kv_bytes_per_sequence=kv_sequence,
-        kv_budget_bytes=budget,
+        kv_budget_bytes=max(budget, 0.0),  # 0 when the weights alone exceed the memory fraction (fits_reason says)
         max_batch=limit,
         fits=fits,
         fits_reason=fits_reason,
