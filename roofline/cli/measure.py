@@ -6,6 +6,7 @@ import typer
 
 from roofline.cli.common import Csv, Device, Json, emit, err, handled, text_value
 from roofline.errors import UsageError
+from roofline.calc import knobs as V
 
 app = typer.Typer()
 
@@ -98,11 +99,11 @@ class _Progress:
 @app.command()
 @handled
 def validate(
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model id, YAML or config.json (dense attention). [default: gpt2]")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help=f"Model id, YAML or config.json (dense attention). [default: {V.VALIDATE_MODEL}]")] = None,
     device: Device = "auto",
-    batch: Annotated[str, typer.Option("--batch", "-b", help="Batches to run: a list or range.")] = "1,4,16",
-    prompt: Annotated[int, typer.Option("--prompt", min=1, help="Prompt tokens per sequence.")] = 128,
-    output: Annotated[int, typer.Option("--output", min=2, help="Output tokens per sequence (decode steps + 1).")] = 32,
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Batches to run: a list or range.")] = ",".join(map(str, V.VALIDATE_BATCHES)),
+    prompt: Annotated[int, typer.Option("--prompt", min=1, help="Prompt tokens per sequence.")] = V.VALIDATE_PROMPT,
+    output: Annotated[int, typer.Option("--output", min=2, help="Output tokens per sequence (decode steps + 1).")] = V.VALIDATE_OUTPUT,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="fp32, bf16 or fp16. [default: the model's, else bf16]")] = None,
     layers: Annotated[Optional[int], typer.Option("--layers", min=1, help="Run (and predict) the first N layers only, at full width.")] = None,
     hardware: Annotated[Optional[str], typer.Option("--hardware", "-H", help="Profile or datasheet to predict with. [default: a quick measure of this device]")] = None,
@@ -124,7 +125,7 @@ def validate(
 
     if json and csv:
         raise UsageError("--json and --csv: choose one output format")
-    spec = check.sliced(load_model(text_value(model, "--model") or "gpt2"), layers)  # refuses unsupported models before torch
+    spec = check.sliced(load_model(text_value(model, "--model") or V.VALIDATE_MODEL), layers)  # refuses unsupported models before torch
     batches = parse_counts(batch, "--batch")
     used = load_hardware(text_value(hardware, "--hardware")) if hardware is not None else None
     with _Progress() as step:

@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable
 
 from roofline.calc.estimate import estimate
+from roofline.calc.knobs import VALIDATE_BATCHES, VALIDATE_OUTPUT, VALIDATE_PROMPT
 from roofline.measure.engine import Decoder, check_supported
 from roofline.calc.attention import kv_bytes_per_token
 from roofline.errors import UsageError
@@ -42,8 +43,8 @@ def memory_needed(model: Model, dtype: str, batch: int, tokens: int) -> float:
     return model.params * DTYPE_BYTES[dtype] + kv + activations
 
 
-def run(model: Model, hardware: Hardware | None = None, device: str = "auto", batches: list[int] = (1, 4, 16), prompt: int = 128,
-        output: int = 32, dtype: str | None = None, available_bytes: float | None = None,
+def run(model: Model, hardware: Hardware | None = None, device: str = "auto", batches: list[int] = VALIDATE_BATCHES,
+        prompt: int = VALIDATE_PROMPT, output: int = VALIDATE_OUTPUT, dtype: str | None = None, available_bytes: float | None = None,
         on_step: Callable[[str], None] = lambda s: None) -> Report:
     """Measured vs predicted TTFT and TPOT for each batch (see the module docstring): the `validate --json` report.
 
