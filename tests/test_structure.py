@@ -177,3 +177,9 @@ def test_library_errors_name_the_parameter_and_the_cli_its_flag():
     assert caught.value.param == "prompt_tokens" and str(caught.value).startswith("prompt_tokens: ")
     r = runner.invoke(app, ["estimate", "-q", "--bits-per-weight", "99"])
     assert r.exit_code == 2 and r.stderr.startswith("roofline: error: --bits-per-weight: expected a number of bits")
+
+
+def test_a_missing_config_json_is_the_same_usage_error_everywhere(tmp_path):
+    for args in (["estimate", "-q", "-m", str(tmp_path)], ["models", "import", str(tmp_path)], ["models", "show", str(tmp_path)]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and "no such config.json" in r.stderr, args

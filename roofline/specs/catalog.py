@@ -48,9 +48,7 @@ def load_model(ref: str) -> Model:
     if ref.endswith(".json") or is_dir(user_path(ref)):
         from roofline.specs import config as hf
 
-        config = hf.config_path(ref)
-        if config is None:
-            raise UsageError(f"{shown(ref)}: no such config.json (expected a Hugging Face config.json or a folder holding one)")
+        config = hf.find_config(ref)
         spec_id = config.parent.name if config.stem == "config" else config.stem
         return model_from_mapping(hf.to_model_keys(hf.read_config(config), str(config)), str(config), spec_id)
     path = resolve(ref, "models")

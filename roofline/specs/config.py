@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from roofline.errors import RooflineError
+from roofline.errors import RooflineError, UsageError
 from roofline.specs.fields import is_dir, is_file, shown, user_path
 
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -21,6 +21,14 @@ def config_path(ref: str) -> Path | None:
     if is_dir(path):
         return path / "config.json" if is_file(path / "config.json") else None
     return path if path.suffix == ".json" and is_file(path) else None
+
+
+def find_config(ref: str) -> Path:
+    """The config.json `ref` names, or the one usage error (exit 2) for a missing one, from any command."""
+    path = config_path(ref)
+    if path is None:
+        raise UsageError(f"{ref if len(ref) <= 100 else shown(ref)}: no such config.json (expected a Hugging Face config.json or a folder holding one)")
+    return path
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -232,9 +240,7 @@ def to_yaml(config_file: str, name: str | None) -> str:
 
     from roofline.specs.model_keys import model_from_mapping
 
-    path = config_path(config_file)
-    if path is None:
-        raise RooflineError(f"{config_file}: no such config.json (expected a Hugging Face config.json or a folder holding one)")
+    path = find_config(config_file)
     keys = to_model_keys(read_config(path), str(path))
     if name:
         keys["name"] = name
