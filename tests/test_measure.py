@@ -6,7 +6,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from roofline.measure import bench, timing
+from roofline.measure import bench, planner, timing
 from roofline.measure import kernels as measure_kernels
 from roofline.measure import profile
 from roofline.cli import app
@@ -14,9 +14,9 @@ from roofline.errors import RooflineError
 from roofline.specs.hardware import load_hardware
 
 runner = CliRunner()
-TINY = timing.Plan(
-    squares=(64, 96), shapes=((32, 64, 48),), decode_m=(1, 2, 4), decode_ks=(128, 256), buffer_floor=1 << 20,
-    min_reps=2, min_time=0.0, max_time=0.05, max_call=1.0,
+TINY = planner.Plan(
+    squares=(64, 96), shapes=((32, 64, 48),), decode_m=(1, 2, 4), decode_ks=(128, 256), buffer_bytes=1 << 20, rounds=3,
+    min_reps=2, min_time=0.0, max_time=0.05, max_call=1.0, round_time=0.005, curve_time=0.01, attention_time=0.01, budget_s=10.0,
 )
 
 
@@ -66,13 +66,22 @@ def test_tiny_run_json_contract(tiny_result):
             assert order == [(128, 1), (128, 2), (128, 4), (256, 1), (256, 2), (256, 4), (128, 1), (128, 2), (128, 4)]
             assert points[-1]["n"] > points[0]["n"]  # the last series is one tall weight at the shortest rows
         assert {"m", "k", "flop_per_s", "bytes_per_s"} <= set(r["decode_matmul"][dtype][0])
-    for kernel in ("copy", "read", "gemv"):
+    for kernel in ("copy", "read", "weights_read", "gemv"):
         b = r["bandwidth"][kernel]
         assert {"best_bytes_per_s", "median_bytes_per_s", "buffer_bytes", "verified"} <= set(b)
         assert b["verified"] is True and b["best_bytes_per_s"] > 0
-    assert r["bandwidth"]["copy"]["counts"] == "read + write"
-    # Buffers are at least 4x the last-level cache.
-    assert r["bandwidth"]["copy"]["buffer_bytes"] >= min(4 * r["device"]["last_level_cache_bytes"], 2**30) - 2**20
+    for kernel in ("copy", "read", "weights_read"):  # the headline kernels: timed in interleaved rounds
+        b = r["bandwidth"][kernel]
+        assert b["rounds"] == 3 and b["cv"] >= 0 and b["unstable"] == (b["cv"] > 0.10)
+        assert b["best_bytes_per_s"] >= b["median_bytes_per_s"] * 0.999
+    for m in r["matmul"].values():
+        assert m["rounds"] == 3 and m["unstable"] == (m["cv"] > 0.10)
+    assert r["bandwidth"]["copy"]["counts"] == "read + write" and r["bandwidth"]["weights_read"]["counts"] == "weight read"
+    assert r["bandwidth"]["copy"]["buffer_bytes"] == TINY.buffer_bytes
+    assert {"budget_s", "buffer_bytes", "last_level_cache_bytes", "note"} <= set(r["plan"])
+    # A ridge per measured dtype; the headline one is the fastest dtype's.
+    assert set(r["ridge_points"]) == {"fp32", "bf16"}
+    assert r["ridge_points"][r["ridge_dtype"]] == max(r["ridge_points"].values()) == r["ridge_point_flop_per_byte"]
     assert "tf32" not in r["matmul"]
     assert 0 < r["op_overhead_s"] < 0.01  # one tiny eager op: microseconds here (2.6-5.3 us), never 10 ms
 
@@ -106,8 +115,73 @@ def test_saved_profile_loads_as_hardware(tiny_result, tmp_path):
 
 
 def test_decode_bandwidth_prefers_the_best_read():
-    bandwidth = {"copy": {"best_bytes_per_s": 50.0}, "read": {"best_bytes_per_s": 30.0}, "gemv": {"best_bytes_per_s": 40.0}}
-    assert bench.decode_bandwidth(bandwidth) == ("gemv", 40.0)  # reads only: copy is not a decode-like kernel
+    bandwidth = {"copy": {"best_bytes_per_s": 50.0}, "read": {"best_bytes_per_s": 30.0}, "gemv": {"best_bytes_per_s": 40.0},
+                 "weights_read": {"best_bytes_per_s": 45.0}}
+    assert bench.decode_bandwidth(bandwidth) == ("weights_read", 45.0)  # reads only: copy is not a decode-like kernel
+    del bandwidth["weights_read"]
+    assert bench.decode_bandwidth(bandwidth) == ("gemv", 40.0)
+
+
+def test_ridges_per_dtype_and_the_slow_16_bit_note():
+    # 300 GFLOP/s fp32 and 200 bf16 over a 20 GB/s read: ridges 15 and 10 FLOP/B; fp32 is the headline.
+    matmul = {"fp32": {"best_flop_per_s": 300e9}, "bf16": {"best_flop_per_s": 200e9}}
+    notes = []
+    r = bench.ridges(matmul, {"read": {"best_bytes_per_s": 20e9}}, notes)
+    assert r["ridge_points"] == {"fp32": pytest.approx(15.0), "bf16": pytest.approx(10.0)}
+    assert r["ridge_dtype"] == "fp32" and r["ridge_point_flop_per_byte"] == pytest.approx(15.0)
+    assert any("slower than fp32" in n for n in notes)
+    notes = []
+    r = bench.ridges({"fp32": {"best_flop_per_s": 200e9}, "bf16": {"best_flop_per_s": 400e9}}, {"read": {"best_bytes_per_s": 20e9}}, notes)
+    assert r["ridge_dtype"] == "bf16" and r["ridge_point_flop_per_byte"] == pytest.approx(20.0) and notes == []
+
+
+def test_stability_over_rounds_by_hand():
+    from roofline.measure.kernels import stability
+
+    # Rounds at 90, 100, 110: mean 100, population sd sqrt(200/3) = 8.165: cv 0.0816, stable.
+    s = stability([90.0, 100.0, 110.0], [85.0, 95.0, 105.0])
+    assert s["best_bytes_per_s"] == 110.0 and s["median_bytes_per_s"] == 95.0 and s["rounds"] == 3
+    assert s["cv"] == pytest.approx((200 / 3) ** 0.5 / 100) and s["unstable"] is False
+    assert stability([50.0, 100.0, 150.0], [50.0, 100.0, 150.0])["unstable"] is True  # cv 0.41
+
+
+MACHINES = {  # (kind, last-level cache, free memory, read B/s, FLOP/s): a 1 GiB-LLC slow VM, this kind, a GPU, a tiny box
+    "1 GiB LLC, slow": planner.Machine("cpu", 2**30, 8e9, 5e9, 10e9),
+    "2-core VM": planner.Machine("cpu", 32 * 2**20, 20e9, 20e9, 180e9),
+    "H200-like": planner.Machine("cuda", 60 * 2**20, 130e9, 4.8e12, 800e12),
+    "tiny": planner.Machine("cpu", 8 * 2**20, 1e9, 2e9, 2e9),
+    "128 cores": planner.Machine("cpu", 512 * 2**20, 500e9, 300e9, 10e12),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MACHINES))
+@pytest.mark.parametrize("quick", [False, True])
+def test_the_planned_work_fits_the_budget(name, quick):
+    m = MACHINES[name]
+    budget = planner.QUICK_BUDGET_S if quick else planner.BUDGET_S
+    left = planner.PLANNED_SHARE * budget - planner.RESERVE_S - 2.0  # torch's import: ~1.5-2 s on these machines
+    for dtypes in (1, 3):
+        p = planner.plan(m, quick, left, dtypes)
+        assert planner.planned_seconds(p, m, dtypes) <= left, (name, dtypes)
+        assert p.buffer_bytes >= 4 * 2**20
+        assert (p.note != "") == (p.buffer_bytes < 4 * m.last_level_cache_bytes)
+
+
+def test_a_1_gib_cache_gets_buffers_the_budget_allows_and_says_so():
+    m = MACHINES["1 GiB LLC, slow"]
+    p = planner.plan(m, False, 15.0, 3)
+    # The old rule (4 x LLC) would read 4 GiB per call at 5 GB/s: 0.8 s a call. The plan keeps a copy under half a round.
+    assert p.buffer_bytes < 4 * 2**30 and 2 * p.buffer_bytes / m.read_bytes_per_s <= p.round_time / 2 + 1e-9
+    assert "under 4x the last-level cache (1024 MiB)" in p.note and "time budget" in p.note
+
+
+def test_layer_sized_weights():
+    # k = 4096 in bf16: 4k rows = 16,384 x 4096 x 2 B = 128 MiB > 64 MiB: capped at 8,192 rows (64 MiB).
+    assert planner.weight_rows(4096, 2) == 8192
+    # k = 512 in fp32: 2,048 rows x 512 x 4 B = 4 MiB: 4k rows as they are.
+    assert planner.weight_rows(512, 4) == 2048
+    # k = 128 in fp32: 512 rows = 256 KiB < 1 MiB: raised to 1 MiB = 2,048 rows.
+    assert planner.weight_rows(128, 4) == 2048
 
 
 def test_shrinking_halves_on_out_of_memory():
@@ -141,7 +215,7 @@ def test_datasheet_matching_and_comparison():
 
 def test_cli_measure_json_and_save(monkeypatch, tmp_path):
     pytest.importorskip("torch")
-    monkeypatch.setattr(bench, "CPU_QUICK", TINY)
+    monkeypatch.setattr(planner, "plan", lambda *args: TINY)
     path = tmp_path / "p.yaml"
     r = runner.invoke(app, ["measure", "--quick", "--device", "cpu", "--dtype", "fp32", "--json", "--save", str(path), "-H", "epyc-9755"])
     assert r.exit_code == 0, r.stderr
@@ -207,14 +281,14 @@ def has_cuda() -> bool:
 
 @pytest.mark.skipif(not has_cuda(), reason="needs CUDA")
 def test_tiny_cuda_run():
-    plan = TINY._replace(buffer_floor=64 << 20)
+    plan = TINY._replace(buffer_bytes=64 << 20)
     r = bench.run("cuda", ["fp32", "tf32", "bf16"], plan=plan)
     assert r["device"]["kind"] == "cuda" and r["matmul"]["tf32"]["verified"]
 
 
 def test_a_dtype_too_slow_for_the_budget_is_reported_at_the_probe_with_a_note():
     pytest.importorskip("torch")
-    r = bench.run("cpu", ["fp32"], plan=TINY._replace(max_call=1e-12))
+    r = bench.run("cpu", ["fp32"], plan=TINY._replace(max_call=1e-12, curve_time=1e-12))
     assert r["matmul"]["fp32"]["best_shape"] == [256, 256, 256]
     assert any("matmul fp32: 32x64x48, 64x64x64, 96x96x96 skipped" in n for n in r["notes"])
     assert any("decode-shaped" in n and "skipped" in n for n in r["notes"])

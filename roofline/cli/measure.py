@@ -71,6 +71,8 @@ def _measure_collectives(devices, device, quick, save, datasheet, as_json, as_cs
     with _Progress() as step:
         step("all-reduce over message sizes")
         result = collectives.run(devices, device, quick)
+    if result is None:  # a rank other than 0 under torchrun: rank 0 prints and saves
+        return
     if save:
         profile.save_collectives(result, save, base)
         err(f"roofline: saved the interconnect to {save}")

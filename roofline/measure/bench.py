@@ -7,8 +7,9 @@ import time
 from typing import Any, Callable
 
 from roofline.errors import UsageError
+from roofline.measure.planner import Plan
 from roofline.measure.timing import (
-    CPU_PLAN, CPU_QUICK, GPU_PLAN, GPU_QUICK, MATMUL_DTYPES, METHOD_VERSION, SCHEMA_VERSION, STORAGE, Clock, Plan, pick_device, torch_module,
+    MATMUL_DTYPES, METHOD_VERSION, SCHEMA_VERSION, STORAGE, Clock, matmul_flops, pick_device, summary, torch_module,
 )
 
 
@@ -20,26 +21,30 @@ def run(
     weight_dtype: str = "bf16",
     plan: Plan | None = None,
     on_step: Callable[[str], None] = lambda label: None,
+    budget_s: float | None = None,
 ) -> dict[str, Any]:
-    """Measure this machine; returns the JSON-shaped result (see the README's contract)."""
-    from roofline.measure import machine
-    from roofline.measure.kernels import attention, bandwidths, decode_curve, matmul_scan, op_overhead, shrinking
+    """Measure this machine within a time budget (20 s, or 5 s quick, torch's import included); returns the
+    JSON-shaped result (see the README's contract). `plan` overrides the planner (tests use a tiny one)."""
+    from roofline.measure import machine, planner
+    from roofline.measure.kernels import attention, decode_curve, matmul_scan, op_overhead, shrinking
 
-    torch = torch_module()
     started = time.perf_counter()
+    budget = budget_s if budget_s is not None else planner.QUICK_BUDGET_S if quick else planner.BUDGET_S
+    if not 1 <= budget <= 3600:
+        raise UsageError(f"expected a budget from 1 s to 1 h, got {budget!r}", "budget_s")
+    torch = torch_module()  # its import counts against the budget
     kind = pick_device(torch, device)
     if threads is not None:
         if threads < 1:
             raise UsageError(f"--threads: expected an integer >= 1, got {threads}")
         torch.set_num_threads(threads)
-    plan = plan or ((GPU_QUICK if quick else GPU_PLAN) if kind != "cpu" else (CPU_QUICK if quick else CPU_PLAN))
     wanted = dtypes or [d for d in MATMUL_DTYPES if d != "tf32" or kind == "cuda"]
     for d in [*wanted, weight_dtype]:
         if d not in MATMUL_DTYPES:
             raise UsageError(f"--dtype: unknown dtype {d!r} (expected some of {', '.join(MATMUL_DTYPES)})")
+    deadline = started + planner.PLANNED_SHARE * budget - planner.RESERVE_S
     context = machine.context(torch, kind)
     notes: list[str] = []
-    clock = Clock(torch, kind, plan)
     dev = torch.device(kind)
     try:  # draw on the device itself: a 1 GiB GPU weight should not be made on the host
         generator, where = torch.Generator(device=dev).manual_seed(0), dev
@@ -53,32 +58,56 @@ def run(
         block = torch.empty(min(count, 2**20), dtype=getattr(torch, STORAGE[dtype]), device=where).uniform_(-1.0, 1.0, generator=generator)
         return block.repeat(-(-count // block.numel()))[:count].view(*shape).to(dev)
 
+    measured = [d for d in wanted if d != "tf32" or kind == "cuda"]
+    if len(measured) < len(wanted):
+        notes.append(f"tf32 applies to CUDA tensor cores only; not measured on {kind}")
+    on_step("probe")
+    free = torch.cuda.mem_get_info()[0] if kind == "cuda" else machine.available_memory()
+    read_probe, rate_probe = _probe(torch, kind, tensor, dev, measured)
+    fast = [d for d, r in rate_probe.items() if r >= 0.1 * max(rate_probe.values())]  # slow dtypes get their probe shape only
+    here = planner.Machine(kind, context["last_level_cache_bytes"], free, read_probe, max(rate_probe.values()))
+    plan = plan or planner.plan(here, quick, deadline - time.perf_counter(), len(fast))
+    if plan.note:
+        notes.append(plan.note)
+    clock = Clock(torch, kind, plan, deadline)
+
+    def phase(name: str) -> None:  # each phase may run to its share of the budget (with the planner's slack)
+        clock.deadline = min(deadline, time.perf_counter() + planner.SLACK * planner.SHARES[name] * max(plan.budget_s, 0.5))
+
+    phase("matmul")
     matmul = {}
-    for d in wanted:
-        if d == "tf32" and kind != "cuda":
-            notes.append(f"tf32 applies to CUDA tensor cores only; not measured on {kind}")
-            continue
+    for d in measured:
         on_step(f"matmul {d}")
         matmul[d] = matmul_scan(torch, clock, tensor, d, notes, on_step)
-    buffer_bytes = machine.buffer_bytes(torch, kind, context, plan)
-    on_step("bandwidth")
-    bandwidth = shrinking(torch, lambda size: bandwidths(torch, clock, dev, size), buffer_bytes, "bandwidth buffers", notes)
-    curves, gemv = {}, None
     fastest = max((m["best_flop_per_s"] for m in matmul.values()), default=0.0)
+    slow = {d for d, m in matmul.items() if m["best_flop_per_s"] < 0.1 * fastest}
+    read_dtype = weight_dtype if weight_dtype not in slow else max(matmul, key=lambda d: matmul[d]["best_flop_per_s"])
+    if read_dtype != weight_dtype:
+        notes.append(f"weights_read in {read_dtype}: {weight_dtype} matmuls run at under 10% of the fastest dtype's")
+
+    on_step("bandwidth and headline rounds")
+    bandwidth = shrinking(torch, lambda size: _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on_step, phase),
+                          plan.buffer_bytes, "bandwidth buffers", notes)
+    read_rate = max(bandwidth["read"]["best_bytes_per_s"], bandwidth["weights_read"]["best_bytes_per_s"])
+
+    phase("curve")
+    curves, gemv = {}, None
     for d in dict.fromkeys([weight_dtype, *(x for x in matmul if x != "tf32")]):
         on_step(f"decode-shaped matmul {d}")
-        slow = d in matmul and matmul[d]["best_flop_per_s"] < 0.1 * fastest
-        if slow and quick:
+        if d in slow and quick:
             notes.append(f"decode-shaped {d}: skipped in a quick run, its matmuls run at under 10% of the fastest dtype's")
             continue
-        if slow:  # e.g. fp16 without native arithmetic: a short curve keeps the run in budget
-            notes.append(f"decode-shaped {d}: M = 1 and 2 at k = {clock.plan.decode_ks[-1]} only, its matmuls run at under 10% of the fastest dtype's")
-        short = clock.plan._replace(decode_m=clock.plan.decode_m[:2], decode_ks=clock.plan.decode_ks[-1:]) if slow else clock.plan
-        curve = lambda size: decode_curve(torch, Clock(torch, kind, short), tensor, d, matmul.get(d), bandwidth, size, notes)  # noqa: E731
-        curves[d], entry = shrinking(torch, curve, buffer_bytes, f"decode-shaped {d} weight", notes)
+        if d in slow:  # e.g. 16-bit without native arithmetic: a short curve keeps the run in budget
+            notes.append(f"decode-shaped {d}: M = 1 and 2 at k = {plan.decode_ks[-1]} only, its matmuls run at under 10% of the fastest dtype's")
+        short = plan._replace(decode_m=plan.decode_m[:2], decode_ks=plan.decode_ks[-1:]) if d in slow else plan
+        curve_clock = Clock(torch, kind, short, deadline)  # decode_curve opens its own window once its weights are filled
+        curve = lambda size: decode_curve(torch, curve_clock, tensor, d, matmul.get(d), read_rate, size, notes)  # noqa: E731
+        curves[d], entry = shrinking(torch, curve, plan.buffer_bytes, f"decode-shaped {d} weight", notes)
         if d == weight_dtype:
             gemv = entry
     bandwidth["gemv"] = gemv
+
+    phase("attention")
     attentions = {}
     for d in dict.fromkeys([weight_dtype, *(x for x in matmul if x != "tf32")]):
         on_step(f"decode attention {d}")
@@ -87,37 +116,95 @@ def run(
         found = attention(torch, clock, tensor, d, matmul[d]["best_flop_per_s"] if d in matmul else None, notes)
         if found:
             attentions[d] = found
+    phase("overhead")
     on_step("per-op overhead")
     overhead = op_overhead(torch, clock)
     return {
         "schema_version": SCHEMA_VERSION,
         "method_version": METHOD_VERSION,
         "device": context,
+        "plan": {"budget_s": budget, "planned_s": plan.budget_s, "buffer_bytes": plan.buffer_bytes, "rounds": plan.rounds,
+                 "last_level_cache_bytes": context["last_level_cache_bytes"], "note": plan.note or None,
+                 "probe": {"read_bytes_per_s": read_probe, "flop_per_s": rate_probe}},
         "matmul": matmul,
         "bandwidth": bandwidth,
         "decode_matmul": curves,
         "decode_attention": attentions,
         "op_overhead_s": overhead,
-        **_ridge(matmul, bandwidth),
+        **ridges(matmul, bandwidth, notes),
         "notes": notes,
         "elapsed_s": time.perf_counter() - started,
     }
 
 
+def _probe(torch, kind: str, tensor, dev, dtypes: list[str]) -> tuple[float, dict[str, float]]:
+    """(read bytes/s, {dtype: FLOP/s}) from a few quick calls: a sum over 64 MiB and a 256^3 matmul per dtype;
+    the planner sizes buffers and time shares with them."""
+    from roofline.measure.kernels import tf32_mode
+
+    probe_clock = Clock(torch, kind, None)
+    buffer = torch.ones(16 * 2**20, dtype=torch.float32, device=dev)
+    read = summary(buffer.numel() * 4, probe_clock.times(lambda: buffer.sum(), min_reps=3, min_time=0.0, max_time=0.3))[0]
+    del buffer
+    rates = {}
+    for d in dtypes:
+        a = tensor(256, 256, dtype=d)
+        with tf32_mode(torch, probe_clock, d):
+            rates[d] = summary(matmul_flops(256, 256, 256), probe_clock.times(lambda: a @ a, min_reps=2, min_time=0.0, max_time=0.3))[0]
+    return read, rates
+
+
+def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on_step, phase) -> dict[str, Any]:
+    """The headline figures in interleaved rounds: each dtype's best matmul shape, then copy, read and
+    weights_read, round after round, so drift in the machine's speed hits all alike. Updates `matmul` with
+    each dtype's rounds (best, median over rounds, cv, unstable) and returns the bandwidth entries."""
+    from roofline.measure.kernels import Bandwidth, BestShape, stability
+
+    kernels = Bandwidth(torch, clock, tensor, dev, size, read_dtype, plan.decode_ks[-1])
+    shapes = {d: BestShape(torch, clock, tensor, d, m["best_shape"]) for d, m in matmul.items()}
+    rates: dict[str, list[tuple[float, float]]] = {name: [] for name in [*shapes, *kernels.kernels()]}
+    phase("rounds")  # the share starts once the buffers are filled
+    for r in range(plan.rounds):
+        on_step(f"round {r + 1} of {plan.rounds}")
+        for d, shape in shapes.items():
+            rates[d].append(shape.time(plan.round_time, plan.round_time))
+        for name, (_, moved) in kernels.kernels().items():
+            rates[name].append(summary(moved, kernels.time(name, plan.round_time, plan.round_time)))
+        if clock.left() <= 0 and r + 1 < plan.rounds:
+            notes.append(f"headline rounds: {r + 1} of {plan.rounds} ran within the time budget")
+            break
+    for d in shapes:
+        s = stability([b for b, _ in rates[d]], [m for _, m in rates[d]])
+        best = max(matmul[d]["best_flop_per_s"], s["best_bytes_per_s"])
+        matmul[d].update(best_flop_per_s=best, median_flop_per_s=s["median_bytes_per_s"], rounds=s["rounds"], cv=s["cv"], unstable=s["unstable"])
+    bandwidth = {name: kernels.entry(name, rates[name]) for name in kernels.kernels()}
+    kernels.free()
+    del shapes
+    return bandwidth
+
+
 def decode_bandwidth(bandwidth: dict[str, Any]) -> tuple[str, float]:
-    """The bandwidth that predicts decode: the best read kernel (sum, or the M = 1 matrix-vector product).
+    """The bandwidth that predicts decode: the best read kernel (the sum, weights_read, or the curve's M = 1).
 
     Decode streams weights and KV: a read. Copy pays a write (and on CPUs write-allocate traffic), so it
     understates what a read-dominated step can reach; it stays in the output as the conventional figure.
+    The best of the read kernels is a ceiling that a real decode should not beat.
     """
-    candidates = {name: bandwidth[name]["best_bytes_per_s"] for name in ("read", "gemv") if bandwidth.get(name)}
+    candidates = {name: bandwidth[name]["best_bytes_per_s"] for name in ("read", "weights_read", "gemv") if bandwidth.get(name)}
     name = max(candidates, key=candidates.get)
     return name, candidates[name]
 
 
-def _ridge(matmul: dict[str, Any], bandwidth: dict[str, Any]) -> dict[str, Any]:
+def ridges(matmul: dict[str, Any], bandwidth: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """Ridge point per dtype = its best matmul FLOP/s / the decode bandwidth; the headline ridge is the fastest
+    dtype's. A note says when 16-bit dtypes run slower than fp32 (no native 16-bit matrix units)."""
     source, rate = decode_bandwidth(bandwidth)
-    dtype = "bf16" if "bf16" in matmul else next(iter(matmul), None)
-    if dtype is None:
-        return {"ridge_point_flop_per_byte": None, "ridge_dtype": None, "decode_bandwidth": source}
-    return {"ridge_point_flop_per_byte": matmul[dtype]["best_flop_per_s"] / rate, "ridge_dtype": dtype, "decode_bandwidth": source}
+    points = {d: m["best_flop_per_s"] / rate for d, m in matmul.items()}
+    if not points:
+        return {"ridge_point_flop_per_byte": None, "ridge_dtype": None, "ridge_points": {}, "decode_bandwidth": source}
+    fastest = max(matmul, key=lambda d: matmul[d]["best_flop_per_s"])
+    sixteen = [d for d in ("bf16", "fp16") if d in matmul]
+    if "fp32" in matmul and sixteen and all(matmul[d]["best_flop_per_s"] < matmul["fp32"]["best_flop_per_s"] for d in sixteen):
+        notes.append(f"{' and '.join(sixteen)} matmuls run slower than fp32 here (no native 16-bit matrix units): "
+                     f"the headline ridge is fp32's")
+    return {"ridge_point_flop_per_byte": points[fastest], "ridge_dtype": fastest, "ridge_points": points, "decode_bandwidth": source}

@@ -6,6 +6,11 @@ slowest rank's), algorithm bandwidth = bytes / time and bus bandwidth = algbw x 
 comparable to one link's speed (nccl-tests, doc/PERFORMANCE.md). Latency is the shortest all-reduce time
 (the smallest messages').
 A sum of known values checks the reduction first; a wrong sum is an error, not a number.
+
+Under torch.distributed's own launcher (torchrun, or srun + torchrun across nodes: RANK and WORLD_SIZE set),
+this process is one rank: it joins the group through env://, uses LOCAL_RANK's GPU, and only global rank 0
+returns the result (the others return None and print nothing). A group of more than one node
+(WORLD_SIZE > LOCAL_WORLD_SIZE) measures the inter-node tier.
 """
 
 import os
@@ -28,30 +33,57 @@ def bus_bandwidth(algbw: float, devices: int) -> float:
     return algbw * 2.0 * (devices - 1) / devices
 
 
+def launcher(env: dict[str, str] | None = None) -> dict[str, int] | None:
+    """The group torch.distributed's launcher set up for this process ({rank, world, local_rank, local_world,
+    nodes}), or None when it runs on its own. torchrun sets RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE."""
+    env = os.environ if env is None else env
+    if "RANK" not in env or "WORLD_SIZE" not in env:
+        return None
+    try:
+        rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
+        local_rank, local_world = int(env.get("LOCAL_RANK", rank)), int(env.get("LOCAL_WORLD_SIZE", world))
+    except ValueError:
+        raise UsageError("RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE must be integers (as torchrun sets them)") from None
+    if not (0 <= rank < world and 0 <= local_rank < local_world <= world):
+        raise UsageError(f"RANK {rank}, WORLD_SIZE {world}, LOCAL_RANK {local_rank}, LOCAL_WORLD_SIZE {local_world}: inconsistent")
+    return {"rank": rank, "world": world, "local_rank": local_rank, "local_world": local_world, "nodes": -(-world // local_world)}
+
+
 def run(devices: int | None = None, device: str = "auto", quick: bool = False, sizes: list[int] | None = None,
-        min_time: float | None = None, timeout: float = 300.0) -> dict[str, Any]:
-    """Spawn the processes, gather rank 0's timings, and summarize (see the module docstring)."""
+        min_time: float | None = None, timeout: float = 300.0) -> dict[str, Any] | None:
+    """Time all-reduces over the group and summarize (see the module docstring); None on ranks other than 0
+    under a launcher."""
     torch = torch_module("measure --collectives")
     cuda = torch.cuda.is_available() and device in ("auto", "cuda")
     if device == "cuda" and not cuda:
         raise UsageError(f"--device: cuda is not available here (torch {torch.__version__})")
     if device not in ("auto", "cpu", "cuda"):
         raise UsageError(f"--device: collectives run on cpu (gloo) or cuda (NCCL), got {device!r}")
-    count = devices or (torch.cuda.device_count() if cuda else 2)
+    group = launcher()
+    if group and devices is not None:
+        raise UsageError("--devices: not under a launcher, whose WORLD_SIZE sets the processes (drop --devices)")
+    count = group["world"] if group else devices or (torch.cuda.device_count() if cuda else 2)
     if count < 2:
         raise UsageError(f"--devices: an all-reduce needs at least 2 processes, got {count}")
-    if cuda and count > torch.cuda.device_count():
+    if cuda and not group and count > torch.cuda.device_count():
         raise UsageError(f"--devices: {count} asked, {torch.cuda.device_count()} GPUs here")
     backend = "nccl" if cuda else "gloo"
     sizes = sizes or (QUICK_SIZES if quick else SIZES)
     plan = {"sizes": sizes, "min_time": min_time if min_time is not None else (0.02 if quick else 0.1), "repeats": 2 if quick else 3}
     started = time.perf_counter()
-    rows, verified = _spawn(torch, backend, count, plan, timeout)
-    name = torch.cuda.get_device_name(0) if cuda else "loopback (gloo, CPU processes)"
+    if group:
+        rows, verified = _launched(torch, backend, group, plan)
+        if group["rank"] != 0:
+            return None
+    else:
+        rows, verified = _spawn(torch, backend, count, plan, timeout)
+    name = torch.cuda.get_device_name(0) if cuda else "loopback (gloo, CPU processes)" if not group else "gloo, CPU processes"
     return {
         "schema_version": 1,
         "backend": backend,
         "devices": count,
+        "nodes": group["nodes"] if group else 1,
+        "launcher": "torchrun" if group else "spawn",
         "device_name": name,
         "sizes": rows,
         "bus_bandwidth_bytes_per_s": max(r["busbw_bytes_per_s"] for r in rows),
@@ -59,6 +91,25 @@ def run(devices: int | None = None, device: str = "auto", quick: bool = False, s
         "verified": verified,
         "elapsed_s": time.perf_counter() - started,
     }
+
+
+def _launched(torch, backend: str, group: dict[str, int], plan: dict) -> tuple[list[dict], bool]:
+    """This process as one rank of the launcher's group: env:// rendezvous, LOCAL_RANK's GPU."""
+    import datetime
+
+    import torch.distributed as dist
+
+    if backend == "nccl":
+        torch.cuda.set_device(group["local_rank"])
+    local = os.environ.get("MASTER_ADDR", "") in ("localhost", "127.0.0.1", "::1")
+    if group["nodes"] == 1 and local and sys.platform.startswith("linux"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one node on loopback (torchrun --standalone)
+    dist.init_process_group(backend, init_method="env://", timeout=datetime.timedelta(seconds=300))
+    try:
+        device = torch.device("cuda", group["local_rank"]) if backend == "nccl" else torch.device("cpu")
+        return _measure(torch, dist, device, backend, group["world"], plan)
+    finally:
+        dist.destroy_process_group()
 
 
 def _spawn(torch, backend: str, count: int, plan: dict, timeout: float) -> tuple[list[dict], bool]:
@@ -109,18 +160,23 @@ def worker(rank: int, world: int, backend: str, port: int, plan: dict, queue) ->
         device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
         if backend == "nccl":
             torch.cuda.set_device(device)
-        sync = torch.cuda.synchronize if backend == "nccl" else (lambda: None)
-        check = torch.full((1024,), float(rank + 1), device=device)
-        dist.all_reduce(check)
-        verified = bool(torch.all(check == world * (world + 1) / 2).item())
-        if not verified:
-            raise MeasureError(f"all-reduce sum {check[0].item():g}, expected {world * (world + 1) / 2:g}")
-        rows = [_time_size(torch, dist, device, sync, size, world, plan) for size in plan["sizes"]]
+        rows, verified = _measure(torch, dist, device, backend, world, plan)
         if rank == 0:
             queue.put(("ok", {"rows": rows, "verified": verified}))
         dist.destroy_process_group()
     except Exception as e:  # reported to the parent, which raises one MeasureError
         queue.put(("error", f"rank {rank}: {type(e).__name__}: {e}"))
+
+
+def _measure(torch, dist, device, backend: str, world: int, plan: dict) -> tuple[list[dict], bool]:
+    """Verify a sum of known values, then time all-reduces per size (every rank runs this)."""
+    sync = torch.cuda.synchronize if backend == "nccl" else (lambda: None)
+    check = torch.full((1024,), float(dist.get_rank() + 1), device=device)
+    dist.all_reduce(check)
+    verified = bool(torch.all(check == world * (world + 1) / 2).item())
+    if not verified:
+        raise MeasureError(f"all-reduce sum {check[0].item():g}, expected {world * (world + 1) / 2:g}")
+    return [_time_size(torch, dist, device, sync, size, world, plan) for size in plan["sizes"]], verified
 
 
 def _time_size(torch, dist, device, sync, size: int, world: int, plan: dict) -> dict[str, float]:

@@ -1,25 +1,47 @@
 """The kernels `roofline measure` times: matmul shape scans, copy / read bandwidth, the decode-shaped curve,
-decode attention and the per-op overhead (torch passed in; see roofline.measure for the method)."""
+decode attention and the per-op overhead (torch passed in; the method: roofline.measure.timing)."""
 
 import math
 import statistics
+import time
+from contextlib import contextmanager
 from typing import Any, Callable
 
 from roofline.units import MiB
 from roofline.measure.timing import STORAGE, Clock, MeasureError, copy_bytes, matmul_flops, summary, verify_close, verify_matmul
 
-CURVE_WEIGHTS = 16  # the decode-shaped curve cycles 16 weights of buffer / 16 bytes: layer-sized and cold
+@contextmanager
+def tf32_mode(torch, clock: Clock, dtype: str):
+    """On CUDA, fp32 matmuls use tensor cores (tf32) exactly when `dtype` is tf32; the setting is restored after."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        if clock.kind == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def matmul_scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) -> dict[str, Any]:
     """Best and median FLOP/s over the plan's shapes that fit the time budget."""
-    tf32 = torch.backends.cuda.matmul.allow_tf32
-    try:
-        if clock.kind == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    with tf32_mode(torch, clock, dtype):
         return _scan(torch, clock, tensor, dtype, notes, on_step)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = tf32
+
+
+class BestShape:
+    """One dtype's best matmul shape from the scan, kept allocated to be timed again in every round."""
+
+    def __init__(self, torch, clock: Clock, tensor, dtype: str, shape: list[int]):
+        m, k, n = shape
+        self.torch, self.clock, self.dtype, self.flops = torch, clock, dtype, matmul_flops(m, k, n)
+        self.a, self.b = tensor(m, k, dtype=dtype), tensor(k, n, dtype=dtype)
+        self.out = torch.empty(m, n, dtype=self.a.dtype, device=self.a.device)
+
+    def time(self, min_time: float, max_time: float) -> tuple[float, float]:
+        """(best, median) FLOP/s of a few calls."""
+        with tf32_mode(self.torch, self.clock, self.dtype):
+            times = self.clock.times(lambda: self.torch.matmul(self.a, self.b, out=self.out), min_reps=1, min_time=min_time, max_time=max_time)
+        return summary(self.flops, times)
 
 
 def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) -> dict[str, Any]:
@@ -92,67 +114,137 @@ def shrinking(torch, fn: Callable[[int], Any], size: int, what: str, notes: list
             size //= 2
 
 
-def bandwidths(torch, clock: Clock, dev, buffer_bytes: int) -> dict[str, Any]:
-    """Copy (read + write) and read-only bandwidth over float32 buffers of `buffer_bytes` each."""
-    count = buffer_bytes // 4
-    src = torch.ones(count, dtype=torch.float32, device=dev)
-    dst = torch.zeros_like(src)
-    src[-1] = 2.0  # a marker, so a copy that skips the tail fails the check
-    times = clock.times(lambda: dst.copy_(src))
-    if not torch.equal(dst, src):
-        raise MeasureError("copy: the destination differs from the source after the timed copies")
-    best, median = summary(copy_bytes(count * 4), times)
-    copy = {"best_bytes_per_s": best, "median_bytes_per_s": median, "buffer_bytes": count * 4, "verified": True, "counts": "read + write"}
-    total = {}
-    times = clock.times(lambda: total.__setitem__("sum", src.sum()))
-    expected = count + 1.0  # ones plus the marker's extra 1
-    if not abs(total["sum"].item() - expected) <= 1e-4 * expected:
-        raise MeasureError(f"read: the sum {total['sum'].item():.9g} differs from {expected:.9g}")
-    best, median = summary(count * 4, times)
-    read = {"best_bytes_per_s": best, "median_bytes_per_s": median, "buffer_bytes": count * 4, "verified": True, "counts": "read"}
-    del src, dst
-    return {"copy": copy, "read": read}
+class Bandwidth:
+    """The bandwidth kernels, their buffers allocated once and each timed again in every round.
+
+    copy: dst.copy_(src), read + write bytes (STREAM); read: a sum over the buffer; weights_read: F.linear at
+    M = 1 over a cycle of cold weights of layer sizes (1, 4, 16, 64 MiB, round robin) whose total is the
+    buffer size, the way a decode step reads its weights. Each is verified once, after its first timing.
+    """
+
+    def __init__(self, torch, clock: Clock, tensor, dev, buffer_bytes: int, weight_dtype: str, k: int):
+        import torch.nn.functional as F
+
+        self.torch, self.clock, self.F = torch, clock, F
+        count = buffer_bytes // 4
+        self.src = torch.ones(count, dtype=torch.float32, device=dev)
+        self.dst = torch.zeros_like(self.src)
+        self.src[-1] = 2.0  # a marker, so a copy that skips the tail fails the check
+        self.buffer_bytes, self.dtype = count * 4, weight_dtype
+        size = torch.finfo(getattr(torch, STORAGE[weight_dtype])).bits // 8
+        self.weights, total, sizes = [], 0, (1, 4, 16, 64)
+        while total < buffer_bytes or len(self.weights) < 2:
+            n = max(256, min(sizes[len(self.weights) % 4] * MiB, buffer_bytes) // (k * size) // 256 * 256)
+            self.weights.append(tensor(n, k, dtype=weight_dtype))
+            total += n * k * size
+        self.weight_bytes, self.x = total, tensor(1, k, dtype=weight_dtype)
+        self.checked: set[str] = set()
+        self.out: dict[str, Any] = {}
+
+    def kernels(self) -> dict[str, tuple[Callable[[], Any], float]]:
+        """name -> (one call, bytes it moves)."""
+        return {
+            "copy": (lambda: self.dst.copy_(self.src), copy_bytes(self.buffer_bytes)),
+            "read": (lambda: self.out.__setitem__("sum", self.src.sum()), float(self.buffer_bytes)),
+            "weights_read": (lambda: self.out.__setitem__("y", [self.F.linear(self.x, w) for w in self.weights]), float(self.weight_bytes)),
+        }
+
+    def time(self, name: str, min_time: float, max_time: float) -> list[float]:
+        fn, _ = self.kernels()[name]
+        times = self.clock.times(fn, min_reps=2, min_time=min_time, max_time=max_time)
+        if name not in self.checked:
+            self._verify(name)
+            self.checked.add(name)
+        return times
+
+    def _verify(self, name: str) -> None:
+        torch = self.torch
+        if name == "copy" and not torch.equal(self.dst, self.src):
+            raise MeasureError("copy: the destination differs from the source after the timed copies")
+        if name == "read":
+            expected = self.buffer_bytes // 4 + 1.0  # ones plus the marker's extra 1
+            if not abs(self.out["sum"].item() - expected) <= 1e-4 * expected:
+                raise MeasureError(f"read: the sum {self.out['sum'].item():.9g} differs from {expected:.9g}")
+        if name == "weights_read":
+            verify_matmul(self.x, self.weights[-1].t(), self.out["y"][-1], self.dtype, f"weights_read {self.dtype}")
+
+    def entry(self, name: str, rates: list[tuple[float, float]]) -> dict[str, Any]:
+        """The JSON of one kernel from its per-round (best, median) rates [B/s]."""
+        e = {**stability([best for best, _ in rates], [median for _, median in rates]), "buffer_bytes": self.buffer_bytes,
+             "verified": True, "counts": {"copy": "read + write", "read": "read", "weights_read": "weight read"}[name]}
+        if name == "weights_read":
+            e.update(buffer_bytes=self.weight_bytes, dtype=self.dtype, weights=len(self.weights),
+                     shapes=sorted({tuple(w.shape) for w in self.weights}))
+            e["shapes"] = [list(s) for s in e["shapes"]]
+        return e
+
+    def free(self) -> None:
+        del self.src, self.dst, self.weights
 
 
-def decode_curve(torch, clock: Clock, tensor, dtype: str, matmul: dict | None, bandwidth: dict, buffer_bytes: int, notes: list[str]):
+UNSTABLE_CV = 0.10  # a headline figure whose rounds vary more than this is flagged
+
+
+def stability(bests: list[float], medians: list[float]) -> dict[str, Any]:
+    """Best, median and spread of a figure over rounds: the best round's rate, the median of the rounds'
+    medians, and the coefficient of variation of the rounds' best rates (population standard deviation / mean)."""
+    mean = statistics.fmean(bests)
+    cv = statistics.pstdev(bests) / mean if len(bests) > 1 and mean > 0 else 0.0
+    return {"best_bytes_per_s": max(bests), "median_bytes_per_s": statistics.median(medians), "rounds": len(bests),
+            "cv": cv, "unstable": cv > UNSTABLE_CV}
+
+
+def decode_curve(torch, clock: Clock, tensor, dtype: str, matmul: dict | None, read_rate: float, buffer_bytes: int, notes: list[str]):
     """F.linear(x[M x k], W[n x k]) for M in the plan and each row length k: FLOP/s and weight bytes/s.
 
-    The weights are cold, as in a decode step: each timed call cycles CURVE_WEIGHTS layer-sized weights of
-    buffer / CURVE_WEIGHTS bytes, more than the last-level cache together, so every call streams them from
-    memory. GEMV speed depends on the row length k (short rows run slower), so the curve is measured per k;
-    one more series at the shortest k uses a single tall weight of the whole buffer (like an lm_head, whose
-    many rows run slower at small M). Each point records its rows per weight n. Returns (curve, the M = 1
-    entry of the longest layer-sized rows, which is the matrix-vector bandwidth).
+    The weights are sized like real layers (planner.weight_rows: about 4k rows, 1 to 64 MiB) and cold, as in
+    a decode step: each timed call cycles as many of them as fill the buffer, more than the last-level cache
+    where the budget allows, so every call streams them from memory. GEMV speed depends on the row length k
+    (short rows run slower), so the curve is measured per k; one more series at the shortest k uses a single
+    tall weight of the whole buffer (like an lm_head, whose many rows run slower at small M). Each point
+    records its rows per weight n. Returns (curve, the M = 1 entry of the longest rows: the GEMV bandwidth).
     """
     import torch.nn.functional as F
+
+    from roofline.measure.planner import curve_points, weight_rows
 
     plan = clock.plan
     size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
     rate = matmul["best_flop_per_s"] if matmul else None
-    series = [(k, CURVE_WEIGHTS) for k in plan.decode_ks] + [(plan.decode_ks[0], 1)]
+    short = plan.decode_ks[0]  # the tall weight: the whole buffer, and at least 8x a layer's rows, like an lm_head
+    tall = (short, max(8 * weight_rows(short, size), buffer_bytes // (short * size) // 256 * 256), 1)
+    series = [(k, n, max(2, math.ceil(buffer_bytes / (n * k * size)))) for k, n in ((k, weight_rows(k, size)) for k in plan.decode_ks)]
+    series.append(tall)
+    # One pool of values, filled once; each series views it as its weights (distinct, so still cold when cycled).
+    pool = tensor(max(count * n * k for k, n, count in series), dtype=dtype)
+    clock.deadline = min(clock.deadline, time.perf_counter() + clock.plan.curve_time * curve_points(plan.decode_m, plan.decode_ks) * 1.5)
     curve, first = [], None
-    for k, count in series:
-        n = max(256, math.ceil(buffer_bytes / count / (k * size) / 256) * 256)
-        weights = [tensor(n, k, dtype=dtype) for _ in range(count)]
+    for k, n, count in series:
+        if clock.left() <= 0:
+            notes.append(f"decode-shaped {dtype}: k = {k} and later series skipped, the time budget ran out")
+            break
+        weights = [pool[i * n * k:(i + 1) * n * k].view(n, k) for i in range(count)]
         weight_bytes = count * n * k * size
         for m in plan.decode_m:
             flops = matmul_flops(m, k, count * n)
-            estimate = max(flops / rate if rate else 0.0, weight_bytes / bandwidth["read"]["best_bytes_per_s"])
-            if estimate > plan.max_call:
-                notes.append(f"decode-shaped {dtype} k={k} n={n}: M = {m} and above skipped, over {plan.max_call:g} s per call")
+            estimate = max(flops / rate if rate else 0.0, weight_bytes / read_rate)
+            if estimate > max(plan.max_call, plan.curve_time / 2) or clock.left() <= 0:
+                notes.append(f"decode-shaped {dtype} k={k} n={n}: M = {m} and above skipped, over the time budget")
                 break
             x = tensor(m, k, dtype=dtype)
             out = {}
-            times = clock.times(lambda: out.__setitem__("y", [F.linear(x, w) for w in weights]), min_reps=plan.curve_reps, min_time=plan.curve_time)
+            times = clock.times(lambda: out.__setitem__("y", [F.linear(x, w) for w in weights]), min_reps=plan.curve_reps,
+                                min_time=plan.curve_time, max_time=plan.curve_time)
             verify_matmul(x, weights[-1].t(), out["y"][-1], dtype, f"decode-shaped matmul {dtype} M={m} k={k} n={n}")
             best_flops, median_flops = summary(flops, times)
             curve.append({"m": m, "k": k, "n": n, "flop_per_s": best_flops, "bytes_per_s": weight_bytes * best_flops / flops,
                           "median_flop_per_s": median_flops})
-            if m == 1 and k == plan.decode_ks[-1] and count == CURVE_WEIGHTS:
+            if m == 1 and k == plan.decode_ks[-1] and count > 1:
                 best, median = summary(weight_bytes, times)
                 first = {"best_bytes_per_s": best, "median_bytes_per_s": median, "buffer_bytes": weight_bytes, "verified": True,
                          "counts": "weight read", "dtype": dtype, "shape": [count * n, k]}
         del weights
+    del pool
     return curve, first
 
 
@@ -178,7 +270,7 @@ def attention(torch, clock: Clock, tensor, dtype: str, rate: float | None, notes
         q, k, v = tensor(b, h, 1, d, dtype=dtype), tensor(b, kv, ctx, d, dtype=dtype), tensor(b, kv, ctx, d, dtype=dtype)
         out = {}
         times = clock.times(lambda: out.__setitem__("y", F.scaled_dot_product_attention(q, k, v, enable_gqa=h != kv)),
-                            min_reps=clock.plan.curve_reps, min_time=clock.plan.curve_time)
+                            min_reps=clock.plan.curve_reps, min_time=clock.plan.attention_time, max_time=clock.plan.attention_time)
         host = [t.cpu().double() for t in (q, k, v)]  # float64 on the host: MPS has none
         reference = F.scaled_dot_product_attention(*host, enable_gqa=h != kv)
         verify_close(out["y"], reference, dtype, f"decode attention {dtype} {name}")

@@ -119,6 +119,19 @@ def _plain(value: Any) -> Any:
     raise RooflineError(f"cannot save a value of type {type(value).__name__} in a profile")
 
 
+def _links(base: Hardware, result: dict[str, Any]) -> dict[str, Any]:
+    """The interconnect keys of the saved spec: a measurement that spans nodes sets the internode tier and
+    keeps the intra-node figures as they were; one inside a node sets the intra-node tier."""
+    links = {"interconnect_bandwidth": base.interconnect_bandwidth, "interconnect_latency": base.interconnect_latency,
+             "internode_bandwidth": base.internode_bandwidth, "internode_latency": base.internode_latency,
+             "devices_per_node": base.devices_per_node}
+    tier = "internode" if result.get("nodes", 1) > 1 else "interconnect"
+    links[f"{tier}_bandwidth"], links[f"{tier}_latency"] = result["bus_bandwidth_bytes_per_s"], result["latency_s"]
+    if result.get("nodes", 1) > 1:
+        links["devices_per_node"] = result["devices"] // result["nodes"]
+    return {k: v for k, v in links.items() if v is not None}
+
+
 def save_collectives(result: dict[str, Any], path: str, base: Hardware) -> None:
     """Write `base` with the measured interconnect (bus bandwidth and latency) to `path`, atomically."""
 
@@ -129,14 +142,14 @@ def save_collectives(result: dict[str, Any], path: str, base: Hardware) -> None:
         "memory_capacity": base.memory_capacity,
         "memory_bandwidth": base.memory_bandwidth,
         "peak_flops": dict(base.peak_flops),
-        "interconnect_bandwidth": result["bus_bandwidth_bytes_per_s"],
-        "interconnect_latency": result["latency_s"],
+        **_links(base, result),
         **({"aliases": list(base.aliases)} if base.aliases else {}),
         "measured": {**(base.measured or {}), "collectives": result},
     }
+    tier = "internode" if result.get("nodes", 1) > 1 else "interconnect"
     header = (
-        f"# interconnect_bandwidth and interconnect_latency measured by `roofline measure --collectives` "
-        f"({result['backend']}, {result['devices']} processes):\n# the best all-reduce bus bandwidth and the "
-        f"shortest all-reduce time; raw figures under measured.collectives.\n"
+        f"# {tier}_bandwidth and {tier}_latency measured by `roofline measure --collectives` "
+        f"({result['backend']}, {result['devices']} processes on {result.get('nodes', 1)} node(s)):\n# the best all-reduce bus "
+        f"bandwidth and the shortest all-reduce time; raw figures under measured.collectives.\n"
     )
     _write(path, header, spec)

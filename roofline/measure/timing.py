@@ -1,15 +1,16 @@
-"""`measure`: microbenchmarks of matmul FLOP/s and memory bandwidth on this machine (torch, imported lazily).
+"""`measure`'s method (version METHOD_VERSION): timing, verification and accounting (torch passed in).
 
-Method (version METHOD_VERSION):
-- Every timed kernel is warmed up, then repeated until both a minimum count and a minimum time are
-  reached (capped by a maximum time). CUDA is timed with events around each call and read after a
-  synchronize; CPU and MPS with a wall clock around a synchronized call. Best and median are reported.
-- Matmul: 2 m k n FLOP per call over a small scan of squares and LLM-like shapes, keeping the best (as
-  mamf-finder does: the best shape is rarely the biggest square). A dtype is probed first so a slow one
-  (fp16 on CPUs without native fp16 arithmetic) is measured at the shapes that fit the time budget.
-- Bandwidth: copy (dst.copy_(src), counted as read + write bytes: the STREAM convention), read-only
-  (a sum over the buffer) and the decode-shaped curve (F.linear with M rows against one large weight;
-  bytes = weight bytes). Buffers are >= 4x the last-level cache, capped by free memory.
+- A run has a time budget (roofline.measure.planner): 20 s by default, 5 s with --quick, torch's import
+  included. Every timed kernel is warmed up, then repeated until a minimum count and time are reached,
+  capped by its share of the budget and by the run's deadline. CUDA is timed with events around each call
+  and read after a synchronize; CPU and MPS with a wall clock around a synchronized call.
+- Matmul: 2 m k n FLOP per call over a small scan of squares and LLM-like shapes (as mamf-finder does: the
+  best shape is rarely the biggest square). A dtype is probed first so a slow one (16-bit without native
+  arithmetic) is measured only at the shapes that fit.
+- Bandwidth: copy (dst.copy_(src), counted as read + write bytes: the STREAM convention), read-only (a sum)
+  and weights_read (F.linear at M = 1 over many cold weights of layer sizes, as decode reads them).
+- The headline figures (each dtype's best matmul shape, the three bandwidth kernels) are then timed again in
+  interleaved rounds, so drift hits all alike: best, median over rounds and the coefficient of variation.
 - Every kernel's result is verified against float64 (matmul entries, the sum) or exactly (the copy).
 """
 
@@ -17,12 +18,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 from roofline.errors import RooflineError, UsageError
-from roofline.units import MiB
 
-METHOD_VERSION = 1
+METHOD_VERSION = 2  # 2: a time-budget planner, interleaved rounds, weights_read, layer-sized curve weights
 SCHEMA_VERSION = 1
 DEVICES = ("auto", "cpu", "cuda", "mps")
 MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16")
@@ -34,28 +34,6 @@ TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "bf16": 3e-2, "fp16": 1e-2}
 
 class MeasureError(RooflineError):
     """A kernel's result failed verification, or the device could not run a measurement."""
-
-
-class Plan(NamedTuple):
-    """What to measure and for how long."""
-
-    squares: tuple[int, ...]
-    shapes: tuple[tuple[int, int, int], ...]  # LLM-like (m tokens, k in, n out)
-    decode_m: tuple[int, ...]
-    decode_ks: tuple[int, ...]  # row lengths of the decode-shaped curve; the last also gives the GEMV bandwidth
-    buffer_floor: int  # bytes; buffers are max(floor, 4 x last-level cache)
-    min_reps: int
-    min_time: float  # seconds per kernel
-    max_time: float  # seconds per kernel, whatever min_reps says
-    max_call: float  # skip a shape whose single call is estimated to take longer
-    curve_reps: int = 3  # per decode-curve point (each call already streams buffer bytes)
-    curve_time: float = 0.05
-
-
-CPU_PLAN = Plan((512, 1000, 1536, 2000), ((256, 4096, 4096), (512, 4096, 14336)), (1, 2, 4, 16, 64, 256), (512, 1024, 4096), 128 * MiB, 5, 0.15, 2.0, 0.3)
-CPU_QUICK = Plan((1000, 1536), ((256, 4096, 4096),), (1, 4, 16), (512, 4096), 64 * MiB, 2, 0.03, 0.4, 0.15, 2, 0.01)
-GPU_PLAN = Plan((2048, 4096, 6144, 8192, 16384), ((4096, 8192, 8192), (8192, 8192, 28672), (16384, 8192, 28672)), (1, 2, 4, 8, 16, 32, 64, 128, 256, 512), (1024, 8192), 1024 * MiB, 20, 0.2, 2.0, 0.5, 10, 0.1)
-GPU_QUICK = Plan((4096, 8192), ((8192, 8192, 28672),), (1, 8, 64, 256), (1024, 8192), 512 * MiB, 10, 0.05, 0.5, 0.2, 5, 0.02)
 
 
 def torch_module(command: str = "measure"):
@@ -89,11 +67,18 @@ def summary(work: float, times: list[float]) -> tuple[float, float]:
 
 
 class Clock:
-    """Times calls on one device: CUDA events after a synchronize, else a wall clock around synced calls."""
+    """Times calls on one device: CUDA events after a synchronize, else a wall clock around synced calls.
 
-    def __init__(self, torch, kind: str, plan: Plan):
-        self.torch, self.kind, self.plan = torch, kind, plan
+    Every timing loop also ends at `deadline` (a time.perf_counter() value), after at least one call: the
+    run's time budget holds even where the planner misjudged the machine."""
+
+    def __init__(self, torch, kind: str, plan, deadline: float = float("inf")):
+        self.torch, self.kind, self.plan, self.deadline = torch, kind, plan, deadline
         self.device = torch.device(kind)
+
+    def left(self) -> float:
+        """Seconds to the deadline."""
+        return self.deadline - time.perf_counter()
 
     def sync(self) -> None:
         if self.kind == "cuda":
@@ -101,18 +86,21 @@ class Clock:
         elif self.kind == "mps":
             self.torch.mps.synchronize()
 
-    def times(self, fn: Callable[[], Any], warmup: int = 1, min_reps: int | None = None, min_time: float | None = None) -> list[float]:
-        """Per-call seconds after `warmup` calls, until min_reps and min_time (the plan's unless given) are met
-        or the plan's max_time passes."""
+    def times(self, fn: Callable[[], Any], warmup: int = 1, min_reps: int | None = None, min_time: float | None = None,
+              max_time: float | None = None) -> list[float]:
+        """Per-call seconds after `warmup` calls, until min_reps and min_time (the plan's unless given) are met,
+        or max_time (the plan's unless given) or the deadline passes."""
         for _ in range(warmup):
             fn()
         self.sync()
         reps = self.plan.min_reps if min_reps is None else min_reps
         least = self.plan.min_time if min_time is None else min_time
+        most = self.plan.max_time if max_time is None else max_time
         times, start = [], time.perf_counter()
         while len(times) < reps or sum(times) < least:
-            times += self._events(fn, max(1, reps // 2)) if self.kind == "cuda" else [self._wall(fn)]
-            if time.perf_counter() - start > self.plan.max_time:
+            times += self._events(fn, max(1, min(reps, 4) // 2)) if self.kind == "cuda" else [self._wall(fn)]
+            now = time.perf_counter()
+            if now - start > most or now > self.deadline:
                 break
         return times
 

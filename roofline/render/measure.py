@@ -21,23 +21,24 @@ def measure_table(result: dict[str, Any]):
         f"{result['elapsed_s']:.1f} s · {device['date']}",
     )
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for name, justify in (("", "left"), ("best", "right"), ("median", "right"), ("at", "left"), ("datasheet", "right"), ("of peak", "right")):
-        table.add_column(name, justify=justify)
+    columns = ("", "best", "median", "cv", "at", "datasheet", "of peak")
+    for name in columns:
+        table.add_column(name, justify="left" if name in ("", "at") else "right")
     peaks = datasheet["peak_flop_per_s"] if datasheet else {}
     for dtype, m in result["matmul"].items():
         fraction = datasheet["matmul_fraction_of_peak"].get(dtype) if datasheet else None
         table.add_row(
-            f"matmul {dtype}", si(m["best_flop_per_s"], "FLOP/s"), si(m["median_flop_per_s"], "FLOP/s"),
+            f"matmul {dtype}", si(m["best_flop_per_s"], "FLOP/s"), si(m["median_flop_per_s"], "FLOP/s"), _cv(m),
             "x".join(map(str, m["best_shape"])), si(peaks.get(dtype), "FLOP/s") if dtype in peaks else "-", _fraction(fraction),
         )
-    labels = {"copy": "copy (read + write)", "read": "read (sum)", "gemv": "matrix-vector"}
+    labels = {"copy": "copy (read + write)", "read": "read (sum)", "weights_read": "weights read (decode-like)", "gemv": "matrix-vector"}
     for name, b in result["bandwidth"].items():
         if not b:
             continue
-        where = f"{binary(b['buffer_bytes'])}" + (f" {b['dtype']} weight" if "dtype" in b else " buffer")
+        where = f"{binary(b['buffer_bytes'])}" + (f" {b['dtype']} weights" if "dtype" in b else " buffer")
         fraction = datasheet["bandwidth_fraction_of_peak"].get(name) if datasheet else None
         table.add_row(
-            labels[name], si(b["best_bytes_per_s"], "B/s"), si(b["median_bytes_per_s"], "B/s"), where,
+            labels.get(name, name), si(b["best_bytes_per_s"], "B/s"), si(b["median_bytes_per_s"], "B/s"), _cv(b), where,
             si(datasheet["memory_bandwidth_bytes_per_s"], "B/s") if datasheet else "-", _fraction(fraction),
         )
     lines = [head, Text(""), table, Text("")]
@@ -46,8 +47,15 @@ def measure_table(result: dict[str, Any]):
         decode = result["decode_bandwidth"]
         lines.append(Text(
             f"measured ridge {number(ridge)} FLOP/byte = {dtype} {si(result['matmul'][dtype]['best_flop_per_s'], 'FLOP/s')} / "
-            f"{labels[decode]} {si(result['bandwidth'][decode]['best_bytes_per_s'], 'B/s')} (the read bandwidth that predicts decode)"
+            f"{labels.get(decode, decode)} {si(result['bandwidth'][decode]['best_bytes_per_s'], 'B/s')} (the read bandwidth that predicts decode)"
         ))
+        others = [f"{d} {number(r)}" for d, r in result.get("ridge_points", {}).items() if d != dtype]
+        if others:
+            lines.append(Text(f"ridge per dtype (FLOP/byte): {', '.join(others)}"))
+    plan = result.get("plan") or {}
+    if plan:
+        lines.append(Text(f"budget {plan['budget_s']:g} s · buffers {binary(plan['buffer_bytes'])} · "
+                          f"{plan.get('rounds', '-')} interleaved rounds; cv = spread of the rounds (! above 10%: unstable)"))
     lines.append(Text("copy counts read + write bytes (STREAM convention); every result was verified against float64 or exactly"))
     lines += [
         Text(""),
@@ -61,6 +69,12 @@ def measure_table(result: dict[str, Any]):
     if datasheet:
         lines.append(Text(f"datasheet: {datasheet['id']} ({datasheet['name']})"))
     return Group(*lines)
+
+
+def _cv(figure: dict[str, Any]) -> str:
+    if "cv" not in figure:
+        return "-"
+    return f"{figure['cv']:.1%}" + (" !" if figure.get("unstable") else "")
 
 
 def _fraction(x: float | None) -> str:

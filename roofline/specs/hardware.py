@@ -4,11 +4,12 @@
 from typing import Any, Callable
 
 from roofline.specs.catalog import resolve
-from roofline.specs.fields import Fields, positive, read_yaml, text
+from roofline.specs.fields import Fields, positive, positive_int, read_yaml, text
 from roofline.specs.records import COMPUTE_DTYPES, Hardware
 
 HARDWARE_KEYS = [
     "name", "source", "memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "interconnect_latency",
+    "internode_bandwidth", "internode_latency", "devices_per_node",
     "measured", "aliases",
 ]
 
@@ -31,8 +32,11 @@ def hardware_from_mapping(data: dict[str, Any], where: str, spec_id: str) -> Har
     measured = f.take("measured", _mapping, "a mapping of raw measured figures", None)
     aliases = f.take("aliases", _strings, "a list of device names", ())
     latency = f.take("interconnect_latency", positive("seconds"), "a duration such as '10us'", None)
+    internode = f.take("internode_bandwidth", positive("bytes/s"), "a rate per device such as '50 GB/s'", None)
+    internode_latency = f.take("internode_latency", positive("seconds"), "a duration such as '20us'", None)
+    per_node = f.take("devices_per_node", positive_int, "a positive integer such as 8", None)
     f.done(HARDWARE_KEYS)
-    return Hardware(spec_id, name, source, capacity, bandwidth, peaks, link, measured, aliases, latency)
+    return Hardware(spec_id, name, source, capacity, bandwidth, peaks, link, measured, aliases, latency, internode, internode_latency, per_node)
 
 
 def _strings(value: Any) -> tuple[str, ...]:

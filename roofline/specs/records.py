@@ -23,6 +23,9 @@ class Hardware(NamedTuple):
     measured: dict[str, Any] | None = None  # raw figures when written by `roofline measure`
     aliases: tuple[str, ...] = ()  # device names as drivers report them, to match a measured device
     interconnect_latency: float | None = None  # seconds per all-reduce of a small message
+    internode_bandwidth: float | None = None  # bytes/s per device between nodes (400 Gb/s InfiniBand: 50 GB/s)
+    internode_latency: float | None = None  # seconds per all-reduce of a small message across nodes
+    devices_per_node: int | None = None  # devices that share the intra-node interconnect
 
     @property
     def origin(self) -> str:

@@ -1,0 +1,120 @@
+"""The measurement plan: what `measure` times and for how long, sized by a time budget, not by the cache.
+
+A run has a budget (20 s by default, 5 s with --quick, torch's import included). The planner splits what is
+left after the import and a probe into shares per phase, and sizes the buffers so that each timed call fits
+its share at the probed speed: buffers defeat the last-level cache (>= 4x its size) as far as the budget
+allows, and the plan says so in `note` when they cannot. Every timed loop also stops at the run's deadline
+(roofline.measure.timing.Clock), so a probe that misjudges the machine cannot overrun the budget by much.
+"""
+
+import math
+from typing import NamedTuple
+
+from roofline.units import MiB
+
+BUDGET_S, QUICK_BUDGET_S = 20.0, 5.0
+RESERVE_S = 1.0  # interpreter start and the CLI import before the run; result assembly, printing and exit after it
+PLANNED_SHARE = 0.9  # of the budget: shared VMs swing between runs, and the budget is a promise
+# Shares of the usable time per phase. Every timed loop stops at its cap plus at most one call, and the plan
+# keeps one call under half a cap, so the phases take at most 1.5x their shares: 1.5 x 0.6 = 0.9, and the
+# rest pays for filling buffers and weights.
+SHARES = {"matmul": 0.22, "rounds": 0.17, "curve": 0.17, "attention": 0.03, "overhead": 0.01}
+SLACK = 1.5
+
+
+class Machine(NamedTuple):
+    """What the planner needs to know of the device: its kind, caches, memory, and probed speeds."""
+
+    kind: str  # cpu, cuda or mps
+    last_level_cache_bytes: float
+    free_bytes: float
+    read_bytes_per_s: float  # probed on a small buffer: an upper estimate of memory bandwidth
+    flop_per_s: float  # probed fp32 (or the fastest) matmul rate
+
+
+class Plan(NamedTuple):
+    """What to measure and for how long (seconds are per timed kernel unless said otherwise)."""
+
+    squares: tuple[int, ...]  # square matmul sizes scanned
+    shapes: tuple[tuple[int, int, int], ...]  # LLM-like (m tokens, k in, n out)
+    decode_m: tuple[int, ...]  # rows M of the decode-shaped curve
+    decode_ks: tuple[int, ...]  # row lengths k of the curve; the longest also gives the GEMV bandwidth
+    buffer_bytes: int  # bandwidth buffers, and the cold set the curve and weights_read cycle through
+    rounds: int  # interleaved rounds of the headline figures (best, median, spread)
+    min_reps: int  # calls per matmul shape in the scan, at least
+    min_time: float  # seconds per matmul shape in the scan, at least (if the deadline allows)
+    max_time: float  # seconds per timed kernel, at most
+    max_call: float  # a kernel whose single call is estimated longer is skipped
+    round_time: float  # seconds per kernel per round
+    curve_reps: int = 3  # per decode-curve point
+    curve_time: float = 0.05  # seconds per decode-curve point
+    attention_time: float = 0.05  # seconds per decode-attention shape
+    budget_s: float = 0.0  # the whole run's budget
+    note: str = ""  # why buffers are under 4x the last-level cache, when they are
+
+
+# What to scan, per device kind and run length: a few squares and LLM-shaped matmuls (mamf-finder's lesson:
+# the best shape is rarely the biggest square), decode rows M and row lengths k.
+SHAPES = {
+    ("cpu", False): ((512, 1000, 1536, 2000), ((256, 4096, 4096), (512, 4096, 14336)), (1, 2, 4, 16, 64, 256), (512, 1024, 4096)),
+    ("cpu", True): ((1000, 1536), ((256, 4096, 4096),), (1, 4, 16), (512, 4096)),
+    ("gpu", False): ((2048, 4096, 6144, 8192, 16384), ((4096, 8192, 8192), (8192, 8192, 28672), (16384, 8192, 28672)),
+                     (1, 2, 4, 8, 16, 32, 64, 128, 256, 512), (1024, 8192)),
+    ("gpu", True): ((4096, 8192), ((8192, 8192, 28672),), (1, 8, 64, 256), (1024, 8192)),
+}
+BUFFER_FLOOR = {"cpu": 64 * MiB, "gpu": 512 * MiB}
+BANDWIDTH_KERNELS = 3  # copy, read, weights_read in each round
+MIN_BUFFER = 4 * MiB
+
+
+def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> Plan:
+    """A plan whose timed work fits `seconds` (what is left of the budget) on machine `m`, for `dtypes` matmul dtypes."""
+    family = "cpu" if m.kind == "cpu" else "gpu"
+    squares, shapes, decode_m, decode_ks = SHAPES[(family, quick)]
+    usable, dtypes = max(seconds, 0.5), max(dtypes, 1)
+    rounds = 3 if quick else 5
+    round_time = SHARES["rounds"] * usable / (rounds * (dtypes + BANDWIDTH_KERNELS))
+    shape_time = SHARES["matmul"] * usable / (dtypes * (len(squares) + len(shapes) + 1))  # + 1: the probe
+    point_time = SHARES["curve"] * usable / (curve_points(decode_m, decode_ks) * dtypes)
+    want = max(BUFFER_FLOOR[family], 4 * int(m.last_level_cache_bytes))
+    by_memory = m.free_bytes / 8
+    # One call stays under half a cap: a copy (2x the buffer) in a round, a read of the cold set at a curve point.
+    by_time = min(round_time * m.read_bytes_per_s / 4, point_time * m.read_bytes_per_s / 2)
+    buffer = int(max(MIN_BUFFER, min(want, by_memory, by_time)) // MiB * MiB)
+    note = ""
+    if buffer < 4 * m.last_level_cache_bytes:
+        limit = "the time budget" if by_time <= by_memory else "free memory"
+        note = (f"buffers of {buffer // MiB} MiB are under 4x the last-level cache ({m.last_level_cache_bytes / MiB:.0f} MiB): "
+                f"{limit} allows no more, so bandwidth figures may include cache hits")
+    return Plan(
+        squares=squares, shapes=shapes, decode_m=decode_m, decode_ks=decode_ks, buffer_bytes=buffer, rounds=rounds,
+        min_reps=2 if quick else 3, min_time=shape_time, max_time=shape_time, max_call=min(shape_time, round_time) / 2,
+        round_time=round_time, curve_reps=2 if quick else 3, curve_time=point_time,
+        attention_time=SHARES["attention"] * usable / (2 * dtypes), budget_s=seconds, note=note,
+    )
+
+
+def curve_points(decode_m: tuple[int, ...], decode_ks: tuple[int, ...]) -> int:
+    """Timed points of one dtype's decode-shaped curve: each M at each k, and each M on the tall weight."""
+    return len(decode_ks) * len(decode_m) + len(decode_m)
+
+
+def planned_seconds(p: Plan, m: Machine, dtypes: int) -> float:
+    """An upper estimate of plan `p`'s timed work on machine `m` [s]: each loop's cap plus one call (at most half
+    a cap, or the call the buffer size implies), and filling the buffers and the curve's weights once."""
+    dtypes = max(dtypes, 1)
+    copy_call, read_call = 2 * p.buffer_bytes / m.read_bytes_per_s, p.buffer_bytes / m.read_bytes_per_s
+    scan = dtypes * (len(p.squares) + len(p.shapes) + 1) * (p.max_time + p.max_call)
+    rounds = p.rounds * (dtypes * (p.round_time + p.max_call) + BANDWIDTH_KERNELS * (p.round_time + copy_call))
+    curve = dtypes * curve_points(p.decode_m, p.decode_ks) * (p.curve_time + read_call)
+    attention = dtypes * 2 * (p.attention_time + p.max_call)
+    overhead = SHARES["overhead"] * p.budget_s
+    fills = (3 + 2 * dtypes) * copy_call  # two buffers and the weights_read set; each dtype's per-k and tall weights
+    return scan + rounds + curve + attention + overhead + fills
+
+
+def weight_rows(k: int, element_bytes: int) -> int:
+    """Rows n of a layer-sized weight with row length k: about 4k rows (an MLP's up projection), its size kept
+    between 1 and 64 MiB (real layer weights: GPT-2-medium's MLP 16.8 MB, Llama-3-8B's 117 MB in bf16, sliced)."""
+    size = min(64 * MiB, max(1 * MiB, 4 * k * k * element_bytes))
+    return max(256, math.ceil(size / (k * element_bytes) / 256) * 256)
