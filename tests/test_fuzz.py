@@ -193,7 +193,7 @@ FLAGS = {
     "compare": ["--batch", "--prompt", "--output", "--tpot-slo", "--ttft-slo", "--sort", "--kv-dtype", "--compute-efficiency"],
     "plot": ["--model", "--hardware", "--batch", "--prompt", "--output", "--out", "--tpot-slo"],
     "models show": [], "hardware show": [], "models import": ["--name", "--out"],
-    "measure": ["--device", "--dtype", "--threads", "--weight-dtype", "--save", "--hardware", "--devices"],
+    "measure": ["--device", "--dtype", "--threads", "--weight-dtype", "--save", "--hardware", "--devices", "--budget"],
     "validate": ["--model", "--device", "--batch", "--prompt", "--output", "--dtype", "--layers", "--hardware"],
 }
 BLANKS = ["", " "]

@@ -4,7 +4,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from roofline.cli.common import Csv, Device, Json, emit, err, handled, text_value
+from roofline.cli.common import Csv, Device, Json, duration, emit, err, handled, text_value
 from roofline.errors import UsageError
 from roofline.calc import knobs as V
 
@@ -17,7 +17,8 @@ def measure(
     device: Device = "auto",
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="Comma-separated matmul dtypes: fp32,tf32,bf16,fp16. [default: all that apply]")] = None,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads for torch. [default: torch's]")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="A ~5 s run: fewer shapes and shorter repeats.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="A run within 5 s (torch's import included): fewer shapes, shorter rounds.")] = False,
+    budget_s: Annotated[Optional[str], typer.Option("--budget", help="Time budget of the run, e.g. 60s. [default: 20s, --quick 5s]")] = None,
     weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Dtype of the matrix-vector bandwidth kernel.")] = "bf16",
     save: Annotated[Optional[str], typer.Option("--save", help="Write a hardware YAML that `roofline estimate -H PATH` takes.")] = None,
     hardware: Annotated[Optional[str], typer.Option("--hardware", "-H", help="Datasheet to compare with. [default: matched by device name]")] = None,
@@ -51,7 +52,8 @@ def measure(
     if dtypes == []:
         raise UsageError("--dtype: expected a comma-separated list such as fp32,bf16")
     with _Progress() as step:
-        result = profile.report(bench.run(device, dtypes, threads, quick, weight_dtype, on_step=step), datasheet)
+        seconds = duration(budget_s, "--budget")
+        result = profile.report(bench.run(device, dtypes, threads, quick, weight_dtype, on_step=step, budget_s=seconds), datasheet)
     if save:
         profile.save(result.data, save)
         err(f"roofline: saved {save}; use it with: roofline estimate -H {save}")

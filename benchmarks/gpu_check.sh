@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# GPU readiness check: run roofline's measure and validate on CUDA and collect the figures (< 8 minutes on one GPU).
+#   bash benchmarks/gpu_check.sh OUTDIR
+# Writes OUTDIR/measure-default.json, measure-quick.json, validate-gpt2.json, validate-llama-3.2-1b.json,
+# collectives.json (2+ GPUs only), the stderr of each step (*.log) and OUTDIR/summary.txt (figures vs datasheet).
+# Each step has its own time limit; a failing step is recorded in the summary and the others still run.
+set -uo pipefail
+out="${1:?usage: benchmarks/gpu_check.sh OUTDIR}"
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+py="${PYTHON:-python3}"
+export PYTHONUNBUFFERED=1
+
+step() {  # step NAME SECONDS ARGS...: run `roofline ARGS` with a time limit, JSON to OUTDIR/NAME.json
+  local name=$1 limit=$2
+  shift 2
+  local start=$SECONDS
+  timeout "$limit" "$py" -m roofline "$@" >"$out/$name.json" 2>"$out/$name.log"
+  local rc=$?
+  echo "$name: exit $rc in $((SECONDS - start)) s (roofline $*)" >>"$out/steps.txt"
+}
+
+: >"$out/steps.txt"
+"$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0), 'x', torch.cuda.device_count())" \
+  >"$out/device.txt" 2>&1 || { echo "no CUDA device visible: $(cat "$out/device.txt")" | tee "$out/summary.txt"; exit 1; }
+step measure-default 120 measure --device cuda --json --save "$out/profile.yaml"
+step measure-quick 60 measure --device cuda --quick --json
+profile=()  # validate predicts with the default run's profile; without one it measures quickly itself
+[ -s "$out/profile.yaml" ] && profile=(-H "$out/profile.yaml")
+step validate-gpt2 150 validate -m gpt2 --device cuda "${profile[@]}" --json
+step validate-llama-3.2-1b 150 validate -m llama-3.2-1b --device cuda "${profile[@]}" --json
+if [ "$("$py" -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
+  step collectives 120 measure --collectives --device cuda --json
+fi
+"$py" benchmarks/gpu_summary.py "$out" | tee "$out/summary.txt"

@@ -1,0 +1,63 @@
+"""`roofline validate` over dense shapes nobody tuned on (benchmarks/shapes/*.yaml, from public config.json values).
+
+For each shape and batch: the measured decode step (TPOT) against the calibrated prediction, and the
+achieved memory bandwidth against the profile's saved `memory_bandwidth` (MBU). One quick profile of this
+machine is measured first, as `roofline validate` does by default, and every shape is predicted with it.
+Checks printed at the end: no MBU above 105% (a measured read ceiling that a real decode beats is no ceiling),
+and how many decode ratios fall within the tolerance.
+
+Run: python benchmarks/validate_shapes.py [--dtype fp32] [--batch 1,4,16] [--shapes a,b] [--json OUT]
+Large shapes run a slice of their layers at full width (the prediction is for the same slice).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from roofline.measure import bench, profile, validate
+from roofline.specs.catalog import load_model
+from roofline.specs.hardware import hardware_from_mapping
+
+SHAPES = Path(__file__).resolve().parent / "shapes"
+LAYERS = {"gpt2-large": 12, "tinyllama-1.1b": 8, "qwen3-0.6b": 14}  # slices that keep a 2-core run short
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", default="fp32", help="fp32 (default: CPUs without native 16-bit matmul run bf16 at ~1%% of fp32), bf16 or fp16")
+    parser.add_argument("--batch", default="1,4,16")
+    parser.add_argument("--shapes", default=None, help="comma-separated names from benchmarks/shapes (default: all)")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--tolerance", type=float, default=0.15)
+    parser.add_argument("--json", default=None, help="also write every row here")
+    args = parser.parse_args()
+    batches = [int(b) for b in args.batch.split(",")]
+    names = args.shapes.split(",") if args.shapes else sorted(p.stem for p in SHAPES.glob("*.yaml"))
+    started = time.perf_counter()
+    measured = bench.run(args.device, [args.dtype], None, True, args.dtype)
+    hardware = hardware_from_mapping(profile.hardware_spec(measured), "a quick measure of this device", "measured-here")
+    print(f"quick profile: {measured['device']['name']}, memory_bandwidth {hardware.memory_bandwidth / 1e9:.1f} GB/s "
+          f"({measured['decode_bandwidth']}), {args.dtype} matmul {hardware.peak_flops[args.dtype] / 1e9:.0f} GFLOP/s")
+    print(f"{'shape':16} {'layers':>6} {'batch':>5} {'TPOT':>9} {'predicted':>9} {'ratio':>6} {'roofline':>8} {'MBU':>5}")
+    rows = []
+    for name in names:
+        model = validate.sliced(load_model(str(SHAPES / f"{name}.yaml")), LAYERS.get(name))
+        report = validate.run(model, hardware, args.device, batches, dtype=args.dtype)
+        for row in report.rows:
+            rows.append({"shape": name, "layers": model.arch.layers, **row})
+            print(f"{name:16} {model.arch.layers:6} {row['batch']:5} {row['measured_tpot_s'] * 1e3:7.1f}ms "
+                  f"{row['predicted_tpot_s'] * 1e3:7.1f}ms {row['tpot_ratio']:6.2f} {row['roofline_tpot_ratio']:8.2f} {row['mbu']:5.0%}")
+    over = [r for r in rows if r["mbu"] > 1.05]
+    within = [r for r in rows if abs(r["tpot_ratio"] - 1) <= args.tolerance]
+    print(f"\nMBU above 105% of the saved bandwidth: {len(over)} of {len(rows)} rows"
+          + (": " + ", ".join(f"{r['shape']} b{r['batch']} {r['mbu']:.0%}" for r in over) if over else ""))
+    print(f"decode ratio within +-{args.tolerance:.0%}: {len(within)} of {len(rows)} rows; {time.perf_counter() - started:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"profile": measured, "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
