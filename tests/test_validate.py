@@ -133,3 +133,38 @@ def test_validate_without_torch_names_validate(monkeypatch):
     r = runner.invoke(app, ["validate", "-m", "gpt2", "-H", "h100-sxm"])
     assert r.exit_code == 1
     assert r.stderr.strip() == "roofline: error: roofline validate needs torch: pip install 'roofline[measure]'"
+
+
+def test_engine_fixed_costs_fit_and_price_by_hand():
+    from roofline.calc.calibrate import engine_cost
+    from roofline.measure.engine_costs import fit
+
+    # Steps of 1.0 ms at depth 2 and 2.2 ms at depth 8: 0.2 ms per layer, 0.6 ms per step.
+    per_step, per_layer = fit({2: 1.0e-3, 8: 2.2e-3})
+    assert per_layer == pytest.approx(0.2e-3) and per_step == pytest.approx(0.6e-3)
+    engine = {"archetypes": {"rope": {"per_step_s": {"1": 1e-4, "16": 4e-4}, "per_layer_s": {"1": 2e-4, "16": 8e-4}},
+                             "learned": {"per_step_s": {"1": 0.0, "16": 0.0}, "per_layer_s": {"1": 1e-4, "16": 1e-4}}}}
+    llama = load_model("llama-3.2-1b").arch  # 16 layers, rope
+    # Batch 4 is halfway between 1 and 16 in log: per step sqrt(1e-4 x 4e-4) = 2e-4, per layer sqrt(2e-4 x 8e-4) = 4e-4.
+    assert engine_cost(engine, llama, 4) == pytest.approx(2e-4 + 16 * 4e-4)
+    assert engine_cost(engine, load_model("gpt2").arch, 4) == pytest.approx(12 * 1e-4)  # learned: zero intercept, linear
+
+
+def test_a_profile_with_engine_costs_prices_the_fixed_cost_with_them(tmp_path):
+    engine = {"archetypes": {"rope": {"per_step_s": {"1": 1e-3}, "per_layer_s": {"1": 1e-3}},
+                             "learned": {"per_step_s": {"1": 2e-3}, "per_layer_s": {"1": 5e-4}}}}
+    hw = load_hardware("h100-sxm")._replace(id="p", measured=MEASURED, engines={"eager": engine})
+    e = estimate(load_model("gpt2"), hw, batch=1, prompt_tokens=16, output_tokens=4, engine="eager")
+    # GPT-2: learned archetype, 12 layers: 2 ms + 12 x 0.5 ms = 8 ms of fixed cost per step.
+    assert e.calibrated.decode_overhead_s == pytest.approx(8e-3) and e.calibrated.engine == "eager"
+    with pytest.raises(UsageError, match="no measured 'transformers' engine"):
+        estimate(load_model("gpt2"), hw, engine="transformers")
+
+
+# A minimal measured profile for gpt2 in fp32: a flat curve, an attention kernel and a per-op cost.
+MEASURED = {
+    "decode_matmul": {"fp32": [{"m": 1, "k": 768, "n": 3072, "flop_per_s": 1e10}, {"m": 16, "k": 768, "n": 3072, "flop_per_s": 1e11}]},
+    "decode_attention": {"fp32": {"flop_per_s": 1e10, "bytes_per_s": 1e10}},
+    "op_overhead_s": 5e-6,
+    "matmul": {"fp32": {"best_flop_per_s": 2e11, "best_shape": [512, 512, 512]}},
+}

@@ -10,8 +10,10 @@ model being predicted:
 - attention with the measured decode attention kernel (SDPA with one query): max(FLOPs / its FLOP/s, KV
   bytes / its bytes/s), FLOP/s from a 4:1 GQA shape and bytes/s from an MHA shape;
 - prefill attention (many queries at once) at the best square-matmul rate;
-- every other kernel (norms, rotary, cache writes, activations, residual adds, ...) at the measured fixed
-  cost of one tiny eager op, counted as `ops_per_layer` for a plain eager implementation (roofline.engine).
+- every other kernel (norms, rotary, cache writes, activations, residual adds, the linears' own dispatch, ...)
+  as the engine's fixed cost per layer and per step, measured by timing the engine itself on tiny-width
+  models of two depths (roofline.measure.engine_costs); for older profiles without it, the fixed cost of one
+  tiny eager op counted `ops_per_layer` times.
 Dense attention and MLP only (no MoE, MLA), one device.
 """
 
@@ -31,6 +33,7 @@ class Calibrated(NamedTuple):
     decode_attention_s: float
     decode_overhead_s: float
     basis: str
+    engine: str = "eager"  # whose fixed costs: roofline's own decoder ("eager") or a measured engine
 
 
 def ops_per_layer(a: Architecture) -> int:
@@ -73,19 +76,19 @@ def linear_rate(index: dict[str, Any], m: float, k: float, n: float = 0) -> floa
     that M, log-linearly in n."""
     layer = index["layer"]
     ks = sorted(layer)
-    rates = [_interpolate(layer[x], m) for x in ks]
-    rate = math.exp(_interpolate(list(zip(ks, (math.log(r) for r in rates))), k, log_y=False))
+    rates = [interpolate(layer[x], m) for x in ks]
+    rate = math.exp(interpolate(list(zip(ks, (math.log(r) for r in rates))), k, log_y=False))
     tall = index["tall"]
     if tall and n > index["rows"][tall[0]]:
         k_tall, n_tall, points = tall
-        ratio = _interpolate(points, m) / _interpolate(layer[k_tall], m)
+        ratio = interpolate(points, m) / interpolate(layer[k_tall], m)
         short = index["rows"][k_tall]
         t = min(1.0, math.log(n / short) / math.log(n_tall / short))
         rate *= ratio**t
     return rate
 
 
-def _interpolate(points: list[tuple[float, float]], x: float, log_y: bool = True) -> float:
+def interpolate(points: list[tuple[float, float]], x: float, log_y: bool = True) -> float:
     """Piecewise-linear in log x (and log y), held constant beyond the ends."""
     if x <= points[0][0]:
         return points[0][1]
@@ -98,6 +101,24 @@ def _interpolate(points: list[tuple[float, float]], x: float, log_y: bool = True
                 return math.exp(math.log(y0) + t * (math.log(y1) - math.log(y0)))
             return y0 + t * (y1 - y0)
     raise AssertionError("unreachable")
+
+
+def archetype(a: Architecture) -> str:
+    """Which measured engine archetype a model's layers resemble most, by its position embeddings:
+    "learned" (GPT-2-like layers) or "rope" (Llama-like)."""
+    return "learned" if a.position_embeddings == "learned" else "rope"
+
+
+def engine_cost(engine: dict[str, Any], a: Architecture, batch: float) -> float:
+    """Fixed seconds of one decode step with a measured engine (roofline.measure.engine_costs):
+    per_step + layers x per_layer of the model's archetype, interpolated log-log in batch (held beyond)."""
+    measured = engine["archetypes"][archetype(a)]
+    return _at(measured["per_step_s"], batch) + a.layers * _at(measured["per_layer_s"], batch)
+
+
+def _at(by_batch: dict[str, float], batch: float) -> float:
+    points = sorted((float(b), s) for b, s in by_batch.items())
+    return interpolate(points, batch, log_y=all(s > 0 for _, s in points))
 
 
 def linears(a: Architecture) -> list[tuple[int, int]]:
@@ -115,13 +136,20 @@ def linear_seconds(index: dict[str, Any], a: Architecture, rows: float, head_row
 
 
 def predict(a: Architecture, profile: dict[str, Any], dtype: str, batch: int, prompt: int, kv_bytes_per_step: float,
-            attention_flops_per_step: float, prefill_attention_flops: float) -> Calibrated | None:
-    """Calibrated TTFT and TPOT, or None when the profile lacks the curve, attention or op cost for `dtype`."""
+            attention_flops_per_step: float, prefill_attention_flops: float, engines: dict[str, Any] | None = None,
+            engine: str = "eager") -> Calibrated | None:
+    """Calibrated TTFT and TPOT, or None when the profile lacks the curve, attention or op cost for `dtype`.
+
+    With `engines[engine]` (fixed costs measured on that engine) a decode step's fixed cost is the engine's;
+    without, it is `ops_per_layer` tiny ops at the measured per-op overhead (the first method, kept for
+    profiles measured before engine costs were)."""
     curve, overhead = profile.get("decode_matmul", {}).get(dtype), profile.get("op_overhead_s")
     kernel = profile.get("decode_attention", {}).get(dtype)
     if not curve or overhead is None or not kernel or "k" not in curve[0]:
         return None
+    measured = (engines or {}).get(engine)
     ops = (a.layers * ops_per_layer(a) + OPS_PER_STEP) * overhead
+    fixed = engine_cost(measured, a, batch) if measured else ops
     best = profile.get("matmul", {}).get(dtype)
     index = curve_index(curve, (best["best_shape"][0], best["best_flop_per_s"]) if best else None)
     decode_linear = linear_seconds(index, a, batch, batch)
@@ -129,11 +157,13 @@ def predict(a: Architecture, profile: dict[str, Any], dtype: str, batch: int, pr
     # Prefill attention runs many queries at once: priced at the dtype's best matmul rate, not the decode kernel's.
     prefill_rate = best["best_flop_per_s"] if best else kernel["flop_per_s"]
     prefill = linear_seconds(index, a, batch * prompt, batch) + prefill_attention_flops / prefill_rate + ops
+    basis = f"fixed costs measured on the {engine} engine" if measured else "per-op cost x ops per layer (plain eager PyTorch)"
     return Calibrated(
         ttft_s=prefill,
-        tpot_s=decode_linear + attention + ops,
+        tpot_s=decode_linear + attention + fixed,
         decode_linear_s=decode_linear,
         decode_attention_s=attention,
-        decode_overhead_s=ops,
-        basis="measured decode-shaped matmul curve, decode attention kernel and per-op cost (plain eager PyTorch)",
+        decode_overhead_s=fixed,
+        basis=f"measured decode-shaped matmul curve, decode attention kernel and {basis}",
+        engine=engine,
     )

@@ -51,6 +51,7 @@ class Inputs(NamedTuple):
     bandwidth_efficiency: float
     tp: int
     collective_latency_s: float
+    engine: str | None = None  # the engine whose calibrated prediction was asked for
 
 
 class Phase(NamedTuple):
@@ -236,7 +237,13 @@ def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, 
     B, P = inputs.batch, inputs.prompt_tokens
     kv_step = B * (shape.kv_cached(cached) + shape.kv_per_token)
     attention_flops = B * shape.key_flops_decode * shape.keys(cached)
-    return calibrate.predict(a, hardware.measured, inputs.weight_dtype, B, P, kv_step, attention_flops, shape.prefill_attention_flops(B, P))
+    return calibrate.predict(a, hardware.measured, inputs.weight_dtype, B, P, kv_step, attention_flops, shape.prefill_attention_flops(B, P),
+                             engines(hardware), inputs.engine or "eager")
+
+
+def engines(hardware: Hardware) -> dict[str, Any]:
+    """The engine fixed costs a profile carries: its `engines:` key, and those its raw measurement holds."""
+    return {**((hardware.measured or {}).get("engines") or {}), **(hardware.engines or {})}
 
 
 def _critical_batch(shape: Shape, cached: float, F: float, W: float) -> int | None:
@@ -318,7 +325,19 @@ def _inputs(model: Model, hardware: Hardware, notes: list[str], args: dict) -> I
         bandwidth_efficiency=args["bandwidth_efficiency"],
         tp=tp,
         collective_latency_s=hardware.interconnect_latency if hardware.interconnect_latency is not None else DEFAULT_COLLECTIVE_LATENCY,
+        engine=_engine(args["engine"], hardware),
     )
+
+
+def _engine(name: str | None, hardware: Hardware) -> str | None:
+    """A calibrated engine the profile measured (eager is roofline's own decoder, always priced)."""
+    if name is None or name == "eager":
+        return name
+    have = sorted(engines(hardware))
+    if name not in have:
+        measured = f"{hardware.id} measured: {', '.join(have)}" if have else f"{hardware.id} is not a profile with measured engines"
+        raise UsageError(f"no measured {name!r} engine ({measured}; run `roofline measure --engine {name} --save PROFILE`)", "engine")
+    return name
 
 
 def _dtype(name: str, value: str, allowed) -> str:

@@ -19,6 +19,7 @@ class Knobs(NamedTuple):
     compute_efficiency: float = 1.0  # achievable share of peak FLOP/s; 1.0 = the roofline bound
     bandwidth_efficiency: float = 1.0  # achievable share of peak bandwidth; 1.0 = the roofline bound
     tp: int = 1  # tensor-parallel devices
+    engine: str | None = None  # whose calibrated prediction a measured profile gives (None: roofline's own "eager")
 
 
 DEFAULT = Knobs()

@@ -157,6 +157,7 @@ MemoryFraction = Annotated[float, typer.Option("--memory-fraction", help="Share 
 ComputeEfficiency = Annotated[float, typer.Option("--compute-efficiency", help="Achievable share of peak FLOP/s (1.0 = the roofline bound).")]
 BandwidthEfficiency = Annotated[float, typer.Option("--bandwidth-efficiency", help="Achievable share of peak bandwidth (1.0 = the roofline bound).")]
 Tp = Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel devices: weights, KV and FLOPs split; all-reduces added.")]
+Engine = Annotated[Optional[str], typer.Option("--engine", help="Engine of the calibrated prediction a measured profile gives: eager (roofline's own decoder) or one `roofline measure --engine` measured. [default: eager]")]
 TpotSlo = Annotated[Optional[str], typer.Option("--tpot-slo", help="Latency objective per output token, e.g. 50ms.")]
 TtftSlo = Annotated[Optional[str], typer.Option("--ttft-slo", help="Latency objective to the first token, e.g. 2s.")]
 PromptList = Annotated[str, typer.Option("--prompt", help="Prompt tokens: a value, list or range.")]

@@ -7,7 +7,7 @@ import typer
 from roofline.errors import UsageError
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.cli.common import (
-    D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, ComputeEfficiency, Csv, HardwareRef, Json, KvDtype,
+    D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, ComputeEfficiency, Csv, Engine, HardwareRef, Json, KvDtype,
     MemoryFraction, ModelRef, Output, OutputList, Prompt, PromptList, Quiet, Tp, TpotSlo, TtftSlo, WeightDtype,
     duration, emit, err, handled, knobs_from, specs, text_value,
 )
@@ -31,6 +31,7 @@ def estimate(
     compute_efficiency: ComputeEfficiency = D.compute_efficiency,
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
     tp: Tp = D.tp,
+    engine: Engine = D.engine,
     json: Json = False,
     csv: Csv = False,
     quiet: Quiet = False,
@@ -75,6 +76,7 @@ def sweep(
     compute_efficiency: ComputeEfficiency = D.compute_efficiency,
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
     tp: Tp = D.tp,
+    engine: Engine = D.engine,
     json: Json = False,
     csv: Csv = False,
     quiet: Quiet = False,
@@ -121,6 +123,7 @@ def compare(
     compute_efficiency: ComputeEfficiency = D.compute_efficiency,
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
     tp: Tp = D.tp,
+    engine: Engine = D.engine,
     json: Json = False,
     csv: Csv = False,
 ) -> None:
@@ -164,6 +167,7 @@ def plot(
     compute_efficiency: ComputeEfficiency = D.compute_efficiency,
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
     tp: Tp = D.tp,
+    engine: Engine = D.engine,
     quiet: Quiet = False,
 ) -> None:
     """Draw the device's roofline with the model's prefill and decode points (needs matplotlib).

@@ -38,10 +38,10 @@ def report(result: dict[str, Any], datasheet: Hardware | None) -> Report:
     datasheet = datasheet or match_datasheet(result["device"]["name"])
     if datasheet:
         result = {**result, "datasheet": comparison(result, datasheet)}
-    rows = [{"figure": f"matmul {d}", "best": m["best_flop_per_s"], "median": m["median_flop_per_s"], "unit": "FLOP/s"}
-            for d, m in result["matmul"].items()]
-    rows += [{"figure": f"bandwidth {k}", "best": v["best_bytes_per_s"], "median": v["median_bytes_per_s"], "unit": "B/s"}
-             for k, v in result["bandwidth"].items() if v]
+    rows = [{"figure": f"matmul {d}", "best": m["best_flop_per_s"], "median": m["median_flop_per_s"], "unit": "FLOP/s",
+             "cv": m.get("cv"), "unstable": m.get("unstable")} for d, m in result["matmul"].items()]
+    rows += [{"figure": f"bandwidth {k}", "best": v["best_bytes_per_s"], "median": v["median_bytes_per_s"], "unit": "B/s",
+              "cv": v.get("cv"), "unstable": v.get("unstable")} for k, v in result["bandwidth"].items() if v]
     return Report("measure", result, rows)
 
 

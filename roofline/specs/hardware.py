@@ -9,7 +9,7 @@ from roofline.specs.records import COMPUTE_DTYPES, Hardware
 
 HARDWARE_KEYS = [
     "name", "source", "memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "interconnect_latency",
-    "internode_bandwidth", "internode_latency", "devices_per_node",
+    "internode_bandwidth", "internode_latency", "devices_per_node", "engines",
     "measured", "aliases",
 ]
 
@@ -35,8 +35,31 @@ def hardware_from_mapping(data: dict[str, Any], where: str, spec_id: str) -> Har
     internode = f.take("internode_bandwidth", positive("bytes/s"), "a rate per device such as '50 GB/s'", None)
     internode_latency = f.take("internode_latency", positive("seconds"), "a duration such as '20us'", None)
     per_node = f.take("devices_per_node", positive_int, "a positive integer such as 8", None)
+    engines = f.take("engines", _engines, "a mapping of engine name to its measured fixed costs", None)
     f.done(HARDWARE_KEYS)
-    return Hardware(spec_id, name, source, capacity, bandwidth, peaks, link, measured, aliases, latency, internode, internode_latency, per_node)
+    return Hardware(spec_id, name, source, capacity, bandwidth, peaks, link, measured, aliases, latency, internode, internode_latency,
+                    per_node, engines)
+
+
+def _engines(value: Any) -> dict[str, Any]:
+    """Engine name -> {archetypes: {name: {per_step_s, per_layer_s: {batch: seconds}}}}, as `measure` writes it."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise TypeError
+    for name, engine in value.items():
+        archetypes = engine.get("archetypes") if isinstance(engine, dict) else None
+        if not isinstance(archetypes, dict) or not archetypes:
+            raise ValueError(f"engine {name!r}: expected 'archetypes' with measured costs")
+        for kind, costs in archetypes.items():
+            for key in ("per_step_s", "per_layer_s"):
+                table = costs.get(key) if isinstance(costs, dict) else None
+                if not isinstance(table, dict) or not table or not all(
+                        isinstance(s, (int, float)) and not isinstance(s, bool) and 0 <= s < 10 for s in table.values()):
+                    raise ValueError(f"engine {name!r} archetype {kind!r}: expected {key} as batch -> seconds from 0 to 10")
+                try:
+                    [int(b) for b in table]
+                except (TypeError, ValueError):
+                    raise ValueError(f"engine {name!r} archetype {kind!r}: {key} keys must be batch sizes") from None
+    return value
 
 
 def _strings(value: Any) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ class Hardware(NamedTuple):
     internode_bandwidth: float | None = None  # bytes/s per device between nodes (400 Gb/s InfiniBand: 50 GB/s)
     internode_latency: float | None = None  # seconds per all-reduce of a small message across nodes
     devices_per_node: int | None = None  # devices that share the intra-node interconnect
+    engines: dict[str, Any] | None = None  # engine fixed costs measured by `roofline measure` (--engine NAME)
 
     @property
     def origin(self) -> str:

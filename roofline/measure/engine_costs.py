@@ -1,0 +1,86 @@
+"""An engine's fixed costs: what a decode step costs beyond streaming its weights and KV, measured on the engine.
+
+A decode step of a small model runs dozens of small kernels per layer (norms, rotary, cache writes, the
+attention call, residual adds, the linears' own dispatch): on a CPU they cost far more than one tiny op's
+overhead suggests (an eager RMSNorm over 576 values takes ~60 us). So the engine is timed on tiny-width
+models (hidden 64: every weight under 64 KiB, so streaming costs nothing) of two depths at each batch;
+the difference gives the fixed cost per layer, the intercept the fixed cost per step:
+    step(L) = per_step + L x per_layer    (fitted through depths 2 and 8).
+Two archetypes are measured, since their layers run different kernels: "rope" (Llama: RoPE, RMSNorm, gated
+MLP) and "learned" (GPT-2: learned positions, LayerNorm, plain MLP, biases). Nothing of the model being
+predicted is used: only its archetype and depth (roofline.calc.calibrate.engine_cost prices a step).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+DEPTHS = (2, 8)
+BATCHES = (1, 4, 16)
+WIDTH, HEADS, VOCAB, PROMPT = 64, 4, 256, 32
+
+
+def archetypes() -> dict[str, Any]:
+    """The two tiny architectures, by archetype name."""
+    from roofline.specs.params import Architecture
+
+    common = dict(layers=DEPTHS[0], hidden_size=WIDTH, num_heads=HEADS, head_dim=WIDTH // HEADS, intermediate_size=2 * WIDTH,
+                  vocab_size=VOCAB, max_positions=256)
+    return {
+        "rope": Architecture(**common, num_kv_heads=HEADS // 2, mlp="gated", tied_embeddings=False, position_embeddings="rope",
+                             norm="rmsnorm", bias="none"),
+        "learned": Architecture(**common, num_kv_heads=HEADS, mlp="plain", tied_embeddings=True, position_embeddings="learned",
+                                norm="layernorm", bias="all"),
+    }
+
+
+def fit(step_seconds: dict[int, float]) -> tuple[float, float]:
+    """(per_step, per_layer) [s] from step times at two depths: the line through them (clamped at >= 0)."""
+    (d0, t0), (d1, t1) = sorted(step_seconds.items())[:2]
+    per_layer = max((t1 - t0) / (d1 - d0), 0.0)
+    return max(t0 - d0 * per_layer, 0.0), per_layer
+
+
+def measure(step_time: Callable[[Any, int, int], float], deadline: float = float("inf"),
+            batches: tuple[int, ...] = BATCHES) -> dict[str, Any]:
+    """Fixed costs per archetype and batch; `step_time(arch, depth, batch)` times one engine's decode step.
+    The smallest and largest batches are always measured (the batch scaling needs both); the others only
+    before `deadline`."""
+    out: dict[str, Any] = {"width": WIDTH, "depths": list(DEPTHS), "archetypes": {}}
+    for name, arch in archetypes().items():
+        per_step, per_layer = {}, {}
+        ends = (min(batches), max(batches))
+        for batch in sorted(batches, key=lambda b: b not in ends):
+            if batch not in ends and time.perf_counter() > deadline:
+                break
+            times = {d: step_time(arch._replace(layers=d), d, batch) for d in DEPTHS}
+            per_step[str(batch)], per_layer[str(batch)] = fit(times)
+        order = lambda table: {b: table[b] for b in sorted(table, key=int)}  # noqa: E731
+        out["archetypes"][name] = {"per_step_s": order(per_step), "per_layer_s": order(per_layer)}
+    return out
+
+
+def eager_step_time(torch, kind: str, dtype: str, steps: int = 12) -> Callable[[Any, int, int], float]:
+    """step_time for roofline's own plain PyTorch decoder (roofline.measure.engine): median of `steps` decode steps."""
+    from roofline.measure.engine import Decoder
+
+    sync = torch.cuda.synchronize if kind == "cuda" else torch.mps.synchronize if kind == "mps" else (lambda: None)
+
+    def step_time(arch, depth: int, batch: int) -> float:
+        engine = Decoder(arch, dtype, kind, batch, PROMPT + steps + 4)
+        with torch.inference_mode():
+            token = engine.prefill(torch.randint(0, arch.vocab_size, (batch, PROMPT)).to(engine.device))
+            for j in range(2):
+                token = engine.decode(token, PROMPT + j)
+            sync()
+            times = []
+            for j in range(steps):
+                start = time.perf_counter()
+                token = engine.decode(token, PROMPT + 2 + j)
+                sync()
+                times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    return step_time
