@@ -194,7 +194,8 @@ FLAGS = {
     "plot": ["--model", "--hardware", "--batch", "--prompt", "--output", "--out", "--tpot-slo"],
     "models show": [], "hardware show": [], "models import": ["--name", "--out"],
     "measure": ["--device", "--dtype", "--threads", "--weight-dtype", "--save", "--hardware", "--devices", "--budget"],
-    "validate": ["--model", "--device", "--batch", "--prompt", "--output", "--dtype", "--layers", "--hardware"],
+    "validate": ["--model", "--device", "--batch", "--prompt", "--output", "--dtype", "--layers", "--hardware", "--repeat", "--tolerance",
+                 "--engine"],
 }
 BLANKS = ["", " "]
 

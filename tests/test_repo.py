@@ -51,7 +51,7 @@ def test_spec_folders_hold_only_yaml():
 
 # The optional dependencies whose tests skip when they are absent; CI's second pass installs them all and sets
 # ROOFLINE_TEST_ALL=1, so a skip there (a missing install step) fails here instead of passing quietly.
-OPTIONAL = ("torch", "matplotlib")
+OPTIONAL = ("torch", "matplotlib", "transformers")
 
 
 @pytest.mark.parametrize("module", OPTIONAL)

@@ -2,6 +2,7 @@
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -168,3 +169,55 @@ MEASURED = {
     "op_overhead_s": 5e-6,
     "matmul": {"fp32": {"best_flop_per_s": 2e11, "best_shape": [512, 512, 512]}},
 }
+
+
+def test_the_tall_ratio_is_held_beyond_the_tall_series():
+    # A quick run may time the tall weight at M = 1 only (rate 5 against the layer series' 10: ratio 0.5).
+    # At M = 16 the layer series runs at 160; the tall weight is priced at 0.5 x 160, not held at 5.
+    curve = [{"m": 1, "k": 1024, "n": 1000, "flop_per_s": 10.0}, {"m": 16, "k": 1024, "n": 1000, "flop_per_s": 160.0},
+             {"m": 1, "k": 1024, "n": 100_000, "flop_per_s": 5.0}]
+    assert linear_rate(curve_index(curve), 16, 1024, 100_000) == pytest.approx(80.0)
+
+
+def test_validate_rounds_interval_and_verdict_in_the_json(tiny, tmp_path):
+    pytest.importorskip("torch")
+    r = runner.invoke(app, ["validate", "-m", str(tmp_path / "tiny.yaml"), "--batch", "1,2", "--prompt", "8", "--output", "4",
+                            "-H", "h100-sxm", "--repeat", "2", "--tolerance", "0.2", "--json"])
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["engine"] == "eager" and data["rounds"] == 2 and data["tolerance"] == 0.2
+    for row in data["rows"]:
+        assert row["tpot_ratio_low"] <= row["tpot_ratio"] <= row["tpot_ratio_high"]
+        assert row["measured_tpot_p10_s"] <= row["measured_tpot_s"] <= row["measured_tpot_p90_s"]
+        assert row["verdict"] in ("within", "outside", "inconclusive")
+
+
+def test_transformers_engine_on_a_two_layer_model(tiny, tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from roofline.measure.hf_engine import TransformersDecoder
+
+    decoder = TransformersDecoder(tiny.arch, "fp32", "cpu", batch=2, max_tokens=16)
+    assert decoder.parameters() == tiny.counts.total  # the same shapes: Llama classes, untied head
+    r = runner.invoke(app, ["validate", "-m", str(tmp_path / "tiny.yaml"), "--engine", "transformers", "--batch", "1,2",
+                            "--prompt", "8", "--output", "4", "-H", "h100-sxm", "--repeat", "2", "--json"])
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["engine"] == "transformers" and [row["batch"] for row in data["rows"]] == [1, 2]
+
+
+def test_engine_profile_structure_from_measure_engine(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from roofline.measure import engine_costs
+
+    result = engine_costs.of("transformers", "cpu", "fp32", quick=True)
+    assert set(result["archetypes"]) == {"rope", "learned"} and result["dtype"] == "fp32"
+    for costs in result["archetypes"].values():
+        assert set(costs["per_layer_s"]) == {"1", "16"} and all(s >= 0 for s in costs["per_layer_s"].values())
+    # Saved into a profile, the estimate then prices the transformers engine's fixed costs.
+    path = tmp_path / "p.yaml"
+    path.write_text((Path(__file__).parent.parent / "hardware" / "h100-sxm.yaml").read_text())
+    r = runner.invoke(app, ["measure", "--engine", "transformers", "--quick", "--device", "cpu", "--save", str(path), "--json"])
+    assert r.exit_code == 0, r.stderr
+    assert "transformers" in load_hardware(str(path)).engines

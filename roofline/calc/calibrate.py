@@ -73,7 +73,7 @@ def curve_index(curve: list[dict[str, Any]], peak: tuple[float, float] | None = 
 def linear_rate(index: dict[str, Any], m: float, k: float, n: float = 0) -> float:
     """FLOP/s of F.linear with m rows and row length k, interpolated log-log in M and in k (held beyond the
     ends); for a weight taller than the curve's layer-sized ones, scaled toward the tall series' ratio at
-    that M, log-linearly in n."""
+    that M (its ratio at its largest M beyond it), log-linearly in n."""
     layer = index["layer"]
     ks = sorted(layer)
     rates = [interpolate(layer[x], m) for x in ks]
@@ -81,7 +81,8 @@ def linear_rate(index: dict[str, Any], m: float, k: float, n: float = 0) -> floa
     tall = index["tall"]
     if tall and n > index["rows"][tall[0]]:
         k_tall, n_tall, points = tall
-        ratio = interpolate(points, m) / interpolate(layer[k_tall], m)
+        at = min(m, points[-1][0])  # beyond the tall series' largest M, its ratio to the layer series is held
+        ratio = interpolate(points, at) / interpolate(layer[k_tall], at)
         short = index["rows"][k_tall]
         t = min(1.0, math.log(n / short) / math.log(n_tall / short))
         rate *= ratio**t

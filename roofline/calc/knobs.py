@@ -6,6 +6,7 @@ MODEL, HARDWARE = "llama-3.1-8b", "h100-sxm"  # what `roofline estimate` runs wi
 BATCH, PROMPT_TOKENS, OUTPUT_TOKENS = 1, 1024, 256
 # What `roofline validate` (roofline.measure.validate.run) runs with no options: a model a CPU decodes in seconds.
 VALIDATE_MODEL, VALIDATE_BATCHES, VALIDATE_PROMPT, VALIDATE_OUTPUT = "gpt2", (1, 4, 16), 128, 32
+VALIDATE_ROUNDS, VALIDATE_TOLERANCE = 3, 0.15  # interleaved rounds; the +- tolerance of the verdict
 
 
 class Knobs(NamedTuple):

@@ -24,6 +24,7 @@ def measure(
     hardware: Annotated[Optional[str], typer.Option("--hardware", "-H", help="Datasheet to compare with. [default: matched by device name]")] = None,
     collectives: Annotated[bool, typer.Option("--collectives", help="Measure all-reduce bandwidth and latency across processes instead.")] = False,
     devices: Annotated[Optional[int], typer.Option("--devices", min=2, help="Processes for --collectives. [default: the GPUs, or 2 CPU processes]")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", help="Measure an engine's fixed costs instead (eager, transformers); --save adds them to that profile.")] = None,
     json: Json = False,
     csv: Csv = False,
 ) -> None:
@@ -46,6 +47,8 @@ def measure(
     save = text_value(save, "--save")
     if collectives:
         return _measure_collectives(devices, device, quick, save, datasheet, json, csv)
+    if engine is not None:
+        return _measure_engine(engine, device, dtype, quick, save, json, csv)
     from roofline.measure import bench
 
     dtypes = [d.strip() for d in dtype.split(",") if d.strip()] if dtype is not None else None
@@ -81,6 +84,35 @@ def _measure_collectives(devices, device, quick, save, datasheet, as_json, as_cs
     emit(profile.collectives_report(result, base), as_json, as_csv)
 
 
+def _measure_engine(engine, device, dtype, quick, save, as_json, as_csv) -> None:
+    """`measure --engine NAME`: the engine's fixed costs on tiny models; --save adds them to the profile at PATH."""
+    from pathlib import Path
+
+    from roofline.measure import engine_costs, profile
+    from roofline.measure.timing import pick_device, torch_module
+    from roofline.measure.validate import ENGINES
+    from roofline.specs.hardware import load_hardware
+
+    if engine not in ENGINES:
+        raise UsageError(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+    base = None
+    if save:
+        if not Path(save).is_file():
+            raise UsageError(f"--save: {save} does not exist; run `roofline measure --save {save}` first (engine costs join a profile)")
+        base = load_hardware(save)
+    run_dtype = dtype or "fp32"
+    if run_dtype not in ("fp32", "bf16", "fp16"):
+        raise UsageError(f"--dtype: an engine runs fp32, bf16 or fp16, got {run_dtype!r}")
+    with _Progress() as step:
+        step(f"{engine} fixed costs (tiny models)")
+        kind = pick_device(torch_module("measure --engine"), device)
+        result = {"engine": engine, "device": kind, **engine_costs.of(engine, kind, run_dtype, quick)}
+    if save:
+        profile.save_engine(result, save, base)
+        err(f"roofline: saved the {engine} engine's fixed costs to {save}")
+    emit(profile.engine_report(result), as_json, as_csv)
+
+
 class _Progress:
     """A rich progress display on stderr while `measure` runs; the callback names the current step."""
 
@@ -110,6 +142,9 @@ def validate(
     output: Annotated[int, typer.Option("--output", min=2, help="Output tokens per sequence (decode steps + 1).")] = V.VALIDATE_OUTPUT,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="fp32, bf16 or fp16. [default: the model's, else bf16]")] = None,
     layers: Annotated[Optional[int], typer.Option("--layers", min=1, help="Run (and predict) the first N layers only, at full width.")] = None,
+    repeat: Annotated[int, typer.Option("--repeat", min=1, max=100, help="Rounds, interleaving the batches; TPOT is the median with a 90% bootstrap interval.")] = V.VALIDATE_ROUNDS,
+    tolerance: Annotated[float, typer.Option("--tolerance", help="The verdict's +- band around a ratio of 1 (0.15: within 15%).")] = V.VALIDATE_TOLERANCE,
+    engine: Annotated[str, typer.Option("--engine", help="eager (roofline's own decoder) or transformers (Hugging Face's; pip install 'roofline[engines]').")] = "eager",
     hardware: Annotated[Optional[str], typer.Option("--hardware", "-H", help="Profile or datasheet to predict with. [default: a quick measure of this device]")] = None,
     json: Json = False,
     csv: Csv = False,
@@ -121,6 +156,8 @@ def validate(
       roofline validate -m gpt2
 
       roofline validate -m llama-3.2-1b --batch 1,4,16 --prompt 128 --output 32 -H here.yaml --json
+
+      roofline validate -m ./config.json --engine transformers --repeat 5 --tolerance 0.2
     """
     from roofline.calc.sweep import parse_counts
     from roofline.measure import validate as check
@@ -133,5 +170,6 @@ def validate(
     batches = parse_counts(batch, "--batch")
     used = load_hardware(text_value(hardware, "--hardware")) if hardware is not None else None
     with _Progress() as step:
-        result = check.run(spec, used, device, batches, prompt, output, text_value(dtype, "--dtype"), on_step=step)
+        result = check.run(spec, used, device, batches, prompt, output, text_value(dtype, "--dtype"), on_step=step, repeat=repeat,
+                           tolerance=tolerance, engine=engine)
     emit(result, json, csv)

@@ -62,6 +62,20 @@ def measure(step_time: Callable[[Any, int, int], float], deadline: float = float
     return out
 
 
+def of(engine: str, kind: str, dtype: str, quick: bool = False, deadline: float = float("inf")) -> dict[str, Any]:
+    """Measure `engine`'s fixed costs on this device (torch imported here): the profile's engines[engine]."""
+    from roofline.measure.timing import torch_module
+
+    torch = torch_module("measure --engine")
+    if engine == "transformers":
+        from roofline.measure import hf_engine
+
+        timed = hf_engine.step_time(torch, kind, dtype, steps=8 if quick else 12)
+    else:
+        timed = eager_step_time(torch, kind, dtype, steps=8 if quick else 12)
+    return {**measure(timed, deadline, (1, 16) if quick else BATCHES), "dtype": dtype}
+
+
 def eager_step_time(torch, kind: str, dtype: str, steps: int = 12) -> Callable[[Any, int, int], float]:
     """step_time for roofline's own plain PyTorch decoder (roofline.measure.engine): median of `steps` decode steps."""
     from roofline.measure.engine import Decoder

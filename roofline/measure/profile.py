@@ -153,3 +153,29 @@ def save_collectives(result: dict[str, Any], path: str, base: Hardware) -> None:
         f"bandwidth and the shortest all-reduce time; raw figures under measured.collectives.\n"
     )
     _write(path, header, spec)
+
+
+def engine_report(result: dict[str, Any]) -> Report:
+    """`measure --engine NAME --json`: fixed costs per archetype and batch; CSV one row per (archetype, batch)."""
+    rows = [{"engine": result["engine"], "archetype": kind, "batch": int(b), "per_step_s": costs["per_step_s"][b],
+             "per_layer_s": costs["per_layer_s"][b]}
+            for kind, costs in result["archetypes"].items() for b in costs["per_layer_s"]]
+    return Report("engine", result, rows)
+
+
+def save_engine(result: dict[str, Any], path: str, base: Hardware) -> None:
+    """Write the profile at `path` again with engines[NAME] set to the measured fixed costs, atomically."""
+    spec = hardware_spec_of(base)
+    spec["engines"] = {**(base.engines or {}), result["engine"]: {k: v for k, v in result.items() if k not in ("engine", "device")}}
+    header = f"# engines.{result['engine']}: fixed costs per decode step and per layer measured by `roofline measure --engine`.\n"
+    _write(path, header, spec)
+
+
+def hardware_spec_of(h: Hardware) -> dict[str, Any]:
+    """A Hardware record back as its YAML mapping (the keys it was loaded from)."""
+    spec = {"name": h.name, "source": h.source, "memory_capacity": h.memory_capacity, "memory_bandwidth": h.memory_bandwidth,
+            "peak_flops": dict(h.peak_flops), "interconnect_bandwidth": h.interconnect_bandwidth,
+            "interconnect_latency": h.interconnect_latency, "internode_bandwidth": h.internode_bandwidth,
+            "internode_latency": h.internode_latency, "devices_per_node": h.devices_per_node,
+            "aliases": list(h.aliases) or None, "engines": h.engines, "measured": h.measured}
+    return {k: v for k, v in spec.items() if v is not None}

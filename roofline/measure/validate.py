@@ -1,9 +1,12 @@
 """`validate`: run a real prefill + decode with the model's shapes here and compare with the prediction.
 
-For each batch: build the KV cache for prompt + output tokens, warm up, time the prefill (TTFT) and every
-decode step (median and p90), then predict the same run with the calculator on the hardware profile given
-(or a quick `measure` of this device): the pure roofline bound, and the calibrated prediction when the
-profile carries the measured curves. Ratios are predicted / measured.
+In R rounds, each running every batch once in a rotated order (roofline.measure.stats.schedule): build the
+engine for prompt + output tokens, warm up, time the prefill (TTFT) and every decode step. Then per batch:
+the median TPOT over all steps of all rounds with its 90% bootstrap interval, p10 and p90, and the
+prediction for the same run on the hardware profile given (or a quick `measure` of this device): the pure
+roofline bound, and the calibrated prediction when the profile carries the measured curves and the engine's
+fixed costs. Ratios are predicted / measured; the verdict says whether the ratio's interval lies within the
+tolerance. Engines: roofline's own plain decoder ("eager") or Hugging Face transformers.
 """
 
 import statistics
@@ -11,7 +14,8 @@ import time
 from typing import Any, Callable
 
 from roofline.calc.estimate import estimate
-from roofline.calc.knobs import VALIDATE_BATCHES, VALIDATE_OUTPUT, VALIDATE_PROMPT
+from roofline.calc.knobs import VALIDATE_BATCHES, VALIDATE_OUTPUT, VALIDATE_PROMPT, VALIDATE_ROUNDS, VALIDATE_TOLERANCE
+from roofline.measure import stats
 from roofline.measure.engine import Decoder, check_supported
 from roofline.calc.attention import kv_bytes_per_token
 from roofline.errors import UsageError
@@ -21,6 +25,7 @@ from roofline.specs.records import DTYPE_BYTES, Hardware, Model
 
 SCHEMA_VERSION = 1
 RUN_DTYPES = ("fp32", "bf16", "fp16")
+ENGINES = ("eager", "transformers")
 
 
 def sliced(model: Model, layers: int | None) -> Model:
@@ -45,17 +50,25 @@ def memory_needed(model: Model, dtype: str, batch: int, tokens: int) -> float:
 
 def run(model: Model, hardware: Hardware | None = None, device: str = "auto", batches: list[int] = VALIDATE_BATCHES,
         prompt: int = VALIDATE_PROMPT, output: int = VALIDATE_OUTPUT, dtype: str | None = None, available_bytes: float | None = None,
-        on_step: Callable[[str], None] = lambda s: None) -> Report:
+        on_step: Callable[[str], None] = lambda s: None, repeat: int = VALIDATE_ROUNDS, tolerance: float = VALIDATE_TOLERANCE,
+        engine: str = "eager") -> Report:
     """Measured vs predicted TTFT and TPOT for each batch (see the module docstring): the `validate --json` report.
 
     `hardware` None: a quick `measure` of this device first. `dtype` None: the model's if it is fp32, bf16 or
-    fp16, else bf16. `available_bytes` None: the free memory of the device."""
+    fp16, else bf16. `available_bytes` None: the free memory of the device. `repeat` rounds interleave the
+    batches; `engine` is "eager" (roofline's decoder) or "transformers" (Hugging Face's implementation)."""
     a = check_supported(model)
     dtype = dtype if dtype is not None else model.dtype if model.dtype in RUN_DTYPES else "bf16"
     if dtype not in RUN_DTYPES:
         raise UsageError(f"validate runs fp32, bf16 or fp16, got {dtype!r}", "dtype")
     if output < 2:
         raise UsageError(f"--output: expected at least 2 tokens (one decode step), got {output}")
+    if not 1 <= repeat <= 100:
+        raise UsageError(f"expected 1 to 100 rounds, got {repeat}", "repeat")
+    if not 0 < tolerance < 1:
+        raise UsageError(f"expected a fraction between 0 and 1, got {tolerance}", "tolerance")
+    if engine not in ENGINES:
+        raise UsageError(f"expected one of {', '.join(ENGINES)}, got {engine!r}", "engine")
     if a.position_embeddings == "learned" and prompt + output > a.max_positions:
         raise UsageError(f"--prompt + --output: {prompt + output} exceeds {model.id}'s {a.max_positions} learned positions")
     if available_bytes is not None:  # refuse before importing torch
@@ -64,25 +77,32 @@ def run(model: Model, hardware: Hardware | None = None, device: str = "auto", ba
     from roofline.measure.timing import pick_device, torch_module
 
     torch = torch_module("validate")
+    build = engine_builder(engine, model)
     device = pick_device(torch, device)
     if available_bytes is None:
         _check_memory(model, dtype, batches, prompt + output, torch.cuda.mem_get_info()[0] if device == "cuda" else machine.available_memory())
     if hardware is None:
-        hardware = _quick_profile(device, dtype, on_step)
-    rows = []
+        hardware = _quick_profile(device, dtype, on_step, engine)
+    runs: dict[int, list[dict[str, Any]]] = {b: [] for b in batches}
     with torch.inference_mode():
         weights = None
-        for batch in batches:
-            on_step(f"batch {batch}")
-            engine = Decoder(a, dtype, device, batch, prompt + output, weights=weights)
-            weights = engine.shared_weights()
-            measured = _time_run(torch, engine, device, batch, prompt, output)
-            predicted = estimate(model, hardware, batch=batch, prompt_tokens=prompt, output_tokens=output, weight_dtype=dtype, kv_dtype=dtype)
-            rows.append(_row(batch, measured, predicted, hardware))
-            del engine
+        for r, batch in stats.schedule(list(batches), repeat):
+            on_step(f"round {r + 1} of {repeat}, batch {batch}")
+            decoder = build(a, dtype, device, batch, prompt + output, weights)
+            weights = decoder.shared_weights()
+            runs[batch].append(_time_run(torch, decoder, device, batch, prompt, output, warm_up=r == 0))
+            del decoder
+    rows = []
+    for batch in batches:
+        predicted = estimate(model, hardware, batch=batch, prompt_tokens=prompt, output_tokens=output, weight_dtype=dtype, kv_dtype=dtype,
+                             engine=engine if hardware.measured else None)  # a datasheet gives the roofline only
+        rows.append(_row(batch, runs[batch], predicted, hardware, tolerance))
     name = torch.cuda.get_device_name(0) if device == "cuda" else machine.cpu_name()
     envelope = {
         "schema_version": SCHEMA_VERSION,
+        "engine": engine,
+        "rounds": repeat,
+        "tolerance": tolerance,
         "model": {"id": model.id, "name": model.name, "params": model.params, "layers": a.layers, "dtype": dtype},
         "device": {"kind": device, "name": name, "threads": torch.get_num_threads(), "torch_version": str(torch.__version__)},
         "hardware": {"id": hardware.id, "name": hardware.name, "figures": hardware.origin,
@@ -93,6 +113,15 @@ def run(model: Model, hardware: Hardware | None = None, device: str = "auto", ba
     return Report("validate", envelope, rows)
 
 
+def engine_builder(engine: str, model: Model) -> Callable[..., Any]:
+    """build(arch, dtype, device, batch, max_tokens, weights) -> a decoder with prefill, decode, shared_weights."""
+    if engine == "transformers":
+        from roofline.measure import hf_engine
+
+        return hf_engine.builder(model)
+    return lambda a, dtype, device, batch, tokens, weights: Decoder(a, dtype, device, batch, tokens, weights=weights)
+
+
 def _check_memory(model: Model, dtype: str, batches: list[int], tokens: int, available_bytes: float) -> None:
     need = memory_needed(model, dtype, max(batches), tokens)
     if need > available_bytes:
@@ -100,23 +129,29 @@ def _check_memory(model: Model, dtype: str, batches: list[int], tokens: int, ava
                          f"{available_bytes / 1e9:.3g} GB are available (try --layers or a smaller batch)")
 
 
-def _quick_profile(kind: str, dtype: str, on_step: Callable[[str], None]) -> Hardware:
-    """A quick `measure` of this device, as a hardware spec the calculator takes."""
-    from roofline.measure import bench, profile
+def _quick_profile(kind: str, dtype: str, on_step: Callable[[str], None], engine: str = "eager") -> Hardware:
+    """A quick `measure` of this device (and of `engine`'s fixed costs), as a hardware spec the calculator takes."""
+    from roofline.measure import bench, engine_costs, profile
     from roofline.specs.hardware import hardware_from_mapping
 
     on_step("quick measure of this device")
     measured = bench.run(kind, [dtype], None, True, dtype, on_step=on_step)
+    if engine != "eager":
+        on_step(f"{engine} fixed costs (tiny models)")
+        measured["engines"][engine] = engine_costs.of(engine, kind, dtype, quick=True)
     return hardware_from_mapping(profile.hardware_spec(measured), "a quick measure of this device", "measured-here")
 
 
-def _time_run(torch, engine: Decoder, device: str, batch: int, prompt: int, output: int) -> dict[str, Any]:
+def _time_run(torch, engine, device: str, batch: int, prompt: int, output: int, warm_up: bool = True) -> dict[str, Any]:
+    """One round of one batch: a warm-up (the first round's only), then the timed prefill (TTFT) and every
+    decode step [s]."""
     sync = torch.cuda.synchronize if device == "cuda" else torch.mps.synchronize if device == "mps" else (lambda: None)
     generator = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, engine.a.vocab_size, (batch, prompt), generator=generator).to(engine.device)
-    first = engine.prefill(tokens)  # warm-up: first calls pay allocation and kernel selection
-    for j in range(2):
-        first = engine.decode(first, prompt + j)
+    if warm_up:  # first calls pay allocation and kernel selection
+        first = engine.prefill(tokens)
+        for j in range(2):
+            first = engine.decode(first, prompt + j)
     sync()
     start = time.perf_counter()
     token = engine.prefill(tokens)
@@ -128,28 +163,42 @@ def _time_run(torch, engine: Decoder, device: str, batch: int, prompt: int, outp
         token = engine.decode(token, prompt + j)
         sync()
         steps.append(time.perf_counter() - start)
-    ordered = sorted(steps)
-    return {"ttft_s": ttft, "tpot_s": statistics.median(steps), "tpot_p90_s": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]}
+    return {"ttft_s": ttft, "steps_s": steps}
 
 
-def _row(batch: int, measured: dict[str, Any], e, hardware: Hardware) -> dict[str, Any]:
+def _row(batch: int, runs: list[dict[str, Any]], e, hardware: Hardware, tolerance: float) -> dict[str, Any]:
+    """One batch's row: medians over rounds and steps, the bootstrap interval of the TPOT median, the ratios."""
+    rounds = [r["steps_s"] for r in runs]
+    pooled = [s for steps in rounds for s in steps]
+    tpot = statistics.median(pooled)
+    low, high = stats.median_interval(rounds)
+    ttft = statistics.median(r["ttft_s"] for r in runs)
     calibrated = e.calibrated
+    predicted_tpot = calibrated.tpot_s if calibrated else e.tpot_s
+    predicted_ttft = calibrated.ttft_s if calibrated else e.ttft_s
+    ratio_low, ratio_high = predicted_tpot / high, predicted_tpot / low
     return {
         "batch": batch,
-        "measured_ttft_s": measured["ttft_s"],
-        "measured_tpot_s": measured["tpot_s"],
-        "measured_tpot_p90_s": measured["tpot_p90_s"],
-        "predicted_ttft_s": calibrated.ttft_s if calibrated else e.ttft_s,
-        "predicted_tpot_s": calibrated.tpot_s if calibrated else e.tpot_s,
+        "measured_ttft_s": ttft,
+        "measured_tpot_s": tpot,
+        "measured_tpot_p10_s": stats.percentile(pooled, 0.10),
+        "measured_tpot_p90_s": stats.percentile(pooled, 0.90),
+        "measured_tpot_low_s": low,
+        "measured_tpot_high_s": high,
+        "predicted_ttft_s": predicted_ttft,
+        "predicted_tpot_s": predicted_tpot,
         "roofline_ttft_s": e.ttft_s,
         "roofline_tpot_s": e.tpot_s,
         "prediction": "calibrated" if calibrated else "roofline",
-        "tpot_ratio": (calibrated.tpot_s if calibrated else e.tpot_s) / measured["tpot_s"],
-        "ttft_ratio": (calibrated.ttft_s if calibrated else e.ttft_s) / measured["ttft_s"],
-        "roofline_tpot_ratio": e.tpot_s / measured["tpot_s"],
-        "achieved_flop_per_s": e.decode.flops / measured["tpot_s"],
-        "achieved_bytes_per_s": e.decode.bytes / measured["tpot_s"],
-        "mfu": e.decode.flops / measured["tpot_s"] / e.hardware.peak_flop_per_s,
-        "mbu": e.decode.bytes / measured["tpot_s"] / hardware.memory_bandwidth,
+        "tpot_ratio": predicted_tpot / tpot,
+        "tpot_ratio_low": ratio_low,
+        "tpot_ratio_high": ratio_high,
+        "verdict": stats.verdict(ratio_low, ratio_high, tolerance),
+        "ttft_ratio": predicted_ttft / ttft,
+        "roofline_tpot_ratio": e.tpot_s / tpot,
+        "achieved_flop_per_s": e.decode.flops / tpot,
+        "achieved_bytes_per_s": e.decode.bytes / tpot,
+        "mfu": e.decode.flops / tpot / e.hardware.peak_flop_per_s,
+        "mbu": e.decode.bytes / tpot / hardware.memory_bandwidth,
         "expected_bound": e.decode.bound,
     }

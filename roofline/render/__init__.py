@@ -61,4 +61,6 @@ def table(result: Any) -> Any:
         return getattr(specs, kind)(result.data)
     from roofline.render import measure
 
-    return {"measure": measure.measure_table, "collectives": measure.collectives_table, "validate": measure.validate_table}[kind](result.data)
+    tables = {"measure": measure.measure_table, "collectives": measure.collectives_table, "validate": measure.validate_table,
+              "engine": measure.engine_table}
+    return tables[kind](result.data)

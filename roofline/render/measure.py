@@ -125,28 +125,45 @@ def collectives_table(result: dict[str, Any]):
 
 
 def validate_table(result: dict[str, Any]):
-    """Measured against predicted TTFT and TPOT per batch, with the roofline bound beside the calibrated figure."""
+    """Measured against predicted TTFT and TPOT per batch: the TPOT ratio with its 90% interval and verdict,
+    and the roofline bound beside the calibrated figure."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
     m, d, h = result["model"], result["device"], result["hardware"]
     table = Table(box=None, pad_edge=False, header_style="bold")
-    columns = ["batch", "TTFT", "predicted", "ratio", "TPOT median", "p90", "predicted", "ratio", "roofline TPOT", "ratio",
-               "achieved", "MBU", "bound"]
+    columns = ["batch", "TTFT", "predicted", "ratio", "TPOT median", "p10-p90", "predicted", "ratio [90% interval]", "verdict",
+               "roofline", "ratio", "achieved", "MBU", "bound"]
     for name in columns:
         table.add_column(name, justify="right")
     for r in result["rows"]:
         table.add_row(
             str(r["batch"]), si(r["measured_ttft_s"], "s"), si(r["predicted_ttft_s"], "s"), f"{r['ttft_ratio']:.2f}",
-            si(r["measured_tpot_s"], "s"), si(r["measured_tpot_p90_s"], "s"), si(r["predicted_tpot_s"], "s"), f"{r['tpot_ratio']:.2f}",
+            si(r["measured_tpot_s"], "s"), f"{si(r['measured_tpot_p10_s'], 's')}-{si(r['measured_tpot_p90_s'], 's')}",
+            si(r["predicted_tpot_s"], "s"), f"{r['tpot_ratio']:.2f} [{r['tpot_ratio_low']:.2f}, {r['tpot_ratio_high']:.2f}]", r["verdict"],
             si(r["roofline_tpot_s"], "s"), f"{r['roofline_tpot_ratio']:.2f}", si(r["achieved_bytes_per_s"], "B/s"),
             f"{r['mbu']:.0%}", r["expected_bound"],
         )
     kind = result["rows"][0]["prediction"] if result["rows"] else "roofline"
     return Group(
-        Text.assemble((f"{m['name']} ({m['layers']} layers, {m['dtype']})", "bold"), f" on {d['name']} ({d['kind']}, {d['threads']} threads)"),
-        Text(f"prediction: {kind} from {h['name']} ({h['figures']} figures); ratio = predicted / measured"),
+        Text.assemble((f"{m['name']} ({m['layers']} layers, {m['dtype']})", "bold"),
+                      f" on {d['name']} ({d['kind']}, {d['threads']} threads), engine {result.get('engine', 'eager')}"),
+        Text(f"prediction: {kind} from {h['name']} ({h['figures']} figures); ratio = predicted / measured; "
+             f"{result.get('rounds', 1)} interleaved rounds; verdict at +-{result.get('tolerance', 0.15):.0%}"),
         Text(""),
         table,
     )
+
+
+def engine_table(result: dict[str, Any]):
+    """An engine's fixed costs per archetype and batch."""
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold", title=f"{result['engine']} engine fixed costs ({result['device']}, {result['dtype']})")
+    for name in ("archetype", "batch", "per step", "per layer"):
+        table.add_column(name, justify="left" if name == "archetype" else "right")
+    for kind, costs in result["archetypes"].items():
+        for b in costs["per_layer_s"]:
+            table.add_row(kind, b, si(costs["per_step_s"][b], "s"), si(costs["per_layer_s"][b], "s"))
+    return table
