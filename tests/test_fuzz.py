@@ -254,3 +254,28 @@ def test_fuzz_flags(tmp_path_factory, no_torch, quick_plots, data):
     for flag, value in zip(args, args[1:]):
         if value in BLANKS and flag.startswith("--") and flag not in ("--out", "--save"):
             assert r.exit_code != 0, f"blank {flag} was replaced by a default: {args!r}"
+
+
+@fuzz(150)
+@given(data=st.data())
+def test_fuzz_gguf_files(tmp_path_factory, data):
+    """Truncated, bit-flipped and count-inflated GGUF files: one line, never a traceback."""
+    pytest.importorskip("gguf")
+    import gguf_fixture
+
+    folder = tmp_path_factory.mktemp("g")
+    valid = bytearray(gguf_fixture.write(folder / "valid.gguf", data.draw(st.sampled_from(["Q4_0", "Q8_0", "Q4_K"]))).read_bytes())
+    kind = data.draw(st.sampled_from(["cut", "flip", "counts", "magic"]))
+    if kind == "cut":
+        valid = valid[: data.draw(st.integers(0, len(valid)))]
+    elif kind == "flip":
+        for _ in range(data.draw(st.integers(1, 8))):
+            valid[data.draw(st.integers(0, len(valid) - 1))] = data.draw(st.integers(0, 255))
+    elif kind == "counts":
+        at = data.draw(st.sampled_from([8, 16]))  # the tensor count or the metadata count
+        valid[at:at + 8] = data.draw(st.sampled_from([2**63, 2**40, 10**6, 0])).to_bytes(8, "little")
+    else:
+        valid[:4] = b"GGUX"
+    path = folder / "model.gguf"
+    path.write_bytes(bytes(valid))
+    check(["estimate", "-q", "--json", "-m", str(path)])

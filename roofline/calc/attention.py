@@ -11,6 +11,7 @@ most `window` tokens (Mistral 7B sec. 2).
 from typing import NamedTuple
 
 from roofline.calc import formulas as f
+from roofline.calc.storage import KV_BYTES
 from roofline.specs.records import DTYPE_BYTES, Model
 
 
@@ -50,7 +51,7 @@ class Attention(NamedTuple):
 
 def attention(model: Model, kv_dtype: str | None = None) -> Attention:
     """The attention facts of `model` with its KV cache stored in `kv_dtype` (default: the model's)."""
-    kv_bytes = DTYPE_BYTES[kv_dtype or model.kv_dtype]
+    kv_bytes = {**DTYPE_BYTES, **KV_BYTES}[kv_dtype or model.kv_dtype]
     a = model.arch
     if a is None:  # params-only napkin model: one "layer" holding the literal KV bytes per token
         return Attention("given", 1, 1, 0, model.kv_bytes_per_token_given or 0.0, 0.0, 0.0, 1 << 30)

@@ -21,6 +21,7 @@ from roofline.calc import calibrate
 from roofline.calc.attention import engine_support
 from roofline.calc import formulas as f
 from roofline.calc.calibrate import Calibrated
+from roofline.calc.storage import KV_BYTES, QUANTS, Storage, from_file, quantized, uniform
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS, Knobs, knobs_of
 from roofline.errors import UsageError
 from roofline.calc.shape import Shape
@@ -52,6 +53,7 @@ class Inputs(NamedTuple):
     tp: int
     collective_latency_s: float
     engine: str | None = None  # the engine whose calibrated prediction was asked for
+    quant: str | None = None  # a named weight format (roofline.calc.storage.QUANTS)
 
 
 class Phase(NamedTuple):
@@ -92,6 +94,7 @@ class ModelInfo(NamedTuple):
     params: float
     active_params: float  # used per token (= params for dense models)
     matmul_params: float  # multiplied per token
+    source_kind: str = "yaml"  # "yaml", "config", "gguf", "safetensors" or "hub"
 
 
 class HardwareInfo(NamedTuple):
@@ -163,13 +166,13 @@ def estimate(
     `knobs` (or keyword overrides of its fields: weight_dtype=..., tp=...) say how the model is served."""
     k = knobs_of(knobs, overrides)
     notes: list[str] = []
-    inputs = _inputs(model, hardware, notes, {"batch": batch, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens, **k._asdict()})
+    inputs, storage = _inputs(model, hardware, notes, {"batch": batch, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens, **k._asdict()})
     memory_fraction, compute_efficiency, bandwidth_efficiency, tp = k.memory_fraction, k.compute_efficiency, k.bandwidth_efficiency, k.tp
     peak = hardware.peak_flops[inputs.compute_dtype]
     F = peak * compute_efficiency
     W = hardware.memory_bandwidth * bandwidth_efficiency
     B, P, O = batch, prompt_tokens, output_tokens
-    shape = Shape(model, inputs.bits_per_weight, inputs.kv_dtype, inputs.compute_dtype, tp)
+    shape = Shape(model, storage, inputs.kv_dtype, inputs.compute_dtype, tp)
     link, latency = hardware.interconnect_bandwidth, inputs.collective_latency_s
 
     prefill = _phase(shape.prefill_flops(B, P), shape.prefill_bytes(B, P), F, W, comm_s=shape.comm_seconds(B * P, link, latency))
@@ -203,7 +206,8 @@ def estimate(
     critical = _critical_batch(shape, mean_context, F, W)
     calibrated = _calibrated(model, hardware, inputs, shape, mean_context)
     return Estimate(
-        model=ModelInfo(model.id, model.name, model.params, float(model.counts.active) if model.counts else model.params, shape.matmul),
+        model=ModelInfo(model.id, model.name, model.params, float(model.counts.active) if model.counts else model.params, shape.matmul,
+                        model.source_kind),
         hardware=HardwareInfo(hardware.id, hardware.name, hardware.origin, peak, hardware.memory_bandwidth, hardware.memory_capacity),
         inputs=inputs,
         weight_bytes=shape.weights * tp,
@@ -299,11 +303,16 @@ def _inputs(model: Model, hardware: Hardware, notes: list[str], args: dict) -> I
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_FRACTION <= value <= 1:
             raise UsageError(f"expected a fraction from {MIN_FRACTION:g} to 1, got {value!r}", name)
     # None means "the default"; a blank value is a mistake, not a request for the default.
-    weight = _dtype("weight_dtype", model.dtype if args["weight_dtype"] is None else args["weight_dtype"], DTYPE_BYTES)
-    kv = _dtype("kv_dtype", model.kv_dtype if args["kv_dtype"] is None else args["kv_dtype"], DTYPE_BYTES)
+    quant = args["quant"]
+    if quant is not None and quant not in QUANTS:
+        raise UsageError(f"unknown format {quant!r} (expected one of: {', '.join(QUANTS)})", "quant")
+    default_weight = QUANTS[quant].compute if quant else model.dtype
+    weight = _dtype("weight_dtype", default_weight if args["weight_dtype"] is None else args["weight_dtype"], DTYPE_BYTES)
+    kv = _dtype("kv_dtype", model.kv_dtype if args["kv_dtype"] is None else args["kv_dtype"], {**DTYPE_BYTES, **KV_BYTES})
     bits = args["bits_per_weight"]
     if bits is not None and (isinstance(bits, bool) or not isinstance(bits, (int, float)) or not 0.5 <= bits <= 64):
         raise UsageError(f"expected a number of bits from 0.5 to 64, got {bits!r}", "bits_per_weight")
+    storage = _storage(model, quant, bits, args["weight_dtype"], weight, notes)
     compute = _default_compute(hardware, weight) if args["compute_dtype"] is None else args["compute_dtype"]
     _dtype("compute_dtype", compute, COMPUTE_DTYPES)
     if compute not in hardware.peak_flops:
@@ -319,14 +328,28 @@ def _inputs(model: Model, hardware: Hardware, notes: list[str], args: dict) -> I
         weight_dtype=weight,
         kv_dtype=kv,
         compute_dtype=compute,
-        bits_per_weight=bits if bits is not None else 8 * DTYPE_BYTES[weight],
+        bits_per_weight=storage.bits_per_weight,
         memory_fraction=args["memory_fraction"],
         compute_efficiency=args["compute_efficiency"],
         bandwidth_efficiency=args["bandwidth_efficiency"],
         tp=tp,
         collective_latency_s=hardware.interconnect_latency if hardware.interconnect_latency is not None else DEFAULT_COLLECTIVE_LATENCY,
         engine=_engine(args["engine"], hardware),
-    )
+        quant=quant,
+    ), storage
+
+
+def _storage(model: Model, quant: str | None, bits: float | None, asked_dtype: str | None, weight: str, notes: list[str]) -> Storage:
+    """How the weights are stored: --bits-per-weight, else --quant, else a model file's exact bytes (unless a
+    weight dtype is asked for), else the weight dtype."""
+    if bits is not None:
+        return uniform(model, bits)
+    if quant is not None:
+        return quantized(model, QUANTS[quant])
+    if model.weights_file is not None and asked_dtype is None:
+        notes.append(f"weights: the exact bytes of the {model.source_kind} file ({model.weights_file.bits_per_weight:.3g} bits per weight)")
+        return from_file(model)
+    return uniform(model, 8 * DTYPE_BYTES[weight])
 
 
 def _engine(name: str | None, hardware: Hardware) -> str | None:
@@ -374,6 +397,11 @@ def _critical_reason(critical: int | None, limit: int | None, shape: Shape, cont
 
 
 def _warnings(model: Model, prompt: int, output: int) -> list[str]:
+    warnings = []
     if model.max_context is not None and prompt + output > model.max_context:
-        return [f"prompt + output = {prompt + output} tokens exceeds {model.id}'s max_context {model.max_context}"]
-    return []
+        warnings.append(f"prompt + output = {prompt + output} tokens exceeds {model.id}'s max_context {model.max_context}")
+    w = model.weights_file
+    if w is not None and model.params and abs(w.elements - model.params) > 0.01 * model.params:
+        warnings.append(f"the {model.source_kind} file holds {w.elements:,} weights, the architecture {model.params:,.0f} "
+                        "(a tensor the architecture does not count, or one it expects is missing)")
+    return warnings

@@ -20,6 +20,7 @@ class Knobs(NamedTuple):
     compute_efficiency: float = 1.0  # achievable share of peak FLOP/s; 1.0 = the roofline bound
     bandwidth_efficiency: float = 1.0  # achievable share of peak bandwidth; 1.0 = the roofline bound
     tp: int = 1  # tensor-parallel devices
+    quant: str | None = None  # a named weight format: q4_0, q4_k_m, q5_k_m, q6_k, q8_0, awq, gptq, fp8, nvfp4, mxfp4
     engine: str | None = None  # whose calibrated prediction a measured profile gives (None: roofline's own "eager")
 
 

@@ -9,6 +9,7 @@ the naive form; MoE steps read the distinct experts their tokens touch (params.e
 
 from roofline.calc import formulas as f
 from roofline.calc.attention import attention
+from roofline.calc.storage import Storage, streamed, uniform
 from roofline.specs.records import Model
 
 ACTIVATION_BYTES = {"fp32": 4.0, "tf32": 4.0}  # all-reduce message element size; 2 B (bf16) otherwise
@@ -17,9 +18,10 @@ ACTIVATION_BYTES = {"fp32": 4.0, "tf32": 4.0}  # all-reduce message element size
 class Shape:
     """One model's per-step quantities for given dtypes and tensor parallelism (SI units, per device)."""
 
-    def __init__(self, model: Model, bits_per_weight: float, kv_dtype: str, compute_dtype: str, tp: int = 1):
+    def __init__(self, model: Model, storage: "Storage | float", kv_dtype: str, compute_dtype: str, tp: int = 1):
+        """`storage`: how the weights are stored (roofline.calc.storage), or plain bits per weight."""
         self.model, self.tp = model, tp
-        self.bytes_per_weight = bits_per_weight / 8
+        self.storage = storage if isinstance(storage, Storage) else uniform(model, storage)
         self.activation_bytes = ACTIVATION_BYTES.get(compute_dtype, 2.0)
         self.counts = model.counts
         self.attention = att = attention(model, kv_dtype)
@@ -33,12 +35,11 @@ class Shape:
     @property
     def weights(self) -> float:
         """Resident weight bytes per device."""
-        return self.model.params * self.bytes_per_weight / self.tp
+        return self.storage.resident / self.tp
 
     def streamed(self, tokens: float) -> float:
         """Weight bytes per device read by a step that routes `tokens` tokens."""
-        params = self.counts.streamed(tokens) if self.counts else self.model.params
-        return params * self.bytes_per_weight / self.tp
+        return streamed(self.storage, self.model, tokens) / self.tp
 
     @property
     def matmul(self) -> float:

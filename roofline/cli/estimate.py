@@ -8,7 +8,7 @@ from roofline.errors import UsageError
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.cli.common import (
     D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, ComputeEfficiency, Csv, Engine, HardwareRef, Json, KvDtype,
-    MemoryFraction, ModelRef, Output, OutputList, Prompt, PromptList, Quiet, Tp, TpotSlo, TtftSlo, WeightDtype,
+    MemoryFraction, ModelRef, Output, OutputList, Prompt, PromptList, Quant, Quiet, Tp, TpotSlo, TtftSlo, WeightDtype,
     duration, emit, err, handled, knobs_from, specs, text_value,
 )
 
@@ -27,6 +27,7 @@ def estimate(
     kv_dtype: KvDtype = D.kv_dtype,
     compute_dtype: ComputeDtype = D.compute_dtype,
     bits_per_weight: Bits = D.bits_per_weight,
+    quant: Quant = D.quant,
     memory_fraction: MemoryFraction = D.memory_fraction,
     compute_efficiency: ComputeEfficiency = D.compute_efficiency,
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
@@ -72,6 +73,7 @@ def sweep(
     kv_dtype: KvDtype = D.kv_dtype,
     compute_dtype: ComputeDtype = D.compute_dtype,
     bits_per_weight: Bits = D.bits_per_weight,
+    quant: Quant = D.quant,
     memory_fraction: MemoryFraction = D.memory_fraction,
     compute_efficiency: ComputeEfficiency = D.compute_efficiency,
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
@@ -119,6 +121,7 @@ def compare(
     kv_dtype: KvDtype = D.kv_dtype,
     compute_dtype: ComputeDtype = D.compute_dtype,
     bits_per_weight: Bits = D.bits_per_weight,
+    quant: Quant = D.quant,
     memory_fraction: MemoryFraction = D.memory_fraction,
     compute_efficiency: ComputeEfficiency = D.compute_efficiency,
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
@@ -163,6 +166,7 @@ def plot(
     kv_dtype: KvDtype = D.kv_dtype,
     compute_dtype: ComputeDtype = D.compute_dtype,
     bits_per_weight: Bits = D.bits_per_weight,
+    quant: Quant = D.quant,
     memory_fraction: MemoryFraction = D.memory_fraction,
     compute_efficiency: ComputeEfficiency = D.compute_efficiency,
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,

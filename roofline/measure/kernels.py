@@ -217,7 +217,8 @@ def decode_curve(torch, clock: Clock, tensor, dtype: str, matmul: dict | None, r
     series.append(tall)
     # One pool of values, filled once; each series views it as its weights (distinct, so still cold when cycled).
     pool = tensor(max(count * n * k for k, n, count in series), dtype=dtype)
-    clock.deadline = min(clock.deadline, time.perf_counter() + clock.plan.curve_time * curve_points(plan.decode_m, plan.decode_ks) * 1.5)
+    window = plan.curve_window or 3 * plan.curve_time * curve_points(plan.decode_m, plan.decode_ks)
+    clock.deadline = min(clock.deadline, time.perf_counter() + window)
     curve, first = [], None
     for k, n, count in series:
         if clock.left() <= 0:

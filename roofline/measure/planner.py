@@ -49,6 +49,7 @@ class Plan(NamedTuple):
     curve_reps: int = 3  # per decode-curve point
     curve_time: float = 0.05  # seconds per decode-curve point
     attention_time: float = 0.05  # seconds per decode-attention shape
+    curve_window: float | None = None  # seconds for one dtype's curve once its weights are filled (None: 3 x its points' time)
     budget_s: float = 0.0  # the whole run's budget
     note: str = ""  # why buffers are under 4x the last-level cache, when they are
 

@@ -58,10 +58,18 @@ def model_detail(info: dict[str, Any]):
     head = Text.assemble(
         (info["name"], "bold"), f" ({info['id']}, {info['dtype']})\n",
         f"params {info['params']:,.0f}{check}\n"
-        f"KV cache {info['kv_bytes_per_token']:,.0f} B/token at {info['dtype']} · max context {info['max_context'] or '-'}\n"
-        f"source: {info['source']}\n",
+        f"KV cache {info['kv_bytes_per_token']:,.0f} B/token at {info.get('kv_dtype', info['dtype'])} · max context {info['max_context'] or '-'}\n"
+        f"source: {info['source']} ({info.get('source_kind', 'yaml')})\n",
     )
     parts: list[Any] = [head]
+    if "weight_bytes" in info:  # read from a model file: its exact bytes
+        parts.append(Text(f"weights {binary(info['weight_bytes'])} ({info['weight_bytes']:,} B) at {info['bits_per_weight']:.3f} bits "
+                          f"per weight, {binary(info['weight_bytes_streamed'])} streamed per decode step\n"))
+        bits = info["bits_per_weight_by_role"]
+        rows = [[f"{role}", f"{n:,}", binary(n), f"{bits[role]:.3g}" if role in bits else "-"] for role, n in info["weight_bytes_by_role"].items()]
+        rows += [[f"dtype {d}", f"{n:,}", binary(n), ""] for d, n in info["weight_bytes_by_dtype"].items()]
+        parts.append(listing_table(["bytes", "count", "", "bits/weight"], rows, left=1))
+        parts.append(Text(""))
     if "params_breakdown" in info:
         rows = [[k, f"{v:,}", si(v, "")] for k, v in info["params_breakdown"].items()]
         parts.append(listing_table(["params", "count", ""], rows, left=1))

@@ -45,11 +45,34 @@ def load_model(ref: str) -> Model:
     from roofline.specs.fields import read_yaml
     from roofline.specs.model_keys import model_from_mapping
 
-    if ref.endswith(".json") or is_dir(user_path(ref)):
-        from roofline.specs import config as hf
+    path = user_path(ref)
+    if ref.lower().endswith(".gguf"):
+        from roofline.specs.checkpoint import gguf_model
 
-        config = hf.find_config(ref)
-        spec_id = config.parent.name if config.stem == "config" else config.stem
-        return model_from_mapping(hf.to_model_keys(hf.read_config(config), str(config)), str(config), spec_id)
+        if not is_file(path):
+            raise UsageError(f"{ref if len(ref) <= 100 else shown(ref)}: no such GGUF file")
+        keys, weights = gguf_model(path)
+        return model_from_mapping(keys, str(path), path.stem)._replace(weights_file=weights, source_kind="gguf")
+    if ref.endswith(".json") or is_dir(path):
+        return _from_config(ref, "config")
+    from roofline.specs import hub
+
+    if hub.is_hub_id(ref) and not is_file(path):
+        return _from_config(str(hub.snapshot(ref)), "hub")
     path = resolve(ref, "models")
     return model_from_mapping(read_yaml(path), str(path), path.stem)
+
+
+def _from_config(ref: str, kind: str) -> Model:
+    """A model from a config.json; with the exact weight bytes of the safetensors shards beside it, if any."""
+    from roofline.specs import config as hf
+    from roofline.specs.checkpoint import safetensors_bytes, safetensors_files
+    from roofline.specs.model_keys import model_from_mapping
+
+    config = hf.find_config(ref)
+    spec_id = config.parent.name if config.stem == "config" else config.stem
+    model = model_from_mapping(hf.to_model_keys(hf.read_config(config), str(config)), str(config), spec_id)
+    shards = safetensors_files(config.parent)
+    if shards:
+        return model._replace(weights_file=safetensors_bytes(shards), source_kind="hub" if kind == "hub" else "safetensors")
+    return model._replace(source_kind=kind)

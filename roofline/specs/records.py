@@ -49,6 +49,8 @@ class Model(NamedTuple):
     published_params: float | None = None
     published_active_params: float | None = None
     counts: ParamCounts | None = None  # derived from arch
+    weights_file: Any = None  # roofline.specs.checkpoint.WeightBytes when read from a GGUF or safetensors file
+    source_kind: str = "yaml"  # "yaml", "config", "gguf", "safetensors" or "hub"
 
     @property
     def params(self) -> float:
