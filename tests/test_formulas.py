@@ -115,3 +115,8 @@ def test_qkv_bias_counts():
 def test_mean_of_max_is_at_least_the_max_of_means():
     assert f.mean_of_max_linear(0, 1, 5, 0, 11) >= max(5.0, 5.0)
     assert math.isclose(f.mean_of_max_linear(0, 1, 5, 0, 11), (5 * 6 + 6 + 7 + 8 + 9 + 10) / 11)
+
+
+def test_end_to_end_output_throughput_by_hand():
+    # 8 sequences of 100 output tokens served together in 2 s of request latency: 400 tokens/s, 4 requests/s.
+    assert f.output_tokens_per_s(8, 100, 2.0) == 400.0

@@ -33,13 +33,18 @@ def tpot(batch):
 
 def test_goodput_picks_the_batch_where_tpot_crosses_the_slo(toy):
     # TPOT <= 3 ms  <=>  B <= 1e-3 / 1.055e-5 = 94.8: of 1, 2, 4, ... 256 the last to meet it is 64.
-    s = sweep(*toy, batches=parse_counts("1:256", "--batch"), prompts=[100], outputs=[11], tpot_slo=3e-3)
+    s = sweep(*toy, batches=parse_counts("1:256", "--batch"), prompts=[100], outputs=[11], tpot_slo=3e-3, goodput_of="decode")
     by_batch = {r.batch: r for r in s.rows}
     assert by_batch[64].meets_slo and not by_batch[128].meets_slo
     assert by_batch[64].tpot_s == pytest.approx(tpot(64))  # 2.6752 ms
     assert by_batch[128].goodput_tokens_per_s == 0.0
     assert s.summary.best_batch == 64
     assert s.summary.best_goodput_tokens_per_s == pytest.approx(64 / tpot(64))  # 23,923 tokens/s
+    # By default goodput counts end-to-end output tokens: B x O / (TTFT + (O - 1) x TPOT), for the same best batch.
+    end_to_end = sweep(*toy, batches=parse_counts("1:256", "--batch"), prompts=[100], outputs=[11], tpot_slo=3e-3)
+    best = next(r for r in end_to_end.rows if r.batch == 64)
+    assert end_to_end.summary.best_batch == 64 and end_to_end.inputs["goodput_of"] == "output"
+    assert best.goodput_tokens_per_s == pytest.approx(64 * 11 / (best.ttft_s + 10 * best.tpot_s))
     # Around the crossing: 94 meets it (2.9917 ms), 95 does not (3.00225 ms).
     s = sweep(*toy, batches=[90, 94, 95, 100], prompts=[100], outputs=[11], tpot_slo=3e-3)
     assert s.summary.best_batch == 94

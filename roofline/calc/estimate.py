@@ -129,6 +129,8 @@ class Estimate(NamedTuple):
     ttft_s: float
     tpot_s: float
     request_latency_s: float
+    output_tokens_per_s: float  # end to end: batch x output tokens / request latency (prefill included)
+    requests_per_s: float  # batch / request latency: a batch served together
     warnings: list[str]
     notes: list[str]
     calibrated: Calibrated | None = None  # from a measured profile: see roofline.calibrate
@@ -226,7 +228,9 @@ def estimate(
         decode=decode,
         ttft_s=prefill.time_s,
         tpot_s=tpot,
-        request_latency_s=prefill.time_s + max(O - 1, 0) * tpot,
+        request_latency_s=(latency := prefill.time_s + max(O - 1, 0) * tpot),
+        output_tokens_per_s=f.output_tokens_per_s(B, O, latency),
+        requests_per_s=B / latency,
         warnings=_warnings(model, P, O),
         notes=notes,
         calibrated=calibrated,

@@ -123,3 +123,9 @@ def smallest_batch_where(condition, limit: int = 1 << 24) -> int | None:
         else:
             low = mid + 1
     return low
+
+
+def output_tokens_per_s(batch: int, output_tokens: int, request_latency_s: float) -> float:
+    """End-to-end output throughput = B x O / request latency [tokens/s]: a batch served together, its prefill
+    included, as engine benchmarks count it (TensorRT-LLM's and vLLM's throughput benchmarks)."""
+    return batch * output_tokens / request_latency_s

@@ -25,7 +25,7 @@ class Row(NamedTuple):
     tpot_s: float
     ttft_s: float
     request_latency_s: float
-    tokens_per_s: float
+    tokens_per_s: float  # the decode step's: B / TPOT
     tokens_per_s_per_sequence: float
     mbu: float
     mfu: float
@@ -34,6 +34,8 @@ class Row(NamedTuple):
     bound: str  # of the decode step
     meets_slo: bool
     goodput_tokens_per_s: float
+    output_tokens_per_s: float = 0.0  # end to end: B x O / request latency
+    requests_per_s: float = 0.0
 
 
 class Group(NamedTuple):
@@ -73,9 +75,13 @@ class Sweep(NamedTuple):
         return self.rows
 
 
-def row(e: Estimate, tpot_slo: float | None, ttft_slo: float | None) -> Row:
-    """One sweep row from an estimate."""
+GOODPUT_OF = ("output", "decode")  # what goodput counts: end-to-end output tokens/s, or the decode step's
+
+
+def row(e: Estimate, tpot_slo: float | None, ttft_slo: float | None, goodput_of: str = "output") -> Row:
+    """One sweep row from an estimate; goodput counts `goodput_of` throughput when it fits and meets the SLOs."""
     meets = (tpot_slo is None or e.tpot_s <= tpot_slo) and (ttft_slo is None or e.ttft_s <= ttft_slo)
+    rate = e.output_tokens_per_s if goodput_of == "output" else e.decode.tokens_per_s
     return Row(
         batch=e.inputs.batch,
         prompt_tokens=e.inputs.prompt_tokens,
@@ -91,7 +97,9 @@ def row(e: Estimate, tpot_slo: float | None, ttft_slo: float | None) -> Row:
         fits=e.fits,
         bound=e.decode.bound,
         meets_slo=meets,
-        goodput_tokens_per_s=e.decode.tokens_per_s if meets and e.fits else 0.0,
+        goodput_tokens_per_s=rate if meets and e.fits else 0.0,
+        output_tokens_per_s=e.output_tokens_per_s,
+        requests_per_s=e.requests_per_s,
     )
 
 
@@ -111,10 +119,14 @@ def sweep(
     outputs: list[int] = (OUTPUT_TOKENS,),
     tpot_slo: float | None = None,
     ttft_slo: float | None = None,
+    goodput_of: str = "output",
     **options: Any,
 ) -> Sweep:
     """Estimates over the grid batches x prompts x outputs; `options` are `estimate`'s keyword arguments
-    (`knobs=` or its fields)."""
+    (`knobs=` or its fields). Goodput counts end-to-end output tokens/s (`goodput_of="output"`: B x O /
+    request latency, prefill included) or the decode step's B / TPOT (`"decode"`)."""
+    if goodput_of not in GOODPUT_OF:
+        raise UsageError(f"expected one of {', '.join(GOODPUT_OF)}, got {goodput_of!r}", "goodput_of")
     points = len(batches or [1]) * len(prompts) * len(outputs)
     if points > MAX_POINTS:
         raise UsageError(f"the grid batches x prompts x outputs has {points} points, more than {MAX_POINTS} (narrow a range or raise its step)", "batches")
@@ -128,11 +140,12 @@ def sweep(
             group = []
             for batch in batches or default_batches(first.max_batch):
                 e = first if batch == 1 else estimate(model, hardware, batch=batch, prompt_tokens=prompt, output_tokens=output, **options)
-                group.append(row(e, tpot_slo, ttft_slo))
+                group.append(row(e, tpot_slo, ttft_slo, goodput_of))
             rows += group
             groups.append(_summarize(group, first))
     inputs = {**plain(first.inputs), "batches": sorted({r.batch for r in rows}), "prompts": list(prompts), "outputs": list(outputs)}
-    inputs.update(model=model.id, hardware=hardware.id, figures=hardware.origin, tpot_slo_s=tpot_slo, ttft_slo_s=ttft_slo)
+    inputs.update(model=model.id, hardware=hardware.id, figures=hardware.origin, tpot_slo_s=tpot_slo, ttft_slo_s=ttft_slo,
+                  goodput_of=goodput_of)
     for key in ("batch", "prompt_tokens", "output_tokens"):
         inputs.pop(key)
     return Sweep(inputs, rows, groups)
@@ -204,6 +217,8 @@ class CompareRow(NamedTuple):
     decode_bound: str
     best_batch: int | None
     best_goodput_tokens_per_s: float | None
+    output_tokens_per_s: float = 0.0  # end to end at `batch`: B x O / request latency
+    requests_per_s: float = 0.0
 
 
 COMPARE_COLUMNS = CompareRow._fields
@@ -224,7 +239,7 @@ class Comparison(NamedTuple):
 
 def compare(
     models: list[Model], devices: list[Hardware], *, batch: int = BATCH, prompt_tokens: int = PROMPT_TOKENS, output_tokens: int = OUTPUT_TOKENS,
-    tpot_slo: float | None = None, ttft_slo: float | None = None, sort: str | None = None, **options: Any,
+    tpot_slo: float | None = None, ttft_slo: float | None = None, sort: str | None = None, goodput_of: str = "output", **options: Any,
 ) -> Comparison:
     """One row per (model, hardware): the key figures at `batch`, and the best goodput batch when SLOs are given."""
     rows = []
@@ -233,11 +248,13 @@ def compare(
             e = estimate(m, h, batch=batch, prompt_tokens=prompt_tokens, output_tokens=output_tokens, **options)
             best = None
             if tpot_slo is not None or ttft_slo is not None:
-                best = sweep(m, h, prompts=[prompt_tokens], outputs=[output_tokens], tpot_slo=tpot_slo, ttft_slo=ttft_slo, **options).summary
+                best = sweep(m, h, prompts=[prompt_tokens], outputs=[output_tokens], tpot_slo=tpot_slo, ttft_slo=ttft_slo,
+                             goodput_of=goodput_of, **options).summary
             rows.append(CompareRow(
                 m.id, h.id, h.origin, e.fits, e.weight_bytes, e.max_batch, e.ridge_point_flop_per_byte, batch,
                 e.ttft_s, e.tpot_s, e.decode.tokens_per_s, e.decode.bound,
                 best.best_batch if best else None, best.best_goodput_tokens_per_s if best else None,
+                e.output_tokens_per_s, e.requests_per_s,
             ))
     return Comparison(sort_rows(rows, sort) if sort is not None else rows)
 

@@ -158,6 +158,7 @@ ComputeEfficiency = Annotated[float, typer.Option("--compute-efficiency", help="
 BandwidthEfficiency = Annotated[float, typer.Option("--bandwidth-efficiency", help="Achievable share of peak bandwidth (1.0 = the roofline bound).")]
 Tp = Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel devices: weights, KV and FLOPs split; all-reduces added.")]
 Quant = Annotated[Optional[str], typer.Option("--quant", help="Named weight format with its scales and 16-bit tensors: q4_0, q4_k_m, q5_k_m, q6_k, q8_0, awq, gptq, fp8, nvfp4, mxfp4.")]
+GoodputOf = Annotated[str, typer.Option("--goodput-of", help="What goodput counts: output (end-to-end output tokens/s, prefill included) or decode (the decode step's B / TPOT).")]
 Engine = Annotated[Optional[str], typer.Option("--engine", help="Engine of the calibrated prediction a measured profile gives: eager (roofline's own decoder) or one `roofline measure --engine` measured. [default: eager]")]
 TpotSlo = Annotated[Optional[str], typer.Option("--tpot-slo", help="Latency objective per output token, e.g. 50ms.")]
 TtftSlo = Annotated[Optional[str], typer.Option("--ttft-slo", help="Latency objective to the first token, e.g. 2s.")]

@@ -7,7 +7,7 @@ import typer
 from roofline.errors import UsageError
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.cli.common import (
-    D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, ComputeEfficiency, Csv, Engine, HardwareRef, Json, KvDtype,
+    D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, ComputeEfficiency, Csv, Engine, GoodputOf, HardwareRef, Json, KvDtype,
     MemoryFraction, ModelRef, Output, OutputList, Prompt, PromptList, Quant, Quiet, Tp, TpotSlo, TtftSlo, WeightDtype,
     duration, emit, err, handled, knobs_from, specs, text_value,
 )
@@ -69,6 +69,7 @@ def sweep(
     output_tokens: OutputList = str(OUTPUT_TOKENS),
     tpot_slo: TpotSlo = None,
     ttft_slo: TtftSlo = None,
+    goodput_of: GoodputOf = "output",
     weight_dtype: WeightDtype = D.weight_dtype,
     kv_dtype: KvDtype = D.kv_dtype,
     compute_dtype: ComputeDtype = D.compute_dtype,
@@ -101,6 +102,7 @@ def sweep(
         outputs=sweeps.parse_counts(output_tokens, "--output", low=0),
         tpot_slo=duration(tpot_slo, "--tpot-slo"),
         ttft_slo=duration(ttft_slo, "--ttft-slo"),
+        goodput_of=goodput_of,
         knobs=knobs_from(locals()),
     )
     emit(result, json, csv)
@@ -117,6 +119,7 @@ def compare(
     tpot_slo: TpotSlo = None,
     ttft_slo: TtftSlo = None,
     sort: Annotated[Optional[str], typer.Option("--sort", help="Sort by a column (JSON key); prefix - for descending, e.g. -tokens_per_s.")] = None,
+    goodput_of: GoodputOf = "output",
     weight_dtype: WeightDtype = D.weight_dtype,
     kv_dtype: KvDtype = D.kv_dtype,
     compute_dtype: ComputeDtype = D.compute_dtype,
@@ -145,7 +148,7 @@ def compare(
     result = sweeps.compare(
         [load_model(text_value(m, "--model")) for m in model], [load_hardware(text_value(h, "--hardware")) for h in hardware],
         batch=batch, prompt_tokens=prompt_tokens, output_tokens=output_tokens, tpot_slo=duration(tpot_slo, "--tpot-slo"),
-        ttft_slo=duration(ttft_slo, "--ttft-slo"), sort=text_value(sort, "--sort"), knobs=knobs_from(locals()),
+        ttft_slo=duration(ttft_slo, "--ttft-slo"), sort=text_value(sort, "--sort"), goodput_of=goodput_of, knobs=knobs_from(locals()),
     )
     emit(result, json, csv)
 
@@ -162,6 +165,7 @@ def plot(
     sweep_plot: Annotated[bool, typer.Option("--sweep", help="Plot throughput and TPOT against batch instead of the roofline.")] = False,
     tpot_slo: TpotSlo = None,
     ttft_slo: TtftSlo = None,
+    goodput_of: GoodputOf = "output",
     weight_dtype: WeightDtype = D.weight_dtype,
     kv_dtype: KvDtype = D.kv_dtype,
     compute_dtype: ComputeDtype = D.compute_dtype,
@@ -203,3 +207,38 @@ def plot(
         plots.draw_roofline(plots.roofline_data(h, estimates), out_path)
     if not quiet:
         err(f"roofline: wrote {out_path}")
+
+
+@app.command()
+@handled
+def fit(
+    model: ModelRef = None,
+    hardware: HardwareRef = None,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, help="Sequences for the largest-context answer.")] = 1,
+    context: Annotated[Optional[int], typer.Option("--context", min=1, help="Tokens per sequence for the largest-batch and smallest-tp answers. [default: the model's max_context]")] = None,
+    weight_dtype: WeightDtype = D.weight_dtype,
+    kv_dtype: KvDtype = D.kv_dtype,
+    compute_dtype: ComputeDtype = D.compute_dtype,
+    bits_per_weight: Bits = D.bits_per_weight,
+    quant: Quant = D.quant,
+    memory_fraction: MemoryFraction = D.memory_fraction,
+    compute_efficiency: ComputeEfficiency = D.compute_efficiency,
+    bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
+    tp: Tp = D.tp,
+    engine: Engine = D.engine,
+    json: Json = False,
+    csv: Csv = False,
+    quiet: Quiet = False,
+) -> None:
+    """What fits: the largest context at a batch, the largest batch at a context, the smallest tensor-parallel degree.
+
+    Examples:
+
+      roofline fit -m llama-3.1-70b -H h100-sxm --context 32768
+
+      roofline fit -m llama-3.1-8b -H rtx-4090 --quant q4_k_m --kv-dtype q8_0 -b 4 --json
+    """
+    from roofline.calc.fit import fit as run_fit
+
+    m, h = specs(model, hardware, quiet)
+    emit(run_fit(m, h, batch=batch, context=context, knobs=knobs_from(locals())), json, csv)

@@ -38,7 +38,8 @@ def config(arch, max_tokens: int):
     t = transformers_module()
     if family(arch) == "gpt2":
         return t.GPT2Config(vocab_size=arch.vocab_size, n_positions=max(arch.max_positions or 0, max_tokens), n_embd=arch.hidden_size,
-                            n_layer=arch.layers, n_head=arch.num_heads, n_inner=arch.intermediate_size, tie_word_embeddings=True)
+                            n_layer=arch.layers, n_head=arch.num_heads, n_inner=arch.intermediate_size, tie_word_embeddings=True,
+                            bos_token_id=0, eos_token_id=0)  # GPT-2's 50256 lies outside a tiny vocabulary
     kind = t.Qwen2Config if family(arch) == "qwen2" else t.LlamaConfig
     return kind(vocab_size=arch.vocab_size, hidden_size=arch.hidden_size, intermediate_size=arch.intermediate_size,
                 num_hidden_layers=arch.layers, num_attention_heads=arch.num_heads, num_key_value_heads=arch.num_kv_heads,

@@ -49,9 +49,11 @@ def _cell(v: Any) -> Any:
 def table(result: Any) -> Any:
     """The rich renderable for a result: chosen by its kind (a Report) or its type (Estimate, Sweep, Comparison)."""
     kind = getattr(result, "kind", None) if type(result).__name__ == "Report" else type(result).__name__
-    if kind in ("Estimate", "Sweep", "Comparison"):
+    if kind in ("Estimate", "Sweep", "Comparison", "Fit"):
         from roofline.render import tables
 
+        if kind == "Fit":
+            return tables.fit_table(result)
         if kind == "Comparison":
             return tables.compare_table(result.rows)
         return tables.estimate_table(result) if kind == "Estimate" else tables.sweep_table(result)

@@ -55,7 +55,8 @@ def summary_lines(e: Estimate) -> list[str]:
     critical = str(e.critical_batch) if e.critical_batch is not None else "none"
     return [
         f"TTFT {si(e.ttft_s, 's')} · TPOT {si(e.tpot_s, 's')} · request {si(e.request_latency_s, 's')}",
-        f"throughput {number(d.tokens_per_s)} tokens/s ({number(d.tokens_per_s_per_sequence)} per sequence) · "
+        f"decode {number(d.tokens_per_s)} tokens/s ({number(d.tokens_per_s_per_sequence)} per sequence; B / TPOT) · "
+        f"end to end {number(e.output_tokens_per_s)} output tokens/s, {number(e.requests_per_s)} requests/s (prefill included) · "
         f"MBU {_percent(d.mbu)} · MFU {_percent(d.mfu)}",
         f"weights {si(e.weight_bytes, 'B')} resident"
         f"{f' ({si(e.weight_bytes_per_device, chr(66))} per device)' if i.tp > 1 else ''}, "
@@ -103,14 +104,15 @@ def sweep_table(s: Any):
     from rich.text import Text
 
     grid = len(s.groups) > 1
-    columns = ["batch", *(["prompt", "output"] if grid else []), "TTFT", "TPOT", "tokens/s", "per seq", "MBU", "MFU", "KV", "fits", "bound", "SLO", "goodput"]
+    columns = ["batch", *(["prompt", "output"] if grid else []), "TTFT", "TPOT", "decode tok/s", "output tok/s", "per seq", "MBU", "MFU", "KV",
+               "fits", "bound", "SLO", "goodput"]
     table = Table(box=None, pad_edge=False, header_style="bold")
     for name in columns:
         table.add_column(name, justify="right")
     for r in s.rows:
         table.add_row(
             str(r.batch), *([str(r.prompt_tokens), str(r.output_tokens)] if grid else []),
-            si(r.ttft_s, "s"), si(r.tpot_s, "s"), number(r.tokens_per_s), number(r.tokens_per_s_per_sequence),
+            si(r.ttft_s, "s"), si(r.tpot_s, "s"), number(r.tokens_per_s), number(r.output_tokens_per_s), number(r.tokens_per_s_per_sequence),
             _percent(r.mbu), _percent(r.mfu), si(r.kv_bytes, "B"), "yes" if r.fits else "no", r.bound,
             "yes" if r.meets_slo else "no", number(r.goodput_tokens_per_s),
         )
@@ -120,7 +122,10 @@ def sweep_table(s: Any):
         (f"{i['model']} on {i['hardware']}", "bold"), f"  ({i['figures']} figures) · SLO: {slo} · "
         f"weights {i['weight_dtype']}, KV {i['kv_dtype']}, compute {i['compute_dtype']}",
     )
-    lines = [head, Text(""), table, Text("")]
+    of = i.get("goodput_of", "output")
+    meaning = (Text("decode tok/s = B / TPOT (the decode step); output tok/s = B x O / request latency (end to end, prefill "
+                    f"included); goodput counts {'output' if of == 'output' else 'decode'} tok/s"))
+    lines = [head, meaning, Text(""), table, Text("")]
     for g in s.groups:
         where = f"prompt {g.prompt_tokens}, output {g.output_tokens}: " if grid else ""
         best = (
@@ -147,3 +152,19 @@ def compare_table(rows: list[Any]):
     ]
     columns = ["model", "hardware", "fits", "weights", "max batch", "ridge", "batch", "TTFT", "TPOT", "tokens/s", "decode", "best batch", "goodput"]
     return listing_table(columns, table)
+
+
+def fit_table(f: Any):
+    """The three answers of `fit`, each with its reason."""
+    from rich.console import Group
+    from rich.text import Text
+
+    i = f.inputs
+    answer = lambda value, unit: "-" if value is None else f"{value:,} {unit}"  # noqa: E731
+    rows = [["largest context", f"batch {i['batch']}", answer(f.max_context_tokens, "tokens"), f.max_context_reason],
+            ["largest batch", f"context {i['context_tokens']:,}", answer(f.max_batch, "sequences"), f.max_batch_reason],
+            ["smallest tp", f"context {i['context_tokens']:,}", answer(f.min_tp, "devices"), f.min_tp_reason]]
+    head = Text.assemble((f"{f.model['name']} on {f.hardware['name']}", "bold"),
+                         f"  weights {i['weight_dtype']} at {i['bits_per_weight']:.3g} bits, KV {i['kv_dtype']}, memory fraction "
+                         f"{i['memory_fraction']:g}, tp {i['tp']}")
+    return Group(head, Text(""), listing_table(["question", "at", "answer", "why"], rows, left=2))

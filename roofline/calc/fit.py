@@ -1,0 +1,111 @@
+"""`fit`: the inverse questions of memory. The largest context per sequence that fits at a batch, the largest
+batch at a context, and the smallest tensor-parallel degree at which the weights and one sequence fit.
+
+All three use the estimate's memory model (roofline.calc.estimate): the KV budget per device = memory fraction x
+capacity - resident weights per device, and a sequence's KV cache at C tokens as the attention seam sizes it
+(sliding-window layers stop growing at the window, MLA caches its latent, quantized KV formats carry their
+scales), split over the devices as far as the KV heads allow. Exact: a search over integers, not a formula.
+"""
+
+from typing import Any, NamedTuple
+
+from roofline.calc.estimate import MAX_COUNT, estimate
+from roofline.calc.knobs import Knobs, knobs_of
+from roofline.calc.shape import Shape
+from roofline.errors import UsageError
+from roofline.specs.records import Hardware, Model
+
+SCHEMA_VERSION = 1
+TP_DEGREES = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+class Fit(NamedTuple):
+    """The answers of `fit` (None where the answer does not exist, with the reason)."""
+
+    model: dict[str, Any]
+    hardware: dict[str, Any]
+    inputs: dict[str, Any]
+    max_context_tokens: int | None  # at `batch`; None when even 1 token does not fit, or when KV stops growing
+    max_context_reason: str
+    max_batch: int | None  # at `context`
+    max_batch_reason: str
+    min_tp: int | None  # weights + one sequence at `context` fit per device
+    min_tp_reason: str
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._asdict())
+
+    def csv_rows(self) -> list[dict[str, Any]]:
+        return [self.to_dict()]
+
+
+def fits(shape: Shape, budget: float, batch: int, context: int) -> bool:
+    """Weights already taken off `budget`: do `batch` sequences of `context` tokens fit in it (per device)?"""
+    return batch * shape.kv_cached(context) * shape.kv_share <= budget
+
+
+def fit(model: Model, hardware: Hardware, *, batch: int = 1, context: int | None = None, knobs: Knobs | None = None, **overrides: Any) -> Fit:
+    """Largest context at `batch`, largest batch at `context` (default: the model's max_context) and smallest
+    tp at which weights + one sequence of `context` fit; `knobs` as for estimate (tp sets the first two)."""
+    k = knobs_of(knobs, overrides)
+    context = context if context is not None else model.max_context
+    if context is None:
+        raise UsageError(f"{model.id} has no max_context: give the context", "context")
+    for name, value in (("batch", batch), ("context", context)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+            raise UsageError(f"expected an integer from 1 to {MAX_COUNT:.0e}, got {value!r}", name)
+    base = estimate(model, hardware, batch=batch, prompt_tokens=min(context, MAX_COUNT), output_tokens=0, knobs=k)
+    i = base.inputs
+    shape = Shape(model, _storage_of(model, k, i), i.kv_dtype, i.compute_dtype, i.tp)
+    budget = base.kv_budget_bytes if base.fits or base.weight_bytes_per_device <= i.memory_fraction * hardware.memory_capacity else -1.0
+    max_context, context_reason = _max_context(shape, budget, batch)
+    max_batch = base.max_batch
+    batch_reason = ("weights alone exceed the memory fraction" if budget < 0 else
+                    "no KV cache" if max_batch is None else f"{max_batch} sequences of {context} tokens fill the KV budget")
+    min_tp, tp_reason = _min_tp(model, k, i, hardware, context)
+    return Fit(
+        model={"id": model.id, "name": model.name, "params": model.params},
+        hardware={"id": hardware.id, "name": hardware.name, "memory_capacity_bytes": hardware.memory_capacity},
+        inputs={"batch": batch, "context_tokens": context, **{n: getattr(i, n) for n in ("weight_dtype", "kv_dtype", "bits_per_weight",
+                                                                                      "memory_fraction", "tp", "quant")}},
+        max_context_tokens=max_context, max_context_reason=context_reason, max_batch=max_batch if budget >= 0 else 0,
+        max_batch_reason=batch_reason, min_tp=min_tp, min_tp_reason=tp_reason,
+    )
+
+
+def _storage_of(model: Model, k: Knobs, inputs) -> Any:
+    from roofline.calc import storage
+
+    if k.bits_per_weight is not None:
+        return storage.uniform(model, k.bits_per_weight)
+    if k.quant is not None:
+        return storage.quantized(model, storage.QUANTS[k.quant])
+    if model.weights_file is not None and k.weight_dtype is None:
+        return storage.from_file(model)
+    return storage.uniform(model, inputs.bits_per_weight)
+
+
+def _max_context(shape: Shape, budget: float, batch: int) -> tuple[int | None, str]:
+    """The largest C with batch x KV(C) within budget: KV(C) never decreases, so a binary search is exact."""
+    if budget < 0 or not fits(shape, budget, batch, 1):
+        return None, "not even one token per sequence fits: the weights fill the memory fraction" if budget < 0 else "not even one token fits"
+    if shape.kv_cached(MAX_COUNT) == shape.kv_cached(MAX_COUNT // 2):  # every layer windowed (or no KV): stops growing
+        return None, "unbounded: every layer's KV cache stops growing at its sliding window"
+    low, high = 1, MAX_COUNT
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(shape, budget, batch, mid) else (low, mid - 1)
+    if low == MAX_COUNT:
+        return None, f"unbounded up to {MAX_COUNT:.0e} tokens"
+    return low, f"{batch} sequence(s) of {low} tokens fill the KV budget"
+
+
+def _min_tp(model: Model, k: Knobs, inputs, hardware: Hardware, context: int) -> tuple[int | None, str]:
+    """The smallest degree in TP_DEGREES with weights / tp + one sequence's KV share within the memory fraction."""
+    usable = inputs.memory_fraction * hardware.memory_capacity
+    for tp in TP_DEGREES:
+        shape = Shape(model, _storage_of(model, k, inputs), inputs.kv_dtype, inputs.compute_dtype, tp)
+        if shape.weights + shape.kv_cached(context) * shape.kv_share <= usable:
+            return tp, f"weights / {tp} + one sequence of {context} tokens fit in {inputs.memory_fraction:g} x memory per device"
+    return None, f"does not fit even at tp {TP_DEGREES[-1]}"

@@ -1,0 +1,69 @@
+"""`roofline fit` and end-to-end throughput: answers derived by hand from the spec figures."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from roofline import estimate, load_hardware, load_model
+from roofline.calc.fit import fit
+from roofline.cli import app
+
+runner = CliRunner()
+H100 = 0.9 * 80 * 2**30  # the memory fraction of an H100 SXM's 80 GiB [B]
+
+
+def test_largest_context_by_hand():
+    # Llama-3.1-8B bf16: 8,030,261,248 params x 2 B; KV 2 x 32 x 8 x 128 x 2 = 131,072 B/token.
+    budget = H100 - 8_030_261_248 * 2
+    f = fit(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=1)
+    assert f.max_context_tokens == int(budget // 131_072)  # 467,292
+    f4 = fit(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=4, context=131_072)
+    assert f4.max_context_tokens == int(budget // (4 * 131_072))
+    assert f4.max_batch == int(budget // (131_072 * 131_072))  # 3 sequences of the full 128k context
+
+
+def test_sliding_windows_cap_the_kv_and_the_context():
+    # Gemma-2-9B: 42 layers, 21 sliding at 4096 tokens; KV per layer-token 2 x 8 x 256 x 2 = 8,192 B.
+    # Past the window KV(C) = 8,192 x (21 C + 21 x 4096), so C = budget / (8,192 x 21) - 4096.
+    m = load_model("gemma-2-9b")
+    budget = 0.9 * 24 * 2**30 - m.params * 2  # L4: 24 GiB
+    f = fit(m, load_hardware("l4"), batch=1, context=8192)
+    assert f.max_context_tokens == int(budget / (8192 * 21) - 4096)
+    # Mistral-7B windows every layer (4096): its KV stops growing, so no context is too long.
+    g = fit(load_model("mistral-7b"), load_hardware("l4"), batch=1)
+    assert g.max_context_tokens is None and "unbounded" in g.max_context_reason
+
+
+def test_the_tp_that_just_fits():
+    # Llama-3.1-70B bf16 = 70,553,706,496 x 2 B = 141.1 GB: over one H100's 77.3 GB; at tp 2, 70.55 GB of weights
+    # + half of one 8,192-token sequence's KV (327,680 B/token x 8,192 / 2 = 1.34 GB) = 71.9 GB: fits.
+    f = fit(load_model("llama-3.1-70b"), load_hardware("h100-sxm"), context=8192)
+    assert f.min_tp == 2 and f.max_context_tokens is None and f.max_batch == 0
+    # At 4-bit AWQ (~39 GB) one device is enough.
+    assert fit(load_model("llama-3.1-70b"), load_hardware("h100-sxm"), context=8192, quant="awq").min_tp == 1
+
+
+def test_quantized_kv_doubles_the_context():
+    # q4_0 KV is 18/32 B per element against bf16's 2: 3.56x the tokens in the same budget.
+    m, h = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    bf16 = fit(m, h).max_context_tokens
+    q4 = fit(m, h, kv_dtype="q4_0").max_context_tokens
+    assert q4 == int((H100 - 8_030_261_248 * 2) // (65_536 * 18 / 32))
+    assert q4 > 3.5 * bf16
+
+
+def test_fit_cli_json_contract():
+    r = runner.invoke(app, ["fit", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--context", "8192", "--json", "-q"])
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert {"schema_version", "model", "hardware", "inputs", "max_context_tokens", "max_batch", "min_tp"} <= set(data)
+    assert data["inputs"]["context_tokens"] == 8192 and data["min_tp"] == 1
+
+
+def test_end_to_end_throughput_counts_the_prefill():
+    # output tokens/s = B x O / (TTFT + (O - 1) x TPOT), below the decode step's B / TPOT.
+    e = estimate(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=64, prompt_tokens=128, output_tokens=128, weight_dtype="fp8")
+    assert e.output_tokens_per_s == pytest.approx(64 * 128 / (e.ttft_s + 127 * e.tpot_s))
+    assert e.requests_per_s == pytest.approx(64 / e.request_latency_s)
+    assert e.output_tokens_per_s < e.decode.tokens_per_s
