@@ -194,6 +194,7 @@ FLAGS = {
     "plot": ["--model", "--hardware", "--batch", "--prompt", "--output", "--out", "--tpot-slo"],
     "models show": [], "hardware show": [], "models import": ["--name", "--out"],
     "fit": ["--model", "--hardware", "--batch", "--context", "--quant", "--kv-dtype", "--tp", "--memory-fraction"],
+    "plan": ["--model", "--hardware", "--concurrency", "--rate", "--tpot-slo", "--ttft-slo", "--tp", "--price", "--prompt"],
     "measure": ["--device", "--dtype", "--threads", "--weight-dtype", "--save", "--hardware", "--devices", "--budget"],
     "validate": ["--model", "--device", "--batch", "--prompt", "--output", "--dtype", "--layers", "--hardware", "--repeat", "--tolerance",
                  "--engine"],
@@ -247,7 +248,7 @@ def test_fuzz_flags(tmp_path_factory, no_torch, quick_plots, data):
                                                str(folder / "no" / "r.png"), "/proc/r.png", str(folder / ("y" * 300 + ".png")), ""]))
             outputs.append(Path(value))
         args += [flag, value]
-    if command in ("estimate", "sweep", "compare", "models show", "hardware show", "measure", "validate", "fit"):
+    if command in ("estimate", "sweep", "compare", "models show", "hardware show", "measure", "validate", "fit", "plan"):
         args += data.draw(st.sampled_from([[], ["--json"], ["--csv"]]))
     if command in ("estimate", "sweep") and data.draw(st.booleans()):  # a model far bigger than the device
         args += ["-m", "llama-3.1-405b", "-H", "l4"]

@@ -138,7 +138,8 @@ def test_deepseek_kv_is_at_its_kv_dtype():
 
 @pytest.mark.parametrize("args", [
     ["estimate", "-q"], ["sweep", "-q", "-b", "1,2"], ["compare", "-m", "gpt2", "-H", "a10"], ["hardware", "list"],
-    ["hardware", "show", "h200"], ["models", "list"], ["models", "show", "gpt2"],
+    ["hardware", "show", "h200"], ["models", "list"], ["models", "show", "gpt2"], ["fit", "-q"],
+    ["plan", "-q", "--concurrency", "8", "-H", "a10"],
 ])
 def test_every_row_printing_command_takes_json_and_csv(args):
     as_json = runner.invoke(app, [*args, "--json"])

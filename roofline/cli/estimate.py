@@ -242,3 +242,66 @@ def fit(
 
     m, h = specs(model, hardware, quiet)
     emit(run_fit(m, h, batch=batch, context=context, knobs=knobs_from(locals())), json, csv)
+
+
+@app.command()
+@handled
+def plan(
+    model: ModelRef = None,
+    hardware: Annotated[Optional[List[str]], typer.Option("--hardware", "-H", help="Devices to consider; repeat. [default: every bundled device]")] = None,
+    prompt_tokens: Prompt = PROMPT_TOKENS,
+    output_tokens: Output = OUTPUT_TOKENS,
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Requests in flight at once.")] = None,
+    rate: Annotated[Optional[float], typer.Option("--rate", help="Requests per second (Little's law sizes the fleet).")] = None,
+    tpot_slo: TpotSlo = None,
+    ttft_slo: TtftSlo = None,
+    tp_degrees: Annotated[str, typer.Option("--tp", help="Tensor-parallel degrees to consider.")] = "1,2,4,8",
+    price: Annotated[Optional[List[str]], typer.Option("--price", help="USD per device-hour, ID=USD; repeat (never bundled: prices change weekly).")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Also list the options that cannot meet the SLOs, with the reason.")] = False,
+    weight_dtype: WeightDtype = D.weight_dtype,
+    kv_dtype: KvDtype = D.kv_dtype,
+    compute_dtype: ComputeDtype = D.compute_dtype,
+    bits_per_weight: Bits = D.bits_per_weight,
+    quant: Quant = D.quant,
+    memory_fraction: MemoryFraction = D.memory_fraction,
+    compute_efficiency: ComputeEfficiency = D.compute_efficiency,
+    bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
+    engine: Engine = D.engine,
+    json: Json = False,
+    csv: Csv = False,
+    quiet: Quiet = False,
+) -> None:
+    """The smallest or cheapest fleet: devices x tensor parallelism x batch for a workload under SLOs.
+
+    Examples:
+
+      roofline plan -m llama-3.1-70b --rate 20 --prompt 1024 --output 256 --tpot-slo 50ms --ttft-slo 2s
+
+      roofline plan -m llama-3.1-8b -H h100-sxm -H l40s --concurrency 256 --tpot-slo 30ms --price h100-sxm=2.5 --price l40s=0.9
+    """
+    from roofline.calc import sweep as sweeps
+    from roofline.calc.plan import plan as run_plan
+    from roofline.specs.catalog import catalog
+    from roofline.specs.hardware import load_hardware
+
+    knobs = knobs_from({**locals(), "tp": 1})
+    m, _ = specs(model, "h100-sxm", quiet)
+    devices = [load_hardware(text_value(h, "--hardware")) for h in (hardware or catalog("hardware"))]
+    prices = {}
+    for item in price or []:
+        name, _, usd = item.partition("=")
+        try:
+            prices[name.strip()] = float(usd)
+        except ValueError:
+            raise UsageError(f"--price: expected ID=USD such as h100-sxm=2.5, got {item!r}") from None
+        if not 0 < prices[name.strip()] < 1e4:
+            raise UsageError(f"--price: expected a positive price under 10,000 USD per hour, got {item!r}")
+    unknown = sorted(set(prices) - {d.id for d in devices})
+    if unknown:
+        raise UsageError(f"--price: {unknown[0]} is not among the devices considered")
+    result = run_plan(m, devices, prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency, rate=rate,
+                      tpot_slo=duration(tpot_slo, "--tpot-slo"), ttft_slo=duration(ttft_slo, "--ttft-slo"),
+                      tps=tuple(sweeps.parse_counts(tp_degrees, "--tp")), prices=prices, knobs=knobs)
+    if not show_all:
+        result = result._replace(options=[o for o in result.options if o.meets_slo])
+    emit(result, json, csv)

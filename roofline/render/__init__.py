@@ -49,9 +49,11 @@ def _cell(v: Any) -> Any:
 def table(result: Any) -> Any:
     """The rich renderable for a result: chosen by its kind (a Report) or its type (Estimate, Sweep, Comparison)."""
     kind = getattr(result, "kind", None) if type(result).__name__ == "Report" else type(result).__name__
-    if kind in ("Estimate", "Sweep", "Comparison", "Fit"):
+    if kind in ("Estimate", "Sweep", "Comparison", "Fit", "Plan"):
         from roofline.render import tables
 
+        if kind == "Plan":
+            return tables.plan_table(result)
         if kind == "Fit":
             return tables.fit_table(result)
         if kind == "Comparison":

@@ -168,3 +168,25 @@ def fit_table(f: Any):
                          f"  weights {i['weight_dtype']} at {i['bits_per_weight']:.3g} bits, KV {i['kv_dtype']}, memory fraction "
                          f"{i['memory_fraction']:g}, tp {i['tp']}")
     return Group(head, Text(""), listing_table(["question", "at", "answer", "why"], rows, left=2))
+
+
+def plan_table(p: Any):
+    """Ranked fleet options: devices, batch, latencies, throughput per device, cost and energy when known."""
+    from rich.console import Group
+    from rich.text import Text
+
+    dash = lambda v, f: "-" if v is None else f(v)  # noqa: E731
+    rows = [[o.hardware, str(o.tp), dash(o.replicas, str), dash(o.batch, str), dash(o.devices, str), dash(o.ttft_s, lambda v: si(v, "s")),
+             dash(o.tpot_s, lambda v: si(v, "s")), dash(o.output_tokens_per_s, number), dash(o.goodput_per_device, number),
+             dash(o.cost_per_hour, lambda v: f"${v:,.2f}"), dash(o.cost_per_million_tokens, lambda v: f"${v:,.3g}"),
+             dash(o.energy_j_per_million_tokens, lambda v: si(v, "J")), "" if o.meets_slo else o.reason] for o in p.options]
+    i = p.inputs
+    load = f"{i['concurrency']} in flight" if i["concurrency"] is not None else f"{i['rate_per_s']:g} requests/s"
+    slo = ", ".join(f"{n} <= {si(v, 's')}" for n, v in (("TPOT", i["tpot_slo_s"]), ("TTFT", i["ttft_slo_s"])) if v) or "none"
+    head = Text.assemble((f"{i['model']}: {load}, prompt {i['prompt_tokens']}, output {i['output_tokens']}", "bold"),
+                         f" · SLO {slo} · ranked by {i['ranked_by']}")
+    columns = ["hardware", "tp", "replicas", "batch", "devices", "TTFT", "TPOT", "output tok/s", "per device", "$/hour", "$/M tokens",
+               "energy/M tokens", "why not"]
+    if not rows:
+        return Group(head, Text("no device and tp meets the SLOs (--all lists why)"))
+    return Group(head, Text(""), listing_table(columns, rows, left=1))

@@ -173,3 +173,13 @@ def choice(*options: str) -> Callable[[Any], str]:
 
 def one_of(*options: str) -> str:
     return " or ".join(f"'{o}'" for o in options)
+
+
+def number_between(low: float, high: float) -> Callable[[Any], float]:
+    """A plain number from `low` to `high` (watts, dollars: no unit string)."""
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise ValueError(f"expected a number from {low:g} to {high:g}, got {shown(value)}")
+        return float(value)
+
+    return check

@@ -4,12 +4,12 @@
 from typing import Any, Callable
 
 from roofline.specs.catalog import resolve
-from roofline.specs.fields import Fields, positive, positive_int, read_yaml, text
+from roofline.specs.fields import Fields, number_between, positive, positive_int, read_yaml, text
 from roofline.specs.records import COMPUTE_DTYPES, Hardware
 
 HARDWARE_KEYS = [
     "name", "source", "memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "interconnect_latency",
-    "internode_bandwidth", "internode_latency", "devices_per_node", "engines",
+    "internode_bandwidth", "internode_latency", "devices_per_node", "engines", "power", "price_per_hour",
     "measured", "aliases",
 ]
 
@@ -36,9 +36,11 @@ def hardware_from_mapping(data: dict[str, Any], where: str, spec_id: str) -> Har
     internode_latency = f.take("internode_latency", positive("seconds"), "a duration such as '20us'", None)
     per_node = f.take("devices_per_node", positive_int, "a positive integer such as 8", None)
     engines = f.take("engines", _engines, "a mapping of engine name to its measured fixed costs", None)
+    power = f.take("power", number_between(1, 1e5), "board power in watts, e.g. 700", None)
+    price = f.take("price_per_hour", number_between(1e-6, 1e4), "USD per device-hour, e.g. 2.5", None)
     f.done(HARDWARE_KEYS)
     return Hardware(spec_id, name, source, capacity, bandwidth, peaks, link, measured, aliases, latency, internode, internode_latency,
-                    per_node, engines)
+                    per_node, engines, power, price)
 
 
 def _engines(value: Any) -> dict[str, Any]:

@@ -27,6 +27,8 @@ class Hardware(NamedTuple):
     internode_latency: float | None = None  # seconds per all-reduce of a small message across nodes
     devices_per_node: int | None = None  # devices that share the intra-node interconnect
     engines: dict[str, Any] | None = None  # engine fixed costs measured by `roofline measure` (--engine NAME)
+    power: float | None = None  # board power (TDP) [W], from the datasheet
+    price_per_hour: float | None = None  # [USD] per device-hour; never bundled (prices change weekly): the user's
 
     @property
     def origin(self) -> str:

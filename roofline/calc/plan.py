@@ -1,0 +1,113 @@
+"""`plan`: the smallest or cheapest fleet that serves a workload within latency objectives.
+
+For each device x tensor-parallel degree, every batch from 1 to the memory-limited max (powers of two and the
+max) is estimated; among the batches that fit and meet the SLOs, the one needing the fewest devices is kept:
+- with a concurrency N, replicas = ceil(N / batch);
+- with a request rate R, Little's law gives the requests in flight, R x request latency, and replicas =
+  ceil(R x latency / batch) (Little 1961; each replica serves `batch` requests at once).
+Served output tokens/s = R x O (rate) or N x O / latency (concurrency). Cost per hour = price x devices;
+cost per million output tokens = cost per hour / (served tokens/s x 3,600) x 1e6; energy per million output
+tokens = board power x devices / served tokens/s x 1e6 [J], an upper bound (boards rarely draw their TDP).
+Unknown price or power gives null, never a made-up number.
+"""
+
+import math
+from typing import Any, NamedTuple
+
+from roofline.calc.estimate import estimate
+from roofline.calc.sweep import default_batches
+from roofline.errors import UsageError
+from roofline.specs.records import Hardware, Model
+
+SCHEMA_VERSION = 1
+
+
+class Option(NamedTuple):
+    hardware: str
+    tp: int
+    replicas: int | None
+    batch: int | None
+    devices: int | None
+    ttft_s: float | None
+    tpot_s: float | None
+    meets_slo: bool
+    output_tokens_per_s: float | None  # served by the whole fleet
+    goodput_per_device: float | None
+    cost_per_hour: float | None
+    cost_per_million_tokens: float | None
+    energy_j_per_million_tokens: float | None
+    reason: str
+
+
+class Plan(NamedTuple):
+    inputs: dict[str, Any]
+    options: list[Option]  # ranked: the options that meet the SLOs first
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def best(self) -> Option | None:
+        return self.options[0] if self.options and self.options[0].meets_slo else None
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {"schema_version": self.schema_version, "inputs": self.inputs, "options": [o._asdict() for o in self.options],
+                "best": best._asdict() if best else None}
+
+    def csv_rows(self) -> list[Option]:
+        return self.options
+
+
+def plan(model: Model, devices: list[Hardware], *, prompt_tokens: int, output_tokens: int, concurrency: int | None = None,
+         rate: float | None = None, tpot_slo: float | None = None, ttft_slo: float | None = None, tps: tuple[int, ...] = (1, 2, 4, 8),
+         prices: dict[str, float] | None = None, **options: Any) -> Plan:
+    """Rank device x tp options for the workload (see the module docstring); `options` are estimate's knobs."""
+    if (concurrency is None) == (rate is None):
+        raise UsageError("give one workload: a concurrency (requests in flight) or a rate (requests per second)", "concurrency")
+    if concurrency is not None and not 1 <= concurrency <= 10**9:
+        raise UsageError(f"expected 1 to 1e9 requests in flight, got {concurrency}", "concurrency")
+    if rate is not None and not 0 < rate <= 1e9:
+        raise UsageError(f"expected a positive rate up to 1e9 requests/s, got {rate}", "rate")
+    prices = prices or {}
+    found = [_option(model, h, tp, prompt_tokens, output_tokens, concurrency, rate, tpot_slo, ttft_slo,
+                     prices.get(h.id, h.price_per_hour), options) for h in devices for tp in tps]
+    good = [o for o in found if o.meets_slo]
+    priced = all(o.cost_per_hour is not None for o in good) and bool(good)
+    key = (lambda o: (o.cost_per_million_tokens, o.devices)) if priced else (lambda o: (o.devices, o.energy_j_per_million_tokens or math.inf, o.tpot_s))
+    ranked = sorted(good, key=key) + [o for o in found if not o.meets_slo]
+    inputs = {"model": model.id, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens, "concurrency": concurrency,
+              "rate_per_s": rate, "tpot_slo_s": tpot_slo, "ttft_slo_s": ttft_slo, "tp": list(tps), "ranked_by": "cost" if priced else "devices"}
+    return Plan(inputs, ranked)
+
+
+def _option(model, h, tp, prompt, output, concurrency, rate, tpot_slo, ttft_slo, price, options) -> Option:
+    def refused(reason: str) -> Option:
+        return Option(h.id, tp, None, None, None, None, None, False, None, None, None, None, None, reason)
+
+    if tp > 1 and h.interconnect_bandwidth is None:
+        return refused("no interconnect_bandwidth for tp > 1")
+    first = estimate(model, h, batch=1, prompt_tokens=prompt, output_tokens=output, tp=tp, **options)
+    if not first.fits:
+        return refused(first.fits_reason)
+    best = None
+    for batch in default_batches(first.max_batch):
+        e = first if batch == 1 else estimate(model, h, batch=batch, prompt_tokens=prompt, output_tokens=output, tp=tp, **options)
+        if not e.fits or (tpot_slo is not None and e.tpot_s > tpot_slo) or (ttft_slo is not None and e.ttft_s > ttft_slo):
+            continue
+        in_flight = concurrency if concurrency is not None else rate * e.request_latency_s
+        replicas = max(1, math.ceil(in_flight / batch - 1e-9))
+        if concurrency is not None and batch > concurrency:
+            continue  # a bigger batch than there are requests never fills
+        candidate = (replicas * tp, e.tpot_s, replicas, batch, e)
+        best = min(best, candidate, key=lambda c: (c[0], c[1])) if best else candidate
+    if best is None:
+        why = f"TPOT {first.tpot_s * 1e3:.3g} ms" if tpot_slo is not None and first.tpot_s > tpot_slo else f"TTFT {first.ttft_s * 1e3:.3g} ms"
+        return refused(f"no batch meets the SLOs ({why} at batch 1)")
+    devices, _, replicas, batch, e = best
+    served = rate * output if rate is not None else concurrency * output / e.request_latency_s
+    cost = price * devices if price is not None else None
+    return Option(
+        h.id, tp, replicas, batch, devices, e.ttft_s, e.tpot_s, True, served, served / devices, cost,
+        cost / (served * 3600) * 1e6 if cost is not None else None,
+        h.power * devices / served * 1e6 if h.power is not None else None,
+        "meets the SLOs",
+    )
