@@ -21,6 +21,7 @@ def hardware(h: Hardware) -> dict[str, Any]:
         "peak_flop_per_s": dict(h.peak_flops),
         "ridge_point_flop_per_byte": {d: f.ridge_point(p, h.memory_bandwidth) for d, p in h.peak_flops.items()},
         "interconnect_bandwidth_bytes_per_s": h.interconnect_bandwidth,
+        "power_w": h.power,
         **({"measured": h.measured} if h.measured else {}),
     }
 
