@@ -134,6 +134,7 @@ class Estimate(NamedTuple):
     warnings: list[str]
     notes: list[str]
     calibrated: Calibrated | None = None  # from a measured profile: see roofline.calibrate
+    engine: "EngineResult | None" = None  # an engine's predicted figures: a preset or a measured profile
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -234,6 +235,7 @@ def estimate(
         warnings=_warnings(model, P, O),
         notes=notes,
         calibrated=calibrated,
+        engine=_engine_result(model, hardware, inputs, k, calibrated, notes),
     )
 
 
@@ -356,15 +358,49 @@ def _storage(model: Model, quant: str | None, bits: float | None, asked_dtype: s
     return uniform(model, 8 * DTYPE_BYTES[weight])
 
 
+PRESET_ENGINES = ("vllm", "sglang", "trtllm", "llamacpp")  # learned from published benchmarks: roofline.calc.presets
+
+
 def _engine(name: str | None, hardware: Hardware) -> str | None:
-    """A calibrated engine the profile measured (eager is roofline's own decoder, always priced)."""
-    if name is None or name == "eager":
+    """A preset engine, or a calibrated engine the profile measured (eager is roofline's own decoder, always priced)."""
+    if name is None or name == "eager" or name in PRESET_ENGINES:
         return name
     have = sorted(engines(hardware))
     if name not in have:
         measured = f"{hardware.id} measured: {', '.join(have)}" if have else f"{hardware.id} is not a profile with measured engines"
-        raise UsageError(f"no measured {name!r} engine ({measured}; run `roofline measure --engine {name} --save PROFILE`)", "engine")
+        raise UsageError(f"no measured {name!r} engine ({measured}; run `roofline measure --engine {name} --save PROFILE`; "
+                         f"presets: {', '.join(PRESET_ENGINES)})", "engine")
     return name
+
+
+class EngineResult(NamedTuple):
+    """What an engine is predicted to achieve: from a preset (published benchmarks) or a measured profile."""
+
+    name: str
+    source: str  # "preset" or "measured"
+    ttft_s: float
+    tpot_s: float
+    output_tokens_per_s: float
+
+
+def _engine_result(model: Model, hardware: Hardware, inputs: Inputs, knobs: Knobs, calibrated, notes: list[str]) -> EngineResult | None:
+    """The engine's prediction beside the bound: a preset's efficiencies and step cost, or the measured calibration."""
+    name = inputs.engine
+    if name in PRESET_ENGINES:
+        from roofline.calc import presets
+
+        preset = presets.load(name)
+        e = estimate(model, hardware, batch=inputs.batch, prompt_tokens=inputs.prompt_tokens, output_tokens=inputs.output_tokens,
+                     knobs=knobs._replace(engine=None, **presets.knobs(preset)))
+        ttft, tpot, rate = presets.timings(e, preset.step_overhead_s)
+        notes.append(f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s) (engines/{name}.yaml), "
+                     f"bandwidth x{preset.bandwidth_fraction:.2f}, compute x{preset.compute_fraction:.2f}, "
+                     f"+{preset.step_overhead_s * 1e3:.2g} ms a step, memory fraction {preset.memory_fraction:.2f}")
+        return EngineResult(name, "preset", ttft, tpot, rate)
+    if calibrated is not None and name is not None:
+        latency = calibrated.ttft_s + max(inputs.output_tokens - 1, 0) * calibrated.tpot_s
+        return EngineResult(name, "measured", calibrated.ttft_s, calibrated.tpot_s, inputs.batch * inputs.output_tokens / latency)
+    return None
 
 
 def _dtype(name: str, value: str, allowed) -> str:

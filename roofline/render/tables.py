@@ -55,6 +55,8 @@ def summary_lines(e: Estimate) -> list[str]:
     critical = str(e.critical_batch) if e.critical_batch is not None else "none"
     return [
         f"TTFT {si(e.ttft_s, 's')} · TPOT {si(e.tpot_s, 's')} · request {si(e.request_latency_s, 's')}",
+        *([f"engine {e.engine.name} ({e.engine.source}): TTFT {si(e.engine.ttft_s, 's')} · TPOT {si(e.engine.tpot_s, 's')} · "
+           f"{number(e.engine.output_tokens_per_s)} output tokens/s (the bound above is what no engine can beat)"] if e.engine else []),
         f"decode {number(d.tokens_per_s)} tokens/s ({number(d.tokens_per_s_per_sequence)} per sequence; B / TPOT) · "
         f"end to end {number(e.output_tokens_per_s)} output tokens/s, {number(e.requests_per_s)} requests/s (prefill included) · "
         f"MBU {_percent(d.mbu)} · MFU {_percent(d.mfu)}",

@@ -1,0 +1,103 @@
+"""roofline's bound against published measurements (../shared/reality/train.json): the sanity property.
+
+For every case the roofline bound for that setup must be at least the measured performance: throughput at or
+above it, latency at or below it, capacity at or above it. A published number that beats the bound points at
+a wrong datasheet figure, model accounting, precision or convention; this script prints each case's bound,
+measurement and ratio (bound / measured for throughput and capacity, measured / bound for latency: >= 1 holds).
+
+Offline throughput cases let the engine choose the batch: the bound is the best end-to-end output tokens/s over
+every batch that fits and every way to split the devices into tensor-parallel replicas (tp 1, 2, 4, 8), at a
+memory fraction of 0.95. Variable-length datasets (MLPerf's OpenOrca: prompts up to 1024 tokens) are bounded
+at their cap and at 128 tokens, a range.
+Run: python benchmarks/reality.py [PATH to train.json]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from roofline import estimate, load_hardware, load_model
+from roofline.calc.sweep import default_batches
+
+TRAIN = Path(__file__).resolve().parents[2] / "shared" / "reality" / "train.json"
+
+
+def best_throughput(model: str, device: str, devices: int, prompt: int, output: int, **knobs) -> tuple[float, str]:
+    """The largest end-to-end output tokens/s of `devices` devices split into tp-replicas, over batches that fit."""
+    m, h = load_model(model), load_hardware(device)
+    best, how = 0.0, "nothing fits"
+    for tp in (1, 2, 4, 8):
+        if tp > devices or devices % tp or (tp > 1 and h.interconnect_bandwidth is None):
+            continue
+        first = estimate(m, h, batch=1, prompt_tokens=prompt, output_tokens=output, tp=tp, memory_fraction=0.95, **knobs)
+        if not first.fits:
+            continue
+        for batch in default_batches(first.max_batch):
+            e = estimate(m, h, batch=batch, prompt_tokens=prompt, output_tokens=output, tp=tp, memory_fraction=0.95, **knobs)
+            total = devices // tp * e.output_tokens_per_s
+            if e.fits and total > best:
+                best, how = total, f"{devices // tp} x tp{tp} at batch {batch}"
+    return best, how
+
+
+def decode_case(model: str, device: str, prompt: int, output: int, tp: int = 1, **knobs):
+    return estimate(load_model(model), load_hardware(device), batch=1, prompt_tokens=prompt, output_tokens=output, tp=tp, **knobs)
+
+
+def rows(cases: dict[str, dict]) -> list[tuple[str, str, float, float, str]]:
+    """(case, figure, bound, measured, how): ratio >= 1 means the bound holds (see the module docstring)."""
+    out = []
+
+    def offline(case_id, model, device, devices, output, **knobs):
+        value = cases[case_id]["value"]
+        for prompt in (1024, 128):
+            bound, how = best_throughput(model, device, devices, prompt, output, **knobs)
+            out.append((case_id, f"output tok/s, prompt {prompt}", bound, value, how))
+
+    offline("mlperf41-h100x8-llama2-70b-offline", "llama-2-70b", "h100-sxm", 8, 290, weight_dtype="fp8", kv_dtype="fp8")
+    offline("mlperf41-b200x1-llama2-70b-offline", "llama-2-70b", "b200", 1, 274, weight_dtype="fp4", compute_dtype="fp4", kv_dtype="fp8")
+    offline("mlperf41-mi300x8-llama2-70b-offline", "llama-2-70b", "mi300x", 8, 293, weight_dtype="fp8", kv_dtype="fp8")
+    for case_id, model, devices, length in (("trtllm-h100-llama31-8b-fp8-128-128", "llama-3.1-8b", 1, 128),
+                                            ("trtllm-h100-llama31-8b-fp8-2048-2048", "llama-3.1-8b", 1, 2048),
+                                            ("trtllm-h100x2-llama33-70b-fp8-1000-1000", "llama-3.1-70b", 2, 1000),
+                                            ("trtllm-h100x8-llama31-405b-fp8-1000-1000", "llama-3.1-405b", 8, 1000)):
+        bound, how = best_throughput(model, "h100-sxm", devices, length, length, weight_dtype="fp8", kv_dtype="fp8")
+        out.append((case_id, f"output tok/s, {length}/{length}", bound, cases[case_id]["value"], how))
+    nim = cases["nim-llama33-70b-2xh100-5000-500-c1"]["value"]
+    e = decode_case("llama-3.1-70b", "h100-sxm", 5000, 500, tp=2, weight_dtype="fp8", kv_dtype="fp8")
+    out.append(("nim-llama33-70b-2xh100-5000-500-c1", "TTFT s (latency)", e.ttft_s, nim["ttft_ms"] / 1e3, "tp2 batch 1"))
+    out.append(("nim-llama33-70b-2xh100-5000-500-c1", "ITL s (latency)", e.tpot_s, nim["itl_ms"] / 1e3, "tp2 batch 1"))
+    for case_id, device in (("llamacpp-h100-llama2-7b-q4_0", "h100-sxm"), ("llamacpp-rtx4090-llama2-7b-q4_0", "rtx-4090"),
+                            ("llamacpp-m4max-llama2-7b-q4_0", "apple-m4-max")):
+        value = cases[case_id]["value"]
+        tg = decode_case("llama-2-7b", device, 1, 129, quant="q4_0", kv_dtype="fp16")  # tg128: 128 tokens from an empty context
+        out.append((case_id, "tg128 s/token (latency)", tg.tpot_s, 1 / value["tg128_tokens_per_s"], "batch 1"))
+        # pp512: one 512-token prefill. On CUDA llama.cpp multiplies Q4_0 weights with int8 MMQ kernels (activations
+        # quantized to q8_1: ggml-cuda/mmq.cuh), so its prefill's roof is the int8 tensor-core peak, not fp16's.
+        compute = "int8" if "int8" in load_hardware(device).peak_flops and device != "apple-m4-max" else None
+        pp = decode_case("llama-2-7b", device, 512, 1, quant="q4_0", kv_dtype="fp16", compute_dtype=compute)
+        out.append((case_id, "pp512 s (latency)", pp.ttft_s, 512 / value["pp512_tokens_per_s"], "batch 1"))
+    kv = cases["vllm-kv-capacity-h100"]["value"]
+    for key, model, tp in (("llama2_7b_tp1_tokens", "llama-2-7b", 1), ("llama2_70b_tp4_tokens", "llama-2-70b", 4)):
+        e = estimate(load_model(model), load_hardware("h100-sxm"), tp=tp, output_tokens=2)
+        tokens = e.kv_budget_bytes / (e.kv_bytes_per_token * (1 / tp if tp <= 8 else 1))
+        out.append(("vllm-kv-capacity-h100", f"KV tokens {model} tp{tp}", tokens, kv[key], "0.9 x memory - weights"))
+    return out
+
+
+def main(path: str | None = None) -> None:
+    cases = {c["id"]: c for c in json.loads(Path(path or TRAIN).read_text())}
+    print(f"{'case':44} {'figure':30} {'bound':>12} {'measured':>12} {'ratio':>6}  holds  how")
+    broken = 0
+    for case_id, figure, bound, measured, how in rows(cases):
+        latency = "latency" in figure
+        ratio = measured / bound if latency else bound / measured
+        broken += ratio < 1
+        print(f"{case_id:44} {figure:30} {bound:12.4g} {measured:12.4g} {ratio:6.2f}  {'yes' if ratio >= 1 else 'NO ':5}  {how}")
+    print(f"\n{broken} figure(s) beat the bound (ratio < 1)")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
