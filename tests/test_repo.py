@@ -38,7 +38,7 @@ def test_every_bundled_yaml_is_in_the_wheel(tmp_path):
     assert r.returncode == 0, r.stderr
     (wheel,) = tmp_path.glob("roofline-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for kind in ("hardware", "models"):
+    for kind in ("hardware", "models", "engines"):
         for spec in (ROOT / kind).glob("*.yaml"):
             assert f"roofline/_data/{kind}/{spec.name}" in names
     assert not any(n.startswith("roofline/_data/") and n.endswith(".py") for n in names)
