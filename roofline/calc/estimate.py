@@ -17,7 +17,7 @@ Conventions (stated in the README too):
 
 from typing import Any, NamedTuple
 
-from roofline.calc import calibrate
+from roofline.calc import calibrate, serving
 from roofline.calc.attention import engine_support
 from roofline.calc import formulas as f
 from roofline.calc.calibrate import Calibrated
@@ -54,6 +54,14 @@ class Inputs(NamedTuple):
     collective_latency_s: float
     engine: str | None = None  # the engine whose calibrated prediction was asked for
     quant: str | None = None  # a named weight format (roofline.calc.storage.QUANTS)
+    draft: str | None = None  # serving features (roofline.calc.serving), null when unused
+    draft_tokens: int | None = None
+    acceptance: float | None = None
+    mtp: int | None = None
+    cached_tokens: int | None = None
+    prefix_hit_rate: float | None = None
+    shared_prefix: int = 0
+    chunk_tokens: int | None = None
 
 
 class Phase(NamedTuple):
@@ -67,6 +75,7 @@ class Phase(NamedTuple):
     comm_s: float  # tensor-parallel all-reduces, added to the roofline time
     time_s: float
     bound: str  # "compute" or "memory"
+    cached_tokens: int = 0  # prefill: prompt tokens per sequence served from a prefix cache
 
 
 class Decode(NamedTuple):
@@ -135,6 +144,9 @@ class Estimate(NamedTuple):
     notes: list[str]
     calibrated: Calibrated | None = None  # from a measured profile: see roofline.calibrate
     engine: "EngineResult | None" = None  # an engine's predicted figures: a preset or a measured profile
+    speculative: Any = None  # roofline.calc.serving.Speculative when drafting
+    chunked: Any = None  # roofline.calc.serving.Chunked when prefill is chunked
+    prefill_cached_tokens: int = 0  # prompt tokens served from a prefix cache
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -178,7 +190,9 @@ def estimate(
     shape = Shape(model, storage, inputs.kv_dtype, inputs.compute_dtype, tp)
     link, latency = hardware.interconnect_bandwidth, inputs.collective_latency_s
 
-    prefill = _phase(shape.prefill_flops(B, P), shape.prefill_bytes(B, P), F, W, comm_s=shape.comm_seconds(B * P, link, latency))
+    cached = _cached_tokens(k, P)
+    prefill = _phase(shape.prefill_flops(B, P, cached), shape.prefill_bytes(B, P, cached), F, W,
+                     comm_s=shape.comm_seconds(B * (P - cached), link, latency))._replace(cached_tokens=cached)
 
     # Decode steps j = 0..O-2 at cached context P + j: piecewise linear in j, so the means are exact.
     steps = max(O - 1, 1)
@@ -186,13 +200,18 @@ def estimate(
         lambda j: shape.decode_flops(B, P + j) / F, lambda j: shape.decode_bytes(B, P + j) / W, steps, shape.decode_breakpoints(P)
     )
     step = _phase(mean_compute * F, mean_memory * W, F, W, mean_time, shape.comm_seconds(B, link, latency))
-    tpot = step.time_s
     mean_context = P + (steps - 1) / 2
+    spec = _speculative(model, k, inputs, storage, shape, B, mean_context, F, W, link, latency, notes)
+    chunk = _chunked(k, shape, B, P, O, mean_context, step.time_s, F, W, link, latency, notes)
+    if spec and chunk:
+        raise UsageError("speculative decoding and chunked prefill together are not modelled: choose one", "chunk_tokens")
+    tpot = spec.tpot_s if spec else chunk.tpot_s if chunk else step.time_s
+    ttft = chunk.ttft_s if chunk else prefill.time_s
     decode = Decode(
-        **step._asdict(),
+        **{name: value for name, value in step._asdict().items() if name != "cached_tokens"},
         steps=O - 1 if O > 1 else 0,
         mean_context_tokens=mean_context,
-        tokens_per_s=B / tpot,
+        tokens_per_s=B / tpot,  # with speculative decoding or chunked prefill, their effective TPOT
         tokens_per_s_per_sequence=1 / tpot,
         mbu=step.bytes / tpot / hardware.memory_bandwidth,
         mfu=step.flops / tpot / peak,
@@ -202,8 +221,13 @@ def estimate(
     notes += _shape_notes(model, tp)
 
     kv_sequence = shape.kv_cached(P + O)
-    kv_device = kv_sequence * shape.kv_share
-    budget = f.kv_budget(memory_fraction, hardware.memory_capacity, shape.weights)
+    shared = min(k.shared_prefix, P) if k.shared_prefix else 0
+    kv_device = (kv_sequence - shape.kv_cached(shared)) * shape.kv_share  # a shared prefix is held once, below
+    extra = shape.kv_cached(shared) * shape.kv_share + (spec_memory(spec_shape := _draft_shape(model, k, inputs, storage), B, P + O)
+                                                       if spec else 0.0)
+    budget = f.kv_budget(memory_fraction, hardware.memory_capacity, shape.weights) - extra
+    if shared:
+        notes.append(f"shared prefix: {shared} tokens of KV held once for the batch (reads stay per sequence)")
     limit = f.max_batch(budget, kv_device) if kv_device > 0 else None
     fits, fits_reason = _fits(budget, limit, B, shape.weights, memory_fraction, hardware.memory_capacity)
     critical = _critical_batch(shape, mean_context, F, W)
@@ -227,15 +251,18 @@ def estimate(
         ridge_point_flop_per_byte=f.ridge_point(F, W),
         prefill=prefill,
         decode=decode,
-        ttft_s=prefill.time_s,
+        ttft_s=ttft,
         tpot_s=tpot,
-        request_latency_s=(latency := prefill.time_s + max(O - 1, 0) * tpot),
+        request_latency_s=(latency := ttft + max(O - 1, 0) * tpot),
         output_tokens_per_s=f.output_tokens_per_s(B, O, latency),
         requests_per_s=B / latency,
         warnings=_warnings(model, P, O),
         notes=notes,
         calibrated=calibrated,
         engine=_engine_result(model, hardware, inputs, k, calibrated, notes),
+        speculative=spec,
+        chunked=chunk,
+        prefill_cached_tokens=cached,
     )
 
 
@@ -342,6 +369,8 @@ def _inputs(model: Model, hardware: Hardware, notes: list[str], args: dict) -> I
         collective_latency_s=hardware.interconnect_latency if hardware.interconnect_latency is not None else DEFAULT_COLLECTIVE_LATENCY,
         engine=_engine(args["engine"], hardware),
         quant=quant,
+        draft=args["draft"].id if args["draft"] is not None else None,
+        **{n: args[n] for n in ("draft_tokens", "acceptance", "mtp", "cached_tokens", "prefix_hit_rate", "shared_prefix", "chunk_tokens")},
     ), storage
 
 
@@ -445,3 +474,86 @@ def _warnings(model: Model, prompt: int, output: int) -> list[str]:
         warnings.append(f"the {model.source_kind} file holds {w.elements:,} weights, the architecture {model.params:,.0f} "
                         "(a tensor the architecture does not count, or one it expects is missing)")
     return warnings
+
+
+DEFAULT_DRAFT_TOKENS, DEFAULT_ACCEPTANCE, MTP_ACCEPTANCE = 4, 0.7, 0.85
+
+
+def _cached_tokens(k: Knobs, prompt: int) -> int:
+    """Prompt tokens served from a prefix cache: given, or the hit rate's share of the prompt."""
+    if k.cached_tokens is not None and k.prefix_hit_rate is not None:
+        raise UsageError("give cached tokens or a prefix hit rate, not both", "cached_tokens")
+    if k.prefix_hit_rate is not None:
+        if not 0 <= k.prefix_hit_rate < 1:
+            raise UsageError(f"expected a share from 0 to below 1, got {k.prefix_hit_rate!r}", "prefix_hit_rate")
+        return int(k.prefix_hit_rate * prompt)
+    cached = k.cached_tokens or 0
+    if not 0 <= cached < prompt:
+        raise UsageError(f"expected 0 to {prompt - 1} cached tokens (one prompt token at least is computed), got {cached}", "cached_tokens")
+    if not 0 <= k.shared_prefix <= MAX_COUNT:
+        raise UsageError(f"expected a token count from 0, got {k.shared_prefix}", "shared_prefix")
+    return cached
+
+
+def _draft_shape(model: Model, k: Knobs, inputs: Inputs, storage: Storage) -> Shape | None:
+    """The drafter's per-step work: a draft model at the target's dtypes, or the MTP module (one target layer)."""
+    if k.mtp:
+        from roofline.specs.params import count_params
+
+        a = model.arch
+        if a is None:
+            raise UsageError("multi-token prediction needs an architecture (not a params-only model)", "mtp")
+        one = a._replace(layers=1, sliding_layers=())
+        module = model._replace(arch=one, counts=count_params(one), weights_file=None)
+        bits = storage.bits_per_weight
+        return Shape(module, bits, inputs.kv_dtype, inputs.compute_dtype, inputs.tp)
+    if k.draft is not None:
+        bits = 8 * DTYPE_BYTES[inputs.weight_dtype] if k.draft.dtype not in DTYPE_BYTES else 8 * DTYPE_BYTES[k.draft.dtype]
+        return Shape(k.draft, bits, k.draft.kv_dtype, inputs.compute_dtype, inputs.tp)
+    return None
+
+
+def spec_memory(draft: Shape, batch: int, tokens: int) -> float:
+    """Device memory the drafter takes: its weights and its KV cache for the batch."""
+    return draft.weights + batch * draft.kv_cached(tokens) * draft.kv_share
+
+
+def _speculative(model, k, inputs, storage, shape, B, context, F, W, link, latency, notes):
+    draft = _draft_shape(model, k, inputs, storage)
+    if draft is None:
+        if k.draft_tokens is not None or k.acceptance is not None:
+            raise UsageError("draft tokens and acceptance need a draft model or --mtp", "draft_tokens")
+        return None
+    if k.mtp and k.draft is not None:
+        raise UsageError("a draft model or multi-token prediction, not both", "mtp")
+    tokens = k.draft_tokens if k.draft_tokens is not None else (k.mtp if k.mtp else DEFAULT_DRAFT_TOKENS)
+    a = k.acceptance if k.acceptance is not None else (MTP_ACCEPTANCE if k.mtp else DEFAULT_ACCEPTANCE)
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= 64:
+        raise UsageError(f"expected 1 to 64 drafted tokens, got {tokens!r}", "draft_tokens")
+    if not 0 <= a <= 1:
+        raise UsageError(f"expected an acceptance from 0 to 1, got {a!r}", "acceptance")
+    draft_step = max(draft.decode_flops(B, context) / F, draft.decode_bytes(B, context) / W) + draft.comm_seconds(B, link, latency)
+    verify = max(shape.verify_flops(B, context, tokens + 1) / F, shape.verify_bytes(B, context, tokens + 1) / W)
+    verify += shape.comm_seconds(B * (tokens + 1), link, latency)
+    result = serving.speculative("mtp" if k.mtp else k.draft.id, tokens, a, draft_step, verify)
+    notes.append(f"speculative decoding: {tokens} drafted, acceptance {a:g} (i.i.d.), {result.expected_tokens_per_step:.3g} tokens per "
+                 "target step (Leviathan et al. 2023); priced at the mean context")
+    return result
+
+
+def _chunked(k, shape, B, P, O, context, decode_step_s, F, W, link, latency, notes):
+    if k.chunk_tokens is None:
+        return None
+    C = k.chunk_tokens
+    if isinstance(C, bool) or not isinstance(C, int) or not B < C <= MAX_COUNT:
+        raise UsageError(f"expected more tokens per step than the batch ({B}), got {C!r}", "chunk_tokens")
+    room = C - B
+    # A mixed step: B decode tokens at the mean context, and a chunk of `room` prompt tokens in the middle of a prompt.
+    flops = shape.decode_flops(B, context) + shape.prefill_flops(1, min(P, room))
+    nbytes = shape.streamed(B + room) + B * (shape.kv_cached(context) + shape.kv_per_token) * shape.kv_share
+    nbytes += shape.kv_cached(min(P, room)) * shape.kv_share
+    mixed = max(flops / F, nbytes / W) + shape.comm_seconds(C, link, latency)
+    result = serving.chunked(C, B, P, O, mixed, decode_step_s)
+    notes.append(f"chunked prefill: {C} tokens a step; {result.mixed_share:.0%} of steps carry a chunk in steady state "
+                 f"(requests finish at B / O per step, each brings P prompt tokens)")
+    return result

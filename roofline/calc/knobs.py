@@ -1,6 +1,6 @@
 """The inputs every calculation shares, and their defaults: defined here once; the CLI's --help shows them."""
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 MODEL, HARDWARE = "llama-3.1-8b", "h100-sxm"  # what `roofline estimate` runs with no options
 BATCH, PROMPT_TOKENS, OUTPUT_TOKENS = 1, 1024, 256
@@ -21,6 +21,14 @@ class Knobs(NamedTuple):
     bandwidth_efficiency: float = 1.0  # achievable share of peak bandwidth; 1.0 = the roofline bound
     tp: int = 1  # tensor-parallel devices
     quant: str | None = None  # a named weight format: q4_0, q4_k_m, q5_k_m, q6_k, q8_0, awq, gptq, fp8, nvfp4, mxfp4
+    draft: Any = None  # a draft Model for speculative decoding
+    draft_tokens: int | None = None  # k tokens drafted per iteration (default 4 with a draft or MTP)
+    acceptance: float | None = None  # i.i.d. acceptance of a drafted token (default 0.7; MTP 0.85)
+    mtp: int | None = None  # multi-token prediction: tokens its module drafts (DeepSeek-V3: 1)
+    cached_tokens: int | None = None  # prompt tokens whose KV is cached (prefix caching)
+    prefix_hit_rate: float | None = None  # or the cached share of the prompt
+    shared_prefix: int = 0  # prompt tokens the batch shares, held once in memory
+    chunk_tokens: int | None = None  # chunked prefill: tokens per engine step
     engine: str | None = None  # whose calibrated prediction a measured profile gives (None: roofline's own "eager")
 
 

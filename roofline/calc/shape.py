@@ -84,20 +84,33 @@ class Shape:
         """Steps j where the per-step work changes slope: where a window fills (cached = W - 1 and W)."""
         return [self.window - 1 - prompt, self.window - prompt] if self.window else []
 
-    def prefill_flops(self, batch: int, prompt: int) -> float:
-        """FLOPs per device of the prefill: every prompt token through the matmuls, lm_head on the last
-        position only, causal attention (windowed on sliding layers)."""
-        dense = f.matmul_flops(self.matmul - self.head, prompt) + f.matmul_flops(self.head, 1)
-        return batch * dense / self.tp + self.prefill_attention_flops(batch, prompt)
+    def prefill_flops(self, batch: int, prompt: int, cached: int = 0) -> float:
+        """FLOPs per device of the prefill: every uncached prompt token through the matmuls, lm_head on the last
+        position only, causal attention over the whole context (windowed on sliding layers)."""
+        dense = f.matmul_flops(self.matmul - self.head, prompt - cached) + f.matmul_flops(self.head, 1)
+        return batch * dense / self.tp + self.prefill_attention_flops(batch, prompt, cached)
 
-    def prefill_attention_flops(self, batch: int, prompt: int) -> float:
-        """The attention part of prefill_flops."""
-        pairs = self.full_layers * prompt * (prompt + 1) / 2 + self.sliding * windowed_pairs(prompt, self.window)
+    def prefill_attention_flops(self, batch: int, prompt: int, cached: int = 0) -> float:
+        """The attention part of prefill_flops: queries cached+1..prompt, each over its causal keys."""
+        pairs = (self.full_layers * (prompt * (prompt + 1) / 2 - cached * (cached + 1) / 2)
+                 + self.sliding * (windowed_pairs(prompt, self.window) - windowed_pairs(cached, self.window)))
         return batch * self.key_flops_prefill * pairs / self.tp
 
-    def prefill_bytes(self, batch: int, prompt: int) -> float:
-        """Bytes per device of the prefill: weights its tokens touch, once, and the KV it writes."""
-        return self.streamed(batch * prompt) + batch * self.kv_cached(prompt) * self.kv_share
+    def prefill_bytes(self, batch: int, prompt: int, cached: int = 0) -> float:
+        """Bytes per device of the prefill: weights its tokens touch, once, the cached tokens' KV read and the
+        rest written."""
+        kv = self.kv_cached(cached) + (self.kv_cached(prompt) - self.kv_cached(cached))
+        return self.streamed(batch * (prompt - cached)) + batch * kv * self.kv_share
+
+    def verify_flops(self, batch: int, cached: float, tokens: int) -> float:
+        """FLOPs per device of one step that runs `tokens` new tokens per sequence (speculative verification,
+        a chunk of decodes): each token through the matmuls, attending over the cache and the tokens before it."""
+        return batch * (f.matmul_flops(self.matmul, tokens) + self.key_flops_decode * sum(self.keys(cached + j) for j in range(tokens))) / self.tp
+
+    def verify_bytes(self, batch: int, cached: float, tokens: int) -> float:
+        """Bytes per device of that step: the weights its tokens touch, once; each sequence's KV read once and
+        `tokens` tokens' KV written."""
+        return self.streamed(batch * tokens) + batch * (self.kv_cached(cached) + tokens * self.kv_per_token) * self.kv_share
 
     def comm_seconds(self, tokens: int, link_bytes_per_s: float | None, latency_s: float) -> float:
         """Tensor-parallel communication of one step: two all-reduces of the activations per layer."""

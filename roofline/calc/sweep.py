@@ -36,6 +36,7 @@ class Row(NamedTuple):
     goodput_tokens_per_s: float
     output_tokens_per_s: float = 0.0  # end to end: B x O / request latency
     requests_per_s: float = 0.0
+    speculative_speedup: float | None = None  # plain decode step / speculative TPOT (> 1: drafting helps)
 
 
 class Group(NamedTuple):
@@ -100,6 +101,7 @@ def row(e: Estimate, tpot_slo: float | None, ttft_slo: float | None, goodput_of:
         goodput_tokens_per_s=rate if meets and e.fits else 0.0,
         output_tokens_per_s=e.output_tokens_per_s,
         requests_per_s=e.requests_per_s,
+        speculative_speedup=e.decode.time_s / e.speculative.tpot_s if e.speculative else None,
     )
 
 

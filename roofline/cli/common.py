@@ -100,9 +100,19 @@ def handled(command: Callable) -> Callable:
     return wrapper
 
 
+def serving(knobs: Knobs) -> Knobs:
+    """The knobs with the draft model (a reference on the command line) loaded."""
+    if knobs.draft is None or not isinstance(knobs.draft, str):
+        return knobs
+    from roofline.specs.catalog import load_model
+
+    return knobs._replace(draft=load_model(text_value(knobs.draft, "--draft")))
+
+
 def knobs_from(values: dict[str, Any]) -> Knobs:
-    """The Knobs record from a command's parameters (its locals()), which carry the knobs' names."""
-    return Knobs(**{name: values[name] for name in Knobs._fields})
+    """The Knobs record from a command's parameters (its locals()), which carry the knobs' names; a knob a
+    command does not take keeps the library's default."""
+    return serving(Knobs(**{name: values.get(name, getattr(DEFAULT, name)) for name in Knobs._fields}))
 
 
 def text_value(value: Optional[str], flag: str) -> Optional[str]:
@@ -159,6 +169,14 @@ BandwidthEfficiency = Annotated[float, typer.Option("--bandwidth-efficiency", he
 Tp = Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel devices: weights, KV and FLOPs split; all-reduces added.")]
 Quant = Annotated[Optional[str], typer.Option("--quant", help="Named weight format with its scales and 16-bit tensors: q4_0, q4_k_m, q5_k_m, q6_k, q8_0, awq, gptq, fp8, nvfp4, mxfp4.")]
 GoodputOf = Annotated[str, typer.Option("--goodput-of", help="What goodput counts: output (end-to-end output tokens/s, prefill included) or decode (the decode step's B / TPOT).")]
+Draft = Annotated[Optional[str], typer.Option("--draft", help="Speculative decoding: the draft model (id, YAML, config.json).")]
+DraftTokens = Annotated[Optional[int], typer.Option("--draft-tokens", help="Tokens drafted per iteration. [default: 4; --mtp: its value]")]
+Acceptance = Annotated[Optional[float], typer.Option("--acceptance", help="I.i.d. acceptance of a drafted token. [default: 0.7; --mtp 0.85]")]
+Mtp = Annotated[Optional[int], typer.Option("--mtp", help="Multi-token prediction: tokens its module drafts (DeepSeek-V3: 1).")]
+CachedTokens = Annotated[Optional[int], typer.Option("--cached-tokens", help="Prefix caching: prompt tokens per sequence whose KV is cached.")]
+PrefixHitRate = Annotated[Optional[float], typer.Option("--prefix-hit-rate", help="Prefix caching: the cached share of the prompt, e.g. 0.5.")]
+SharedPrefix = Annotated[int, typer.Option("--shared-prefix", help="Prompt tokens the batch shares, held once in memory.")]
+ChunkTokens = Annotated[Optional[int], typer.Option("--chunk-tokens", help="Chunked prefill: tokens per engine step (decodes + a prompt chunk).")]
 Engine = Annotated[Optional[str], typer.Option("--engine", help="Engine of the calibrated prediction a measured profile gives: eager (roofline's own decoder) or one `roofline measure --engine` measured. [default: eager]")]
 TpotSlo = Annotated[Optional[str], typer.Option("--tpot-slo", help="Latency objective per output token, e.g. 50ms.")]
 TtftSlo = Annotated[Optional[str], typer.Option("--ttft-slo", help="Latency objective to the first token, e.g. 2s.")]

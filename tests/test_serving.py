@@ -1,0 +1,79 @@
+"""Serving features: speculative decoding, prefix caching, chunked prefill. Numbers by hand; properties by hypothesis."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline import estimate, load_hardware, load_model
+from roofline.calc import serving
+
+M, H = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+
+
+def test_expected_tokens_by_hand():
+    # Leviathan et al. 2023: k = 4, a = 0.8 -> (1 - 0.8^5) / 0.2 = (1 - 0.32768) / 0.2 = 3.3616 tokens per iteration.
+    assert serving.expected_tokens(4, 0.8) == pytest.approx(3.3616)
+    assert serving.expected_tokens(4, 1.0) == 5 and serving.expected_tokens(4, 0.0) == 1
+
+
+def test_speculative_tpot_is_iteration_over_expected_tokens():
+    e = estimate(M, H, batch=1, draft=load_model("llama-3.2-1b"), draft_tokens=4, acceptance=0.8)
+    s = e.speculative
+    assert s.expected_tokens_per_step == pytest.approx(3.3616)
+    assert e.tpot_s == pytest.approx((s.draft_s + s.verify_s) / 3.3616)
+    # Memory-bound at batch 1: verifying 5 tokens reads the 8B weights once, so the iteration costs about one plain
+    # step plus 4 draft steps, and the speedup is large; the draft's weights count against memory.
+    plain = estimate(M, H, batch=1)
+    assert e.tpot_s < plain.tpot_s / 1.5 and e.kv_budget_bytes < plain.kv_budget_bytes
+
+
+def test_mtp_defaults():
+    e = estimate(load_model("deepseek-v3"), load_hardware("h200"), tp=8, batch=8, mtp=1)
+    assert e.speculative.drafter == "mtp" and e.speculative.acceptance == 0.85
+    assert e.speculative.expected_tokens_per_step == pytest.approx(1.85)  # (1 - 0.85^2) / 0.15
+
+
+@settings(max_examples=40, deadline=None)
+@given(k=st.integers(1, 8), batch=st.sampled_from([1, 8, 64]))
+def test_acceptance_zero_never_beats_plain_decode(k, batch):
+    plain = estimate(M, H, batch=batch)
+    drafted = estimate(M, H, batch=batch, draft=load_model("llama-3.2-1b"), draft_tokens=k, acceptance=0.0)
+    assert drafted.speculative.expected_tokens_per_step == 1
+    assert drafted.tpot_s >= plain.decode.time_s * (1 - 1e-9)
+
+
+def test_cached_prefill_by_hand():
+    # Llama-3.1-8B, P = 1024 with N = 768 cached: 256 tokens through the matmuls, causal pairs 1024*1025/2 - 768*769/2.
+    e = estimate(M, H, batch=1, cached_tokens=768, output_tokens=2)
+    c = M.counts
+    matmul = 2 * (c.matmul - c.head) * 256 + 2 * c.head
+    attention = 4 * 32 * 32 * 128 * (1024 * 1025 / 2 - 768 * 769 / 2)  # 4 x layers x heads x head_dim per pair
+    assert e.prefill.flops == pytest.approx(matmul + attention) and e.prefill.cached_tokens == 768
+    assert serving.cached_pairs(1024, 768) == 1024 * 1025 / 2 - 768 * 769 / 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(prompt=st.integers(2, 8192), a=st.floats(0, 1), b=st.floats(0, 1))
+def test_more_cached_tokens_never_raise_ttft(prompt, a, b):
+    low, high = sorted((int(a * (prompt - 1)), int(b * (prompt - 1))))
+    assert estimate(M, H, prompt_tokens=prompt, cached_tokens=high, output_tokens=2).ttft_s <= \
+        estimate(M, H, prompt_tokens=prompt, cached_tokens=low, output_tokens=2).ttft_s * (1 + 1e-12)
+
+
+def test_shared_prefix_is_held_once():
+    # KV per sequence at 1024 + 256 tokens = 131,072 x 1,280; a 1,000-token shared prefix is held once:
+    # max batch = (budget - 131,072 x 1,000) / (131,072 x 280).
+    budget = 0.9 * 80 * 2**30 - 8_030_261_248 * 2
+    e = estimate(M, H, shared_prefix=1000)
+    assert e.max_batch == int((budget - 131_072 * 1000) // (131_072 * 280))
+
+
+def test_chunked_prefill_by_hand():
+    # P = 1024, B = 64, C = 2048: 1,984 prompt tokens a step -> 1 step to the first token; steady-state share of
+    # mixed steps = P B / (O (C - B)) = 1024 x 64 / (256 x 1984) = 0.129.
+    e = estimate(M, H, batch=64, chunk_tokens=2048)
+    ch = e.chunked
+    assert ch.steps_to_first_token == 1 and ch.mixed_share == pytest.approx(1024 * 64 / (256 * 1984))
+    assert e.ttft_s == ch.mixed_step_s and e.tpot_s == pytest.approx(ch.mixed_share * ch.mixed_step_s + (1 - ch.mixed_share) * ch.decode_step_s)
+    # A small chunk spreads the prompt: 1024 / (128 - 64) = 16 steps.
+    assert estimate(M, H, batch=64, chunk_tokens=128).chunked.steps_to_first_token == 16
