@@ -31,8 +31,9 @@ def main() -> None:
 
 def run(args: list[str] | None = None) -> int:
     """Run the command line on `args` (default: sys.argv[1:]) and return the exit code."""
+    args = sys.argv[1:] if args is None else list(args)
     try:
-        code = app(args=args, prog_name="roofline", standalone_mode=False)
+        code = _app_for(args)(args=args, prog_name="roofline", standalone_mode=False)
     except typer.TyperException as e:  # click's usage errors (typer vendors click and re-bases them here)
         message = e.format_message() if hasattr(e, "format_message") else str(e)
         err(f"roofline: error: {' '.join(message.split())} (see `roofline --help`)")
@@ -41,6 +42,21 @@ def run(args: list[str] | None = None) -> int:
         err("roofline: interrupted")
         code = 130
     return code if isinstance(code, int) else 0
+
+
+def _app_for(args: list[str]) -> typer.Typer:
+    """The root app with only the command `args` names: typer builds every registered command's options on each
+    run (~15 ms for all of ours, benchmarks/startup.py), so a run registers just the one it needs. Without a
+    known command name (`roofline`, `roofline --help`, a typo) the whole app answers."""
+    name = next((a for a in args if not a.startswith("-")), None)
+    for group in (estimate.app, measure.app):
+        chosen = [c for c in group.registered_commands if (c.name or c.callback.__name__) == name]
+        if chosen:
+            one = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=app.info.help)
+            one.registered_callback = app.registered_callback
+            one.registered_commands = chosen
+            return one
+    return app
 
 
 def _version(value: bool) -> None:
