@@ -228,7 +228,7 @@ def estimate(
     budget = f.kv_budget(memory_fraction, hardware.memory_capacity, shape.weights) - extra
     if shared:
         notes.append(f"shared prefix: {shared} tokens of KV held once for the batch (reads stay per sequence)")
-    limit = f.max_batch(budget, kv_device) if kv_device > 0 else None
+    limit = min(f.max_batch(budget, kv_device), MAX_COUNT) if kv_device > 0 else None  # a batch past 1e9 is not a batch
     fits, fits_reason = _fits(budget, limit, B, shape.weights, memory_fraction, hardware.memory_capacity)
     critical = _critical_batch(shape, mean_context, F, W)
     calibrated = _calibrated(model, hardware, inputs, shape, mean_context)
