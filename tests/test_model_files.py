@@ -202,3 +202,30 @@ def test_kv_cache_formats_with_scales():
     m, h = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     assert estimate(m, h, kv_dtype="q8_0", output_tokens=2).kv_bytes_per_token == 65_536 * 34 / 32
     assert estimate(m, h, kv_dtype="q4_0", output_tokens=2).kv_bytes_per_token == 65_536 * 18 / 32
+
+
+def test_exact_bytes_from_the_hub_by_range_reads(tmp_path, monkeypatch):
+    # A stand-in for huggingface_hub: config.json into a folder, and get_safetensors_metadata's answer (what its
+    # range requests read): one shard with an F16 embedding (1024 x 256) and an FP8 weight (256 x 256) + F32 scale.
+    import sys
+    import types
+
+    config = tmp_path / "remote" / "config.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                  "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1024, "torch_dtype": "bfloat16"}))
+    info = lambda dtype, shape, start, end: types.SimpleNamespace(dtype=dtype, shape=shape, data_offsets=(start, end))  # noqa: E731
+    tensors = {"model.embed_tokens.weight": info("F16", [1024, 256], 0, 524_288),
+               "model.layers.0.self_attn.q_proj.weight": info("F8_E4M3", [256, 256], 524_288, 589_824),
+               "model.layers.0.self_attn.q_proj.weight_scale": info("F32", [1], 589_824, 589_828)}
+    fake = types.SimpleNamespace(
+        hf_hub_download=lambda repo, name, revision=None: str(config),
+        get_safetensors_metadata=lambda repo, revision=None: types.SimpleNamespace(
+            files_metadata={"model.safetensors": types.SimpleNamespace(tensors=tensors)}))
+    monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    assert load_model("acme/remote").weights_file is None  # config.json only, unless asked
+    w = load_model("acme/remote", exact_bytes=True).weights_file
+    assert w.total_bytes == 524_288 + 65_536 + 4 and w.by_role["scales"] == 4 and w.by_dtype["F8_E4M3"] == 65_536
+    r = runner.invoke(app, ["models", "show", "acme/remote", "--exact-bytes", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["weight_bytes"] == 589_828

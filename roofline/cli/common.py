@@ -137,7 +137,7 @@ def duration(text: str | None, flag: str) -> float | None:
     return value
 
 
-def specs(model: str | None, hardware: str | None, quiet: bool, **more: Any):
+def specs(model: str | None, hardware: str | None, quiet: bool, exact_bytes: bool = False, **more: Any):
     """Load the model and hardware, naming on stderr the defaults that were used."""
     from roofline.specs.catalog import load_model
     from roofline.specs.hardware import load_hardware
@@ -145,7 +145,7 @@ def specs(model: str | None, hardware: str | None, quiet: bool, **more: Any):
     model, hardware = text_value(model, "--model"), text_value(hardware, "--hardware")
     defaults = {"model": MODEL, "hardware": HARDWARE, "batch": BATCH, "prompt": PROMPT_TOKENS, "output": OUTPUT_TOKENS}
     given = {"model": model, "hardware": hardware, **more}
-    loaded = load_model(MODEL if model is None else model), load_hardware(HARDWARE if hardware is None else hardware)
+    loaded = load_model(MODEL if model is None else model, exact_bytes), load_hardware(HARDWARE if hardware is None else hardware)
     defaulted = [f"--{k} {defaults[k]}" for k, v in given.items() if v is None]
     if defaulted and not quiet:
         note(f"roofline: using defaults: {' '.join(defaulted)}")
@@ -177,6 +177,7 @@ CachedTokens = Annotated[Optional[int], typer.Option("--cached-tokens", help="Pr
 PrefixHitRate = Annotated[Optional[float], typer.Option("--prefix-hit-rate", help="Prefix caching: the cached share of the prompt, e.g. 0.5.")]
 SharedPrefix = Annotated[int, typer.Option("--shared-prefix", help="Prompt tokens the batch shares, held once in memory.")]
 ChunkTokens = Annotated[Optional[int], typer.Option("--chunk-tokens", help="Chunked prefill: tokens per engine step (decodes + a prompt chunk).")]
+ExactBytes = Annotated[bool, typer.Option("--exact-bytes", help="For a Hub id not in the local cache: read the checkpoint's safetensors headers from the Hub (range requests) for its exact bytes.")]
 Engine = Annotated[Optional[str], typer.Option("--engine", help="Engine of the calibrated prediction a measured profile gives: eager (roofline's own decoder) or one `roofline measure --engine` measured. [default: eager]")]
 TpotSlo = Annotated[Optional[str], typer.Option("--tpot-slo", help="Latency objective per output token, e.g. 50ms.")]
 TtftSlo = Annotated[Optional[str], typer.Option("--ttft-slo", help="Latency objective to the first token, e.g. 2s.")]

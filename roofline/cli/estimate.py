@@ -7,7 +7,7 @@ import typer
 from roofline.errors import UsageError
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.cli.common import (
-    D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, Acceptance, CachedTokens, ChunkTokens, ComputeEfficiency, Csv, Draft, DraftTokens, Engine, GoodputOf, Mtp, PrefixHitRate, SharedPrefix, HardwareRef, Json, KvDtype,
+    D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, Acceptance, CachedTokens, ChunkTokens, ComputeEfficiency, Csv, Draft, DraftTokens, Engine, ExactBytes, GoodputOf, Mtp, PrefixHitRate, SharedPrefix, HardwareRef, Json, KvDtype,
     MemoryFraction, ModelRef, Output, OutputList, Prompt, PromptList, Quant, Quiet, Tp, TpotSlo, TtftSlo, WeightDtype,
     duration, emit, err, handled, knobs_from, specs, text_value,
 )
@@ -41,6 +41,7 @@ def estimate(
     prefix_hit_rate: PrefixHitRate = None,
     shared_prefix: SharedPrefix = 0,
     chunk_tokens: ChunkTokens = None,
+    exact_bytes: ExactBytes = False,
     json: Json = False,
     csv: Csv = False,
     quiet: Quiet = False,
@@ -57,7 +58,7 @@ def estimate(
     """
     from roofline.calc.estimate import estimate as run_estimate
 
-    m, h = specs(model, hardware, quiet, batch=batch, prompt=prompt_tokens, output=output_tokens)
+    m, h = specs(model, hardware, quiet, exact_bytes, batch=batch, prompt=prompt_tokens, output=output_tokens)
     result = run_estimate(
         m, h, batch=BATCH if batch is None else batch, prompt_tokens=PROMPT_TOKENS if prompt_tokens is None else prompt_tokens,
         output_tokens=OUTPUT_TOKENS if output_tokens is None else output_tokens, knobs=knobs_from(locals()),

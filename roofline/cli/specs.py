@@ -4,7 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from roofline.cli.common import Csv, Json, emit, err, handled, text_value
+from roofline.cli.common import Csv, ExactBytes, Json, emit, err, handled, text_value
 
 hardware_app = typer.Typer(help="List and show bundled devices.")
 models_app = typer.Typer(help="List and show bundled models, or import a config.json.")
@@ -64,13 +64,14 @@ def models_list(json: Json = False, csv: Csv = False) -> None:
 
 @models_app.command("show")
 @handled
-def models_show(model: Annotated[str, typer.Argument(help="Model id, YAML path, or config.json / model folder.")], json: Json = False, csv: Csv = False) -> None:
+def models_show(model: Annotated[str, typer.Argument(help="Model id, YAML, GGUF, config.json / model folder, or Hub id.")], json: Json = False,
+                csv: Csv = False, exact_bytes: ExactBytes = False) -> None:
     """Show a model's derived parameter count (by role) and KV cache per token."""
     from roofline.calc import describe
     from roofline.report import Report
     from roofline.specs.catalog import load_model
 
-    emit(Report("model_detail", describe.model(load_model(text_value(model, "MODEL")))), json, csv)
+    emit(Report("model_detail", describe.model(load_model(text_value(model, "MODEL"), exact_bytes))), json, csv)
 
 
 @models_app.command("import")

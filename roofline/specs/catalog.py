@@ -40,8 +40,10 @@ def resolve(ref: str, kind: str) -> Path:
     raise UsageError(f"unknown {noun} id '{ref if len(ref) <= 100 else shown(ref)}' ({hint}see `roofline {kind} list`)")
 
 
-def load_model(ref: str) -> Model:
-    """Load a model spec by bundled id, YAML path, or Hugging Face config.json (file or model folder)."""
+def load_model(ref: str, exact_bytes: bool = False) -> Model:
+    """Load a model spec by bundled id, YAML path, GGUF file, Hugging Face config.json or model folder (with its
+    safetensors shards' exact bytes), or Hub id (org/name[@revision]: the local cache, else config.json from the Hub;
+    `exact_bytes` also reads the shards' safetensors headers from the Hub by range requests)."""
     from roofline.specs.fields import read_yaml
     from roofline.specs.model_keys import model_from_mapping
 
@@ -58,7 +60,10 @@ def load_model(ref: str) -> Model:
     from roofline.specs import hub
 
     if hub.is_hub_id(ref) and not is_file(path):
-        return _from_config(str(hub.snapshot(ref)), "hub")
+        model = _from_config(str(hub.snapshot(ref)), "hub")
+        if exact_bytes and model.weights_file is None:
+            model = model._replace(weights_file=hub.remote_weight_bytes(ref))
+        return model
     path = resolve(ref, "models")
     return model_from_mapping(read_yaml(path), str(path), path.stem)
 

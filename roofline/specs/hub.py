@@ -76,3 +76,30 @@ def _hub_error(ref: str, e: Exception) -> str:
     if kind in ("LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectionError", "ConnectTimeout"):
         return f"{ref}: offline and not in the cache ({cache_dir()}); run `hf download {ref.partition('@')[0]} config.json` where there is a network"
     raise RooflineError(f"{ref}: the Hub answered {kind}: {' '.join(str(e).split())[:200]}")
+
+
+def remote_weight_bytes(ref: str):
+    """Exact weight bytes of a Hub checkpoint without its weights: huggingface_hub reads each shard's safetensors
+    header with HTTP range requests (get_safetensors_metadata); bytes are the data_offsets spans, as for a folder."""
+    from roofline.specs.checkpoint import weight_bytes, _weight_elements
+
+    try:
+        import huggingface_hub as hf
+    except ImportError:
+        raise UsageError(f"{ref}: exact bytes of a checkpoint not in the cache need huggingface_hub: pip install 'roofline[hub]'") from None
+    repo, _, revision = ref.partition("@")
+    try:
+        meta = hf.get_safetensors_metadata(repo, revision=revision or None)
+    except Exception as e:  # noqa: BLE001 - see snapshot()
+        raise UsageError(_hub_error(ref, e)) from None
+    tensors = []
+    for file in meta.files_metadata.values():
+        for name, info in file.tensors.items():
+            start, end = info.data_offsets
+            elements = 1
+            for d in info.shape:
+                elements *= int(d)
+            tensors.append((name, str(info.dtype), _weight_elements(name, str(info.dtype), elements), end - start))
+    if not tensors:
+        raise UsageError(f"{ref}: the Hub lists no safetensors tensors for it")
+    return weight_bytes("safetensors", tensors)
