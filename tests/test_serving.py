@@ -77,3 +77,20 @@ def test_chunked_prefill_by_hand():
     assert e.ttft_s == ch.mixed_step_s and e.tpot_s == pytest.approx(ch.mixed_share * ch.mixed_step_s + (1 - ch.mixed_share) * ch.decode_step_s)
     # A small chunk spreads the prompt: 1024 / (128 - 64) = 16 steps.
     assert estimate(M, H, batch=64, chunk_tokens=128).chunked.steps_to_first_token == 16
+
+
+def test_a_tp_group_spanning_nodes_uses_the_internode_tier():
+    # 16 H100s in nodes of 8: the ring all-reduce runs at 50 GB/s per device (400 Gb/s InfiniBand), not NVLink's 450.
+    from roofline.calc import formulas as f
+
+    m = load_model("llama-3.1-405b")
+    h = load_hardware("h100-sxm")
+    without = estimate(m, h, tp=16, output_tokens=2)  # no internode figure: the NVLink one, said in a note
+    assert any("spans nodes of 8 devices" in n and "assumed" in n for n in without.notes)
+    two_nodes = h._replace(internode_bandwidth=50e9, internode_latency=20e-6)
+    e = estimate(m, two_nodes, tp=16, batch=1, output_tokens=2)
+    # Decode: 2 all-reduces per layer of 1 token x 16,384 hidden x 2 B, over 16 devices at 50 GB/s + 20 us each.
+    per = f.ring_allreduce_seconds(16_384 * 2, 16, 50e9, 20e-6)
+    assert e.decode.comm_s == pytest.approx(126 * 2 * per)
+    assert estimate(m, two_nodes, tp=8, batch=1, output_tokens=2).decode.comm_s == pytest.approx(
+        126 * 2 * f.ring_allreduce_seconds(16_384 * 2, 8, 450e9, 10e-6))  # within a node: NVLink

@@ -188,7 +188,7 @@ def estimate(
     W = hardware.memory_bandwidth * bandwidth_efficiency
     B, P, O = batch, prompt_tokens, output_tokens
     shape = Shape(model, storage, inputs.kv_dtype, inputs.compute_dtype, tp)
-    link, latency = hardware.interconnect_bandwidth, inputs.collective_latency_s
+    link, latency = _tier(hardware, tp, inputs, notes)
 
     cached = _cached_tokens(k, P)
     prefill = _phase(shape.prefill_flops(B, P, cached), shape.prefill_bytes(B, P, cached), F, W,
@@ -388,6 +388,25 @@ def _storage(model: Model, quant: str | None, bits: float | None, asked_dtype: s
 
 
 PRESET_ENGINES = ("vllm", "sglang", "trtllm", "llamacpp")  # learned from published benchmarks: roofline.calc.presets
+
+
+DEVICES_PER_NODE = 8  # when the hardware YAML gives none: an HGX / DGX board
+
+
+def _tier(hardware: Hardware, tp: int, inputs: Inputs, notes: list[str]) -> tuple[float | None, float]:
+    """The link a tensor-parallel group's all-reduces use: the intra-node interconnect while the group fits in one
+    node (devices_per_node, default 8), else the slower inter-node tier (internode_bandwidth / _latency)."""
+    per_node = hardware.devices_per_node or DEVICES_PER_NODE
+    if tp <= per_node:
+        return hardware.interconnect_bandwidth, inputs.collective_latency_s
+    if hardware.internode_bandwidth is None:  # --tp keeps working as before; the note says what was assumed
+        notes.append(f"tp {tp} spans nodes of {per_node} devices but {hardware.id} gives no internode_bandwidth: its intra-node "
+                     "figure is assumed, optimistic (add internode_bandwidth, e.g. 50 GB/s for 400 Gb/s InfiniBand)")
+        return hardware.interconnect_bandwidth, inputs.collective_latency_s
+    notes.append(f"tp {tp} spans nodes of {per_node} devices: its all-reduces run at the inter-node "
+                 f"{hardware.internode_bandwidth / 1e9:.3g} GB/s per device")
+    latency = hardware.internode_latency if hardware.internode_latency is not None else inputs.collective_latency_s
+    return hardware.internode_bandwidth, latency
 
 
 def _engine(name: str | None, hardware: Hardware) -> str | None:
