@@ -186,7 +186,7 @@ def test_fuzz_config_json(tmp_path_factory, data):
 
 
 FLAGS = {
-    "estimate": ["--model", "--hardware", "--batch", "--prompt", "--output", "--weight-dtype", "--kv-dtype", "--compute-dtype", "--draft", "--quant",
+    "estimate": ["--model", "--hardware", "--batch", "--prompt", "--output", "--weight-dtype", "--kv-dtype", "--compute-dtype", "--draft", "--quant", "--ep",
                  "--draft-tokens", "--acceptance", "--mtp", "--cached-tokens", "--prefix-hit-rate", "--shared-prefix", "--chunk-tokens",
                  "--bits-per-weight", "--memory-fraction", "--compute-efficiency", "--bandwidth-efficiency", "--tp"],
     "sweep": ["--model", "--hardware", "--batch", "--prompt", "--output", "--tpot-slo", "--ttft-slo", "--weight-dtype", "--tp",

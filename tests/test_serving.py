@@ -94,3 +94,34 @@ def test_a_tp_group_spanning_nodes_uses_the_internode_tier():
     assert e.decode.comm_s == pytest.approx(126 * 2 * per)
     assert estimate(m, two_nodes, tp=8, batch=1, output_tokens=2).decode.comm_s == pytest.approx(
         126 * 2 * f.ring_allreduce_seconds(16_384 * 2, 8, 450e9, 10e-6))  # within a node: NVLink
+
+
+def test_expert_parallelism_by_hand():
+    # Mixtral-8x7B bf16 on 8 H100s, tp 1, ep 8: each device holds 1 of 8 experts per layer and all the rest.
+    m, h = load_model("mixtral-8x7b"), load_hardware("h100-sxm")
+    c = m.counts
+    experts = c.moe_layers * c.num_experts * (c.expert + c.expert_biases) * 2  # bytes, bf16
+    e = estimate(m, h, ep=8, batch=16, output_tokens=2)
+    assert e.weight_bytes_per_device == pytest.approx((c.total * 2 - experts) + experts / 8)
+    # All-to-all per MoE layer: dispatch + combine of 16 tokens x 4,096 x 2 B x 2 experts, 7/8 of it leaving the device,
+    # at 450 GB/s, plus the 10 us latency each: 32 layers x 2 x (16 x 4096 x 2 x 2 x 7/8 / 450e9 + 10e-6).
+    per = 16 * 4096 * 2 * 2 * 7 / 8 / 450e9 + 10e-6
+    assert e.comm["ep_s"] == pytest.approx(32 * 2 * per) and e.comm["tp_s"] == 0 and e.inputs.ep == 8
+
+
+@settings(max_examples=30, deadline=None)
+@given(ep=st.sampled_from([2, 4, 8]), batch=st.sampled_from([1, 8, 64]))
+def test_ep_never_adds_weight_bytes_per_device(ep, batch):
+    for model in ("mixtral-8x7b", "qwen3-30b-a3b"):
+        m = load_model(model)
+        one = estimate(m, H, batch=batch, output_tokens=2)
+        spread = estimate(m, H, batch=batch, output_tokens=2, ep=ep)
+        assert spread.weight_bytes_per_device <= one.weight_bytes_per_device
+        assert spread.weight_bytes == one.weight_bytes  # the model is the same; only its placement changes
+
+
+def test_ep_refusals():
+    with pytest.raises(Exception, match="no routed experts"):
+        estimate(M, H, ep=2)
+    with pytest.raises(Exception, match="at most one expert group per device"):
+        estimate(load_model("mixtral-8x7b"), H, ep=16)

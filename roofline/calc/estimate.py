@@ -52,6 +52,7 @@ class Inputs(NamedTuple):
     bandwidth_efficiency: float
     tp: int
     collective_latency_s: float
+    ep: int = 1  # expert-parallel devices (MoE)
     engine: str | None = None  # the engine whose calibrated prediction was asked for
     quant: str | None = None  # a named weight format (roofline.calc.storage.QUANTS)
     draft: str | None = None  # serving features (roofline.calc.serving), null when unused
@@ -147,6 +148,7 @@ class Estimate(NamedTuple):
     speculative: Any = None  # roofline.calc.serving.Speculative when drafting
     chunked: Any = None  # roofline.calc.serving.Chunked when prefill is chunked
     prefill_cached_tokens: int = 0  # prompt tokens served from a prefix cache
+    comm: dict[str, float] | None = None  # a decode step's communication by kind [s] when parallel: tp_s, ep_s, pp_s
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -187,19 +189,22 @@ def estimate(
     F = peak * compute_efficiency
     W = hardware.memory_bandwidth * bandwidth_efficiency
     B, P, O = batch, prompt_tokens, output_tokens
-    shape = Shape(model, storage, inputs.kv_dtype, inputs.compute_dtype, tp)
+    ep = _ep(model, hardware, k, notes)
+    shape = Shape(model, storage, inputs.kv_dtype, inputs.compute_dtype, tp, ep)
     link, latency = _tier(hardware, tp, inputs, notes)
+    ep_link = _tier(hardware, max(tp, ep), inputs, notes) if ep > 1 else None
 
     cached = _cached_tokens(k, P)
     prefill = _phase(shape.prefill_flops(B, P, cached), shape.prefill_bytes(B, P, cached), F, W,
-                     comm_s=shape.comm_seconds(B * (P - cached), link, latency))._replace(cached_tokens=cached)
+                     comm_s=shape.comm_seconds(B * (P - cached), link, latency, ep_link))._replace(cached_tokens=cached)
 
     # Decode steps j = 0..O-2 at cached context P + j: piecewise linear in j, so the means are exact.
     steps = max(O - 1, 1)
     mean_time, mean_compute, mean_memory = f.mean_of_max_piecewise(
         lambda j: shape.decode_flops(B, P + j) / F, lambda j: shape.decode_bytes(B, P + j) / W, steps, shape.decode_breakpoints(P)
     )
-    step = _phase(mean_compute * F, mean_memory * W, F, W, mean_time, shape.comm_seconds(B, link, latency))
+    step = _phase(mean_compute * F, mean_memory * W, F, W, mean_time, shape.comm_seconds(B, link, latency, ep_link))
+    comm = {"tp_s": shape.tp_seconds(B, link, latency), "ep_s": shape.ep_seconds(B, *ep_link) if ep_link else 0.0, "pp_s": 0.0}
     mean_context = P + (steps - 1) / 2
     spec = _speculative(model, k, inputs, storage, shape, B, mean_context, F, W, link, latency, notes)
     chunk = _chunked(k, shape, B, P, O, mean_context, step.time_s, F, W, link, latency, notes)
@@ -237,9 +242,9 @@ def estimate(
                         model.source_kind),
         hardware=HardwareInfo(hardware.id, hardware.name, hardware.origin, peak, hardware.memory_bandwidth, hardware.memory_capacity),
         inputs=inputs,
-        weight_bytes=shape.weights * tp,
+        weight_bytes=shape.storage.resident,
         weight_bytes_per_device=shape.weights,
-        weight_bytes_streamed=shape.streamed(B) * tp,
+        weight_bytes_streamed=shape.streamed(B) * max(tp, ep),
         kv_bytes_per_token=shape.kv_per_token,
         kv_bytes_per_sequence=kv_sequence,
         kv_budget_bytes=max(budget, 0.0),  # 0 when the weights alone exceed the memory fraction (fits_reason says)
@@ -263,6 +268,7 @@ def estimate(
         speculative=spec,
         chunked=chunk,
         prefill_cached_tokens=cached,
+        comm=comm if (tp > 1 or ep > 1) else None,
     )
 
 
@@ -370,7 +376,7 @@ def _inputs(model: Model, hardware: Hardware, notes: list[str], args: dict) -> I
         engine=_engine(args["engine"], hardware),
         quant=quant,
         draft=args["draft"].id if args["draft"] is not None else None,
-        **{n: args[n] for n in ("draft_tokens", "acceptance", "mtp", "cached_tokens", "prefix_hit_rate", "shared_prefix", "chunk_tokens")},
+        **{n: args[n] for n in ("draft_tokens", "acceptance", "mtp", "cached_tokens", "prefix_hit_rate", "shared_prefix", "chunk_tokens", "ep")},
     ), storage
 
 
@@ -576,3 +582,25 @@ def _chunked(k, shape, B, P, O, context, decode_step_s, F, W, link, latency, not
     notes.append(f"chunked prefill: {C} tokens a step; {result.mixed_share:.0%} of steps carry a chunk in steady state "
                  f"(requests finish at B / O per step, each brings P prompt tokens)")
     return result
+
+
+def _ep(model: Model, hardware: Hardware, k: Knobs, notes: list[str]) -> int:
+    """The expert-parallel degree: MoE models only, at most one expert per device, over the tp devices or a
+    multiple of them (attention and KV stay split as --tp sets them)."""
+    ep, tp = k.ep, k.tp
+    if isinstance(ep, bool) or not isinstance(ep, int) or not 1 <= ep <= MAX_COUNT:
+        raise UsageError(f"expected an integer from 1, got {ep!r}", "ep")
+    if ep == 1:
+        return 1
+    c = model.counts
+    if c is None or not c.moe_layers:
+        raise UsageError(f"{model.id} has no routed experts: expert parallelism needs a mixture-of-experts model", "ep")
+    if ep > c.num_experts:
+        raise UsageError(f"{ep} devices for {c.num_experts} experts: at most one expert group per device", "ep")
+    if max(ep, tp) % min(ep, tp):
+        raise UsageError(f"ep {ep} and tp {tp}: one must divide the other (EP runs over the tp devices or a multiple)", "ep")
+    if hardware.interconnect_bandwidth is None:
+        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for ep > 1 (add it to its hardware YAML)", "ep")
+    notes.append(f"ep {ep}: {c.num_experts / ep:g} experts per device, all-to-all dispatch and combine each MoE layer; "
+                 "uniform routing assumed (real load imbalance makes the busiest device slower)")
+    return ep

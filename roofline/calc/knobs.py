@@ -20,6 +20,7 @@ class Knobs(NamedTuple):
     compute_efficiency: float = 1.0  # achievable share of peak FLOP/s; 1.0 = the roofline bound
     bandwidth_efficiency: float = 1.0  # achievable share of peak bandwidth; 1.0 = the roofline bound
     tp: int = 1  # tensor-parallel devices
+    ep: int = 1  # expert-parallel devices (MoE): whole experts spread over them
     quant: str | None = None  # a named weight format: q4_0, q4_k_m, q5_k_m, q6_k, q8_0, awq, gptq, fp8, nvfp4, mxfp4
     draft: Any = None  # a draft Model for speculative decoding
     draft_tokens: int | None = None  # k tokens drafted per iteration (default 4 with a draft or MTP)

@@ -18,9 +18,11 @@ ACTIVATION_BYTES = {"fp32": 4.0, "tf32": 4.0}  # all-reduce message element size
 class Shape:
     """One model's per-step quantities for given dtypes and tensor parallelism (SI units, per device)."""
 
-    def __init__(self, model: Model, storage: "Storage | float", kv_dtype: str, compute_dtype: str, tp: int = 1):
-        """`storage`: how the weights are stored (roofline.calc.storage), or plain bits per weight."""
-        self.model, self.tp = model, tp
+    def __init__(self, model: Model, storage: "Storage | float", kv_dtype: str, compute_dtype: str, tp: int = 1, ep: int = 1):
+        """`storage`: how the weights are stored (roofline.calc.storage), or plain bits per weight. `ep` > 1 spreads
+        whole routed experts over ep devices (expert parallelism); everything else splits over tp as before."""
+        self.model, self.tp, self.ep = model, tp, ep
+        self.expert_split = ep if ep > 1 else tp  # without EP the experts split like every matrix, over tp
         self.storage = storage if isinstance(storage, Storage) else uniform(model, storage)
         self.activation_bytes = ACTIVATION_BYTES.get(compute_dtype, 2.0)
         self.counts = model.counts
@@ -33,13 +35,34 @@ class Shape:
     # ---- weights
 
     @property
+    def expert_bytes(self) -> float:
+        """Resident bytes of all routed experts, whole model."""
+        c = self.counts
+        return c.moe_layers * c.num_experts * self.storage.per_expert if c is not None and c.moe_layers else 0.0
+
+    @property
     def weights(self) -> float:
-        """Resident weight bytes per device."""
-        return self.storage.resident / self.tp
+        """Resident weight bytes per device: the routed experts over expert_split, the rest over tp."""
+        return (self.storage.resident - self.expert_bytes) / self.tp + self.expert_bytes / self.expert_split
 
     def streamed(self, tokens: float) -> float:
         """Weight bytes per device read by a step that routes `tokens` tokens."""
-        return streamed(self.storage, self.model, tokens) / self.tp
+        total = streamed(self.storage, self.model, tokens)
+        routed = total - self.storage.fixed_streamed
+        return self.storage.fixed_streamed / self.tp + routed / self.expert_split
+
+    @property
+    def routed(self) -> float:
+        """Routed-expert matmul weights per token: k experts in every MoE layer."""
+        c = self.counts
+        return float(c.moe_layers * c.experts_per_token * c.expert) if c is not None and c.moe_layers else 0.0
+
+    def matmul_flops(self, tokens: float, weights: float | None = None) -> float:
+        """Matmul FLOPs per device for `tokens` tokens through `weights` (default: all active matmul weights),
+        its routed-expert part split over expert_split, the rest over tp."""
+        weights = self.matmul if weights is None else weights
+        routed = min(self.routed, weights)
+        return f.matmul_flops(weights - routed, tokens) / self.tp + f.matmul_flops(routed, tokens) / self.expert_split
 
     @property
     def matmul(self) -> float:
@@ -73,7 +96,7 @@ class Shape:
 
     def decode_flops(self, batch: int, cached: float) -> float:
         """FLOPs per device of one decode step: 2 x active matmul params + attention, per sequence."""
-        return batch * (f.matmul_flops(self.matmul, 1) + self.key_flops_decode * self.keys(cached)) / self.tp
+        return batch * (self.matmul_flops(1) + self.key_flops_decode * self.keys(cached) / self.tp)
 
     def decode_bytes(self, batch: int, cached: float) -> float:
         """Bytes per device of one decode step: weights its tokens touch, KV read at `cached`, one token written."""
@@ -87,8 +110,8 @@ class Shape:
     def prefill_flops(self, batch: int, prompt: int, cached: int = 0) -> float:
         """FLOPs per device of the prefill: every uncached prompt token through the matmuls, lm_head on the last
         position only, causal attention over the whole context (windowed on sliding layers)."""
-        dense = f.matmul_flops(self.matmul - self.head, prompt - cached) + f.matmul_flops(self.head, 1)
-        return batch * dense / self.tp + self.prefill_attention_flops(batch, prompt, cached)
+        dense = self.matmul_flops(prompt - cached, self.matmul - self.head) + f.matmul_flops(self.head, 1) / self.tp
+        return batch * dense + self.prefill_attention_flops(batch, prompt, cached)
 
     def prefill_attention_flops(self, batch: int, prompt: int, cached: int = 0) -> float:
         """The attention part of prefill_flops: queries cached+1..prompt, each over its causal keys."""
@@ -105,19 +128,32 @@ class Shape:
     def verify_flops(self, batch: int, cached: float, tokens: int) -> float:
         """FLOPs per device of one step that runs `tokens` new tokens per sequence (speculative verification,
         a chunk of decodes): each token through the matmuls, attending over the cache and the tokens before it."""
-        return batch * (f.matmul_flops(self.matmul, tokens) + self.key_flops_decode * sum(self.keys(cached + j) for j in range(tokens))) / self.tp
+        return batch * (self.matmul_flops(tokens) + self.key_flops_decode * sum(self.keys(cached + j) for j in range(tokens)) / self.tp)
 
     def verify_bytes(self, batch: int, cached: float, tokens: int) -> float:
         """Bytes per device of that step: the weights its tokens touch, once; each sequence's KV read once and
         `tokens` tokens' KV written."""
         return self.streamed(batch * tokens) + batch * (self.kv_cached(cached) + tokens * self.kv_per_token) * self.kv_share
 
-    def comm_seconds(self, tokens: int, link_bytes_per_s: float | None, latency_s: float) -> float:
+    def comm_seconds(self, tokens: int, link_bytes_per_s: float | None, latency_s: float, ep_link: tuple | None = None) -> float:
+        """Communication of one step: the tensor-parallel all-reduces plus the expert-parallel all-to-alls."""
+        return self.tp_seconds(tokens, link_bytes_per_s, latency_s) + self.ep_seconds(tokens, *(ep_link or (link_bytes_per_s, latency_s)))
+
+    def tp_seconds(self, tokens: int, link_bytes_per_s: float | None, latency_s: float) -> float:
         """Tensor-parallel communication of one step: two all-reduces of the activations per layer."""
         if self.tp == 1:
             return 0.0
         message = tokens * self.hidden * self.activation_bytes
         return self.layers * 2 * f.ring_allreduce_seconds(message, self.tp, link_bytes_per_s, latency_s)
+
+    def ep_seconds(self, tokens: int, link_bytes_per_s: float | None, latency_s: float) -> float:
+        """Expert-parallel communication of one step: per MoE layer, a dispatch and a combine all-to-all, each
+        moving tokens x hidden x bytes x experts_per_token, of which (ep - 1) / ep leaves the device."""
+        c = self.counts
+        if self.ep == 1 or c is None or not c.moe_layers:
+            return 0.0
+        per_device = tokens * self.hidden * self.activation_bytes * c.experts_per_token * (self.ep - 1) / self.ep
+        return c.moe_layers * 2 * (per_device / link_bytes_per_s + latency_s)
 
 
 def windowed_pairs(tokens: int, window: int) -> float:

@@ -178,6 +178,7 @@ PrefixHitRate = Annotated[Optional[float], typer.Option("--prefix-hit-rate", hel
 SharedPrefix = Annotated[int, typer.Option("--shared-prefix", help="Prompt tokens the batch shares, held once in memory.")]
 ChunkTokens = Annotated[Optional[int], typer.Option("--chunk-tokens", help="Chunked prefill: tokens per engine step (decodes + a prompt chunk).")]
 ExactBytes = Annotated[bool, typer.Option("--exact-bytes", help="For a Hub id not in the local cache: read the checkpoint's safetensors headers from the Hub (range requests) for its exact bytes.")]
+Ep = Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel devices (MoE): experts spread over them, all-to-alls added.")]
 Engine = Annotated[Optional[str], typer.Option("--engine", help="Engine of the calibrated prediction a measured profile gives: eager (roofline's own decoder) or one `roofline measure --engine` measured. [default: eager]")]
 TpotSlo = Annotated[Optional[str], typer.Option("--tpot-slo", help="Latency objective per output token, e.g. 50ms.")]
 TtftSlo = Annotated[Optional[str], typer.Option("--ttft-slo", help="Latency objective to the first token, e.g. 2s.")]

@@ -7,7 +7,7 @@ import typer
 from roofline.errors import UsageError
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.cli.common import (
-    D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, Acceptance, CachedTokens, ChunkTokens, ComputeEfficiency, Csv, Draft, DraftTokens, Engine, ExactBytes, GoodputOf, Mtp, PrefixHitRate, SharedPrefix, HardwareRef, Json, KvDtype,
+    D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, Acceptance, CachedTokens, ChunkTokens, ComputeEfficiency, Csv, Draft, DraftTokens, Engine, Ep, ExactBytes, GoodputOf, Mtp, PrefixHitRate, SharedPrefix, HardwareRef, Json, KvDtype,
     MemoryFraction, ModelRef, Output, OutputList, Prompt, PromptList, Quant, Quiet, Tp, TpotSlo, TtftSlo, WeightDtype,
     duration, emit, err, handled, knobs_from, specs, text_value,
 )
@@ -32,6 +32,7 @@ def estimate(
     compute_efficiency: ComputeEfficiency = D.compute_efficiency,
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
     tp: Tp = D.tp,
+    ep: Ep = D.ep,
     engine: Engine = D.engine,
     draft: Draft = None,
     draft_tokens: DraftTokens = None,
@@ -88,6 +89,7 @@ def sweep(
     compute_efficiency: ComputeEfficiency = D.compute_efficiency,
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
     tp: Tp = D.tp,
+    ep: Ep = D.ep,
     engine: Engine = D.engine,
     draft: Draft = None,
     draft_tokens: DraftTokens = None,
@@ -146,6 +148,7 @@ def compare(
     compute_efficiency: ComputeEfficiency = D.compute_efficiency,
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
     tp: Tp = D.tp,
+    ep: Ep = D.ep,
     engine: Engine = D.engine,
     draft: Draft = None,
     draft_tokens: DraftTokens = None,
