@@ -31,14 +31,14 @@ class Shape:
         self.window, self.full_layers = att.window, att.full_layers
         self.key_flops_decode, self.key_flops_prefill = att.key_flops_decode, att.key_flops_prefill
         self.kv_share = att.kv_share(tp)
+        c = self.counts  # the per-token constants, computed once: a sweep calls the step formulas thousands of times
+        self.matmul = float(c.matmul) if c else model.params
+        self.head = float(c.head) if c else 0.0
+        self.routed = float(c.moe_layers * c.experts_per_token * c.expert) if c is not None and c.moe_layers else 0.0
+        self.expert_bytes = c.moe_layers * c.num_experts * self.storage.per_expert if c is not None and c.moe_layers else 0.0
+        self._moe = bool(c is not None and c.moe_layers)
 
     # ---- weights
-
-    @property
-    def expert_bytes(self) -> float:
-        """Resident bytes of all routed experts, whole model."""
-        c = self.counts
-        return c.moe_layers * c.num_experts * self.storage.per_expert if c is not None and c.moe_layers else 0.0
 
     @property
     def weights(self) -> float:
@@ -47,31 +47,19 @@ class Shape:
 
     def streamed(self, tokens: float) -> float:
         """Weight bytes per device read by a step that routes `tokens` tokens."""
-        total = streamed(self.storage, self.model, tokens)
-        routed = total - self.storage.fixed_streamed
-        return self.storage.fixed_streamed / self.tp + routed / self.expert_split
-
-    @property
-    def routed(self) -> float:
-        """Routed-expert matmul weights per token: k experts in every MoE layer."""
-        c = self.counts
-        return float(c.moe_layers * c.experts_per_token * c.expert) if c is not None and c.moe_layers else 0.0
+        fixed = self.storage.fixed_streamed
+        if not self._moe:
+            return fixed / self.tp
+        return fixed / self.tp + (streamed(self.storage, self.model, tokens) - fixed) / self.expert_split
 
     def matmul_flops(self, tokens: float, weights: float | None = None) -> float:
         """Matmul FLOPs per device for `tokens` tokens through `weights` (default: all active matmul weights),
         its routed-expert part split over expert_split, the rest over tp."""
         weights = self.matmul if weights is None else weights
+        if not self.routed:
+            return 2.0 * weights * tokens / self.tp  # = formulas.matmul_flops / tp, inlined: the hottest line of a sweep
         routed = min(self.routed, weights)
         return f.matmul_flops(weights - routed, tokens) / self.tp + f.matmul_flops(routed, tokens) / self.expert_split
-
-    @property
-    def matmul(self) -> float:
-        """Matmul weights per token (active parameters: k routed experts)."""
-        return float(self.counts.matmul) if self.counts else self.model.params
-
-    @property
-    def head(self) -> float:
-        return float(self.counts.head) if self.counts else 0.0
 
     # ---- KV cache
 
