@@ -228,7 +228,7 @@ def estimate(
     kv_sequence = shape.kv_cached(P + O)
     shared = min(k.shared_prefix, P) if k.shared_prefix else 0
     kv_device = (kv_sequence - shape.kv_cached(shared)) * shape.kv_share  # a shared prefix is held once, below
-    extra = shape.kv_cached(shared) * shape.kv_share + (spec_memory(spec_shape := _draft_shape(model, k, inputs, storage), B, P + O)
+    extra = shape.kv_cached(shared) * shape.kv_share + (spec_memory(_draft_shape(model, k, inputs, storage), B, P + O)
                                                        if spec else 0.0)
     budget = f.kv_budget(memory_fraction, hardware.memory_capacity, shape.weights) - extra
     if shared:

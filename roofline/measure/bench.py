@@ -123,8 +123,7 @@ def run(
     on_step("engine fixed costs (tiny models)")
     from roofline.measure import engine_costs
 
-    eager = engine_costs.measure(engine_costs.eager_step_time(torch, kind, read_dtype, steps=8 if quick else 12), clock.deadline,
-                                 batches=(1, 16) if quick else engine_costs.BATCHES)
+    eager = engine_costs.of("eager", kind, read_dtype, quick, clock.deadline)
     return {
         "schema_version": SCHEMA_VERSION,
         "method_version": METHOD_VERSION,
@@ -137,7 +136,7 @@ def run(
         "decode_matmul": curves,
         "decode_attention": attentions,
         "op_overhead_s": overhead,
-        "engines": {"eager": {**eager, "dtype": read_dtype}},
+        "engines": {"eager": eager},
         **ridges(matmul, bandwidth, notes),
         "notes": notes,
         "elapsed_s": time.perf_counter() - started,

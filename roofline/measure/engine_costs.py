@@ -68,22 +68,20 @@ def of(engine: str, kind: str, dtype: str, quick: bool = False, deadline: float 
 
     torch = torch_module("measure --engine")
     if engine == "transformers":
-        from roofline.measure import hf_engine
-
-        timed = hf_engine.step_time(torch, kind, dtype, steps=8 if quick else 12)
+        from roofline.measure.hf_engine import TransformersDecoder as build
     else:
-        timed = eager_step_time(torch, kind, dtype, steps=8 if quick else 12)
+        from roofline.measure.engine import Decoder as build
+    timed = step_time(torch, kind, lambda arch, batch, tokens: build(arch, dtype, kind, batch, tokens), steps=8 if quick else 12)
     return {**measure(timed, deadline, (1, 16) if quick else BATCHES), "dtype": dtype}
 
 
-def eager_step_time(torch, kind: str, dtype: str, steps: int = 12) -> Callable[[Any, int, int], float]:
-    """step_time for roofline's own plain PyTorch decoder (roofline.measure.engine): median of `steps` decode steps."""
-    from roofline.measure.engine import Decoder
-
+def step_time(torch, kind: str, build: Callable[[Any, int, int], Any], steps: int = 12) -> Callable[[Any, int, int], float]:
+    """step_time(arch, depth, batch) for `measure`: the median of `steps` decode steps of the engine that
+    `build(arch, batch, max_tokens)` makes (any object with prefill, decode and device), after two warm-up steps."""
     sync = torch.cuda.synchronize if kind == "cuda" else torch.mps.synchronize if kind == "mps" else (lambda: None)
 
-    def step_time(arch, depth: int, batch: int) -> float:
-        engine = Decoder(arch, dtype, kind, batch, PROMPT + steps + 4)
+    def timed(arch, depth: int, batch: int) -> float:
+        engine = build(arch, batch, PROMPT + steps + 4)
         with torch.inference_mode():
             token = engine.prefill(torch.randint(0, arch.vocab_size, (batch, PROMPT)).to(engine.device))
             for j in range(2):
@@ -97,4 +95,4 @@ def eager_step_time(torch, kind: str, dtype: str, steps: int = 12) -> Callable[[
                 times.append(time.perf_counter() - start)
         return statistics.median(times)
 
-    return step_time
+    return timed

@@ -87,29 +87,3 @@ def builder(model) -> Callable[..., TransformersDecoder]:
     """build(arch, dtype, device, batch, max_tokens, weights) for validate's rounds (weights: the built model)."""
     transformers_module()
     return lambda a, dtype, device, batch, tokens, weights: TransformersDecoder(a, dtype, device, batch, tokens, weights)
-
-
-def step_time(torch, kind: str, dtype: str, steps: int = 12) -> Callable[[Any, int, int], float]:
-    """step_time(arch, depth, batch) for roofline.measure.engine_costs: median decode step of a tiny model."""
-    import statistics
-    import time
-
-    sync = torch.cuda.synchronize if kind == "cuda" else torch.mps.synchronize if kind == "mps" else (lambda: None)
-    prompt = 32
-
-    def timed(arch, depth: int, batch: int) -> float:
-        decoder = TransformersDecoder(arch, dtype, kind, batch, prompt + steps + 4)
-        with torch.inference_mode():
-            token = decoder.prefill(torch.randint(0, arch.vocab_size, (batch, prompt)).to(decoder.device))
-            for j in range(2):
-                token = decoder.decode(token, prompt + j)
-            sync()
-            times = []
-            for j in range(steps):
-                start = time.perf_counter()
-                token = decoder.decode(token, prompt + 2 + j)
-                sync()
-                times.append(time.perf_counter() - start)
-        return statistics.median(times)
-
-    return timed
