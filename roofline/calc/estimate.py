@@ -213,7 +213,7 @@ def estimate(
     tpot = spec.tpot_s if spec else chunk.tpot_s if chunk else step.time_s
     ttft = chunk.ttft_s if chunk else prefill.time_s
     decode = Decode(
-        **{name: value for name, value in step._asdict().items() if name != "cached_tokens"},
+        *step[:8],  # Phase's fields but cached_tokens, in order
         steps=O - 1 if O > 1 else 0,
         mean_context_tokens=mean_context,
         tokens_per_s=B / tpot,  # with speculative decoding or chunked prefill, their effective TPOT
