@@ -114,7 +114,7 @@ def main() -> None:
                 "residuals": residuals,
                 "source": "benchmarks/fit_engines.py: coordinate search minimizing the sum of squared log(predicted / measured) "
                           "over the cases below, from ../shared/reality/train.json (their sources are there)"}
-        text = f"# Fitted by benchmarks/fit_engines.py; never edited by hand. Residual = log(predicted / measured).\n"
+        text = "# Fitted by benchmarks/fit_engines.py; never edited by hand. Residual = log(predicted / measured).\n"
         (out / f"{engine}.yaml").write_text(text + yaml.safe_dump(spec, sort_keys=False, width=120))
         worst = max(abs(r) for r in residuals.values())
         print(f"{engine}: {params} · {len(training)} points · worst |residual| {worst:.3f} (x{math.exp(worst):.2f})")

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from roofline import estimate, load_hardware, load_model
 from roofline.calc import serving
+from roofline.calc.shape import windowed_pairs
 
 M, H = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
 
@@ -49,7 +50,7 @@ def test_cached_prefill_by_hand():
     matmul = 2 * (c.matmul - c.head) * 256 + 2 * c.head
     attention = 4 * 32 * 32 * 128 * (1024 * 1025 / 2 - 768 * 769 / 2)  # 4 x layers x heads x head_dim per pair
     assert e.prefill.flops == pytest.approx(matmul + attention) and e.prefill.cached_tokens == 768
-    assert serving.cached_pairs(1024, 768) == 1024 * 1025 / 2 - 768 * 769 / 2
+    assert windowed_pairs(1024, 0) - windowed_pairs(768, 0) == 1024 * 1025 / 2 - 768 * 769 / 2  # no window: all causal pairs
 
 
 @settings(max_examples=40, deadline=None)

@@ -351,7 +351,7 @@ def _inputs(model: Model, hardware: Hardware, notes: list[str], args: dict) -> I
     bits = args["bits_per_weight"]
     if bits is not None and (isinstance(bits, bool) or not isinstance(bits, (int, float)) or not 0.5 <= bits <= 64):
         raise UsageError(f"expected a number of bits from 0.5 to 64, got {bits!r}", "bits_per_weight")
-    storage = _storage(model, quant, bits, args["weight_dtype"], weight, notes)
+    storage = storage_for(model, quant, bits, args["weight_dtype"], weight, notes)
     compute = _default_compute(hardware, weight) if args["compute_dtype"] is None else args["compute_dtype"]
     _dtype("compute_dtype", compute, COMPUTE_DTYPES)
     if compute not in hardware.peak_flops:
@@ -380,7 +380,8 @@ def _inputs(model: Model, hardware: Hardware, notes: list[str], args: dict) -> I
     ), storage
 
 
-def _storage(model: Model, quant: str | None, bits: float | None, asked_dtype: str | None, weight: str, notes: list[str]) -> Storage:
+def storage_for(model: Model, quant: str | None, bits: float | None, asked_dtype: str | None, weight: str,
+                notes: list[str] | None = None) -> Storage:
     """How the weights are stored: --bits-per-weight, else --quant, else a model file's exact bytes (unless a
     weight dtype is asked for), else the weight dtype."""
     if bits is not None:
@@ -388,7 +389,8 @@ def _storage(model: Model, quant: str | None, bits: float | None, asked_dtype: s
     if quant is not None:
         return quantized(model, QUANTS[quant])
     if model.weights_file is not None and asked_dtype is None:
-        notes.append(f"weights: the exact bytes of the {model.source_kind} file ({model.weights_file.bits_per_weight:.3g} bits per weight)")
+        if notes is not None:
+            notes.append(f"weights: the exact bytes of the {model.source_kind} file ({model.weights_file.bits_per_weight:.3g} bits per weight)")
         return from_file(model)
     return uniform(model, 8 * DTYPE_BYTES[weight])
 

@@ -9,7 +9,7 @@ scales), split over the devices as far as the KV heads allow. Exact: a search ov
 
 from typing import Any, NamedTuple
 
-from roofline.calc.estimate import MAX_COUNT, estimate
+from roofline.calc.estimate import MAX_COUNT, estimate, storage_for
 from roofline.calc.knobs import Knobs, knobs_of
 from roofline.calc.shape import Shape
 from roofline.errors import UsageError
@@ -57,7 +57,7 @@ def fit(model: Model, hardware: Hardware, *, batch: int = 1, context: int | None
             raise UsageError(f"expected an integer from 1 to {MAX_COUNT:.0e}, got {value!r}", name)
     base = estimate(model, hardware, batch=batch, prompt_tokens=min(context, MAX_COUNT), output_tokens=0, knobs=k)
     i = base.inputs
-    shape = Shape(model, _storage_of(model, k, i), i.kv_dtype, i.compute_dtype, i.tp)
+    shape = Shape(model, storage_for(model, k.quant, k.bits_per_weight, k.weight_dtype, i.weight_dtype), i.kv_dtype, i.compute_dtype, i.tp)
     budget = base.kv_budget_bytes if base.fits or base.weight_bytes_per_device <= i.memory_fraction * hardware.memory_capacity else -1.0
     max_context, context_reason = _max_context(shape, budget, batch)
     max_batch = base.max_batch
@@ -72,18 +72,6 @@ def fit(model: Model, hardware: Hardware, *, batch: int = 1, context: int | None
         max_context_tokens=max_context, max_context_reason=context_reason, max_batch=max_batch if budget >= 0 else 0,
         max_batch_reason=batch_reason, min_tp=min_tp, min_tp_reason=tp_reason,
     )
-
-
-def _storage_of(model: Model, k: Knobs, inputs) -> Any:
-    from roofline.calc import storage
-
-    if k.bits_per_weight is not None:
-        return storage.uniform(model, k.bits_per_weight)
-    if k.quant is not None:
-        return storage.quantized(model, storage.QUANTS[k.quant])
-    if model.weights_file is not None and k.weight_dtype is None:
-        return storage.from_file(model)
-    return storage.uniform(model, inputs.bits_per_weight)
 
 
 def _max_context(shape: Shape, budget: float, batch: int) -> tuple[int | None, str]:
@@ -105,7 +93,7 @@ def _min_tp(model: Model, k: Knobs, inputs, hardware: Hardware, context: int) ->
     """The smallest degree in TP_DEGREES with weights / tp + one sequence's KV share within the memory fraction."""
     usable = inputs.memory_fraction * hardware.memory_capacity
     for tp in TP_DEGREES:
-        shape = Shape(model, _storage_of(model, k, inputs), inputs.kv_dtype, inputs.compute_dtype, tp)
+        shape = Shape(model, storage_for(model, k.quant, k.bits_per_weight, k.weight_dtype, inputs.weight_dtype), inputs.kv_dtype, inputs.compute_dtype, tp)
         if shape.weights + shape.kv_cached(context) * shape.kv_share <= usable:
             return tp, f"weights / {tp} + one sequence of {context} tokens fit in {inputs.memory_fraction:g} x memory per device"
     return None, f"does not fit even at tp {TP_DEGREES[-1]}"

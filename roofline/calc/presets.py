@@ -12,7 +12,7 @@ estimate with those efficiencies and memory fraction, plus the fixed cost on eve
 import math
 from typing import Any, Callable, NamedTuple
 
-from roofline.errors import RooflineError, UsageError
+from roofline.errors import UsageError
 
 PARAMETERS = ("bandwidth_fraction", "compute_fraction", "step_overhead_s", "memory_fraction")
 RANGES = {"bandwidth_fraction": (0.05, 1.0), "compute_fraction": (0.02, 1.0), "step_overhead_s": (0.0, 0.05), "memory_fraction": (0.3, 0.98)}
@@ -97,9 +97,3 @@ def fit(loss: Callable[[dict[str, float]], float], start: dict[str, float], tole
             if all(s < tolerance * (RANGES[n][1] - RANGES[n][0]) for n, s in step.items()):
                 break
     return best
-
-
-def check_fitted(name: str, points: int, minimum: int = 3) -> None:
-    """A preset needs at least `minimum` training points of speed (throughput or latency)."""
-    if points < minimum:
-        raise RooflineError(f"{name}: {points} usable training point(s), fewer than {minimum}: the data cannot support a preset")

@@ -56,8 +56,3 @@ def chunked(chunk: int, batch: int, prompt: int, output: int, mixed_step_s: floa
     steps = math.ceil(prompt / room)
     share = min(1.0, prompt * batch / (max(output, 1) * room))
     return Chunked(chunk, steps, mixed_step_s, decode_step_s, share, steps * mixed_step_s, share * mixed_step_s + (1 - share) * decode_step_s)
-
-
-def cached_pairs(prompt: int, cached: int) -> float:
-    """Causal (query, key) pairs of the uncached queries N+1..P = P(P+1)/2 - N(N+1)/2."""
-    return prompt * (prompt + 1) / 2 - cached * (cached + 1) / 2

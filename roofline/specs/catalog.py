@@ -57,15 +57,23 @@ def load_model(ref: str, exact_bytes: bool = False) -> Model:
         return model_from_mapping(keys, str(path), path.stem)._replace(weights_file=weights, source_kind="gguf")
     if ref.endswith(".json") or is_dir(path):
         return _from_config(ref, "config")
-    from roofline.specs import hub
+    if "/" in ref:  # ORG/NAME: the hub module loads only for ids that could be one
+        from roofline.specs import hub
 
-    if hub.is_hub_id(ref) and not is_file(path):
-        model = _from_config(str(hub.snapshot(ref)), "hub")
-        if exact_bytes and model.weights_file is None:
-            model = model._replace(weights_file=hub.remote_weight_bytes(ref))
-        return model
+        if hub.is_hub_id(ref) and not is_file(path):
+            return _from_hub(ref, exact_bytes)
     path = resolve(ref, "models")
     return model_from_mapping(read_yaml(path), str(path), path.stem)
+
+
+def _from_hub(ref: str, exact_bytes: bool) -> Model:
+    """A model from the hub cache's config.json; `exact_bytes` sums the remote shards' headers when none are cached."""
+    from roofline.specs import hub
+
+    model = _from_config(str(hub.snapshot(ref)), "hub")
+    if exact_bytes and model.weights_file is None:
+        model = model._replace(weights_file=hub.remote_weight_bytes(ref))
+    return model
 
 
 def _from_config(ref: str, kind: str) -> Model:

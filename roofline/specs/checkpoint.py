@@ -225,13 +225,13 @@ def safetensors_bytes(files: list[Path]) -> WeightBytes:
                 raise RooflineError(f"{path}: tensor {name!r} lacks a valid dtype, shape or data_offsets") from None
             if not 0 <= start <= end:
                 raise RooflineError(f"{path}: tensor {name!r} has data_offsets {start}, {end} (expected 0 <= start <= end)")
-            tensors.append((name, dtype, _weight_elements(name, dtype, elements), end - start))
+            tensors.append((name, dtype, weight_elements(name, dtype, elements), end - start))
     if not tensors:
         raise RooflineError(f"{files[0]}: no tensors in the safetensors header")
     return weight_bytes("safetensors", tensors)
 
 
-def _weight_elements(name: str, dtype: str, elements: int) -> int:
+def weight_elements(name: str, dtype: str, elements: int) -> int:
     """Weights a tensor stores: packed int32 (AWQ/GPTQ qweight) hold 8 4-bit weights; U8 of FP4 formats hold 2."""
     if name.endswith((".qweight",)) and dtype in ("I32", "U32"):
         return 8 * elements

@@ -81,7 +81,7 @@ def _hub_error(ref: str, e: Exception) -> str:
 def remote_weight_bytes(ref: str):
     """Exact weight bytes of a Hub checkpoint without its weights: huggingface_hub reads each shard's safetensors
     header with HTTP range requests (get_safetensors_metadata); bytes are the data_offsets spans, as for a folder."""
-    from roofline.specs.checkpoint import weight_bytes, _weight_elements
+    from roofline.specs.checkpoint import weight_bytes, weight_elements
 
     try:
         import huggingface_hub as hf
@@ -99,7 +99,7 @@ def remote_weight_bytes(ref: str):
             elements = 1
             for d in info.shape:
                 elements *= int(d)
-            tensors.append((name, str(info.dtype), _weight_elements(name, str(info.dtype), elements), end - start))
+            tensors.append((name, str(info.dtype), weight_elements(name, str(info.dtype), elements), end - start))
     if not tensors:
         raise UsageError(f"{ref}: the Hub lists no safetensors tensors for it")
     return weight_bytes("safetensors", tensors)
