@@ -203,7 +203,7 @@ FLAGS = {
     "plot": ["--model", "--hardware", "--batch", "--prompt", "--output", "--out", "--tpot-slo"],
     "models show": [], "hardware show": [], "models import": ["--name", "--out"],
     "fit": ["--model", "--hardware", "--batch", "--context", "--quant", "--kv-dtype", "--tp", "--memory-fraction"],
-    "plan": ["--model", "--hardware", "--concurrency", "--rate", "--tpot-slo", "--ttft-slo", "--tp", "--price", "--prompt"],
+    "plan": ["--model", "--hardware", "--concurrency", "--rate", "--tpot-slo", "--ttft-slo", "--tp", "--price", "--prompt", "--plot"],
     "measure": ["--device", "--dtype", "--threads", "--weight-dtype", "--save", "--hardware", "--devices", "--budget"],
     "validate": ["--model", "--device", "--batch", "--prompt", "--output", "--dtype", "--layers", "--hardware", "--repeat", "--tolerance",
                  "--engine"],
@@ -236,6 +236,7 @@ def quick_plots(monkeypatch):
 
     monkeypatch.setattr(plot, "draw_roofline", write)
     monkeypatch.setattr(plot, "draw_sweep", write)
+    monkeypatch.setattr(plot, "draw_plan", lambda data, path: write(data, path) if data["points"] else plot.draw_plan(data, path))
 
 
 @fuzz(400)
@@ -252,7 +253,7 @@ def test_fuzz_flags(tmp_path_factory, no_torch, quick_plots, data):
     for _ in range(data.draw(st.integers(1, 3)) if FLAGS[command] else 0):
         flag = data.draw(st.sampled_from(FLAGS[command]))
         value = data.draw(st.sampled_from([*TEXT_WILD, str(folder), str(folder / "missing" / "x.png")]))
-        if flag in ("--out", "--save"):
+        if flag in ("--out", "--save", "--plot"):
             value = data.draw(st.sampled_from([str(folder / "r.png"), str(folder / "r.svg"), str(folder / "p.yaml"), str(folder),
                                                str(folder / "no" / "r.png"), "/proc/r.png", str(folder / ("y" * 300 + ".png")), ""]))
             outputs.append(Path(value))
@@ -263,7 +264,7 @@ def test_fuzz_flags(tmp_path_factory, no_torch, quick_plots, data):
         args += ["-m", "llama-3.1-405b", "-H", "l4"]
     r = check(args, outputs=[p for p in outputs if p.suffix and len(p.name) < 255 and p.parent.is_dir() and not p.exists()])
     for flag, value in zip(args, args[1:]):
-        if value in BLANKS and flag.startswith("--") and flag not in ("--out", "--save"):
+        if value in BLANKS and flag.startswith("--") and flag not in ("--out", "--save", "--plot"):
             assert r.exit_code != 0, f"blank {flag} was replaced by a default: {args!r}"
 
 

@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -211,3 +212,44 @@ def test_plot_without_matplotlib(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     r = runner.invoke(app, ["plot", "-q", "-o", str(tmp_path / "r.png")])
     assert r.exit_code == 1 and r.stderr.strip() == "roofline: error: roofline plot needs matplotlib: pip install 'roofline[plot]'"
+
+
+def test_plan_frontier_by_hand():
+    # Four priced options at (TPOT ms, $/M): a (2, 1.0), b (4, 0.5), c (5, 0.8), d (8, 0.3). Walking up in TPOT,
+    # an option is on the frontier when it is cheaper than every faster one: a, b (0.5 < 1.0), not c (0.8 > 0.5), d.
+    from roofline.calc.plan import Option, Plan
+    from roofline.render.plot import plan_data
+
+    def option(name, tpot_ms, cost):
+        return Option(name, 1, 1, 8, 1, 0.1, tpot_ms / 1e3, True, 100.0, 100.0, 1.0, cost, None, "meets the SLOs")
+
+    refused = Option("e", 1, None, None, None, None, None, False, None, None, None, None, None, "no batch meets the SLOs")
+    inputs = {"model": "m", "prompt_tokens": 1, "output_tokens": 1, "tpot_slo_s": 0.01, "ranked_by": "cost"}
+    data = plan_data(Plan(inputs, [option("d", 8, 0.3), option("b", 4, 0.5), option("c", 5, 0.8), option("a", 2, 1.0), refused]))
+    assert data["frontier"] == ["a tp1", "b tp1", "d tp1"] and len(data["points"]) == 4
+    assert data["y_label"] == "$ per million output tokens"
+    data = plan_data(Plan({**inputs, "ranked_by": "devices"}, [option("a", 2, 1.0)]))
+    assert data["y_label"] == "devices" and data["points"][0]["y"] == 1
+
+
+def test_plan_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "plan.svg"
+    args = ["plan", "-q", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-H", "l40s", "--concurrency", "64", "--tpot-slo", "30ms", "--plot", str(path)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.stderr
+    assert path.read_bytes().lstrip().startswith(b"<?xml") and "h100-sxm" in r.stdout
+    none = runner.invoke(app, ["plan", "-q", "-m", "llama-3.1-8b", "-H", "l4", "--concurrency", "1", "--tpot-slo", "1ms", "--tp", "1",
+                               "--plot", str(tmp_path / "none.png")])
+    assert none.exit_code == 1 and none.stderr.strip() == "roofline: error: --plot: no option meets the SLOs, so there is nothing to draw"
+    assert not (tmp_path / "none.png").exists()
+    bad = runner.invoke(app, ["plan", "-q", "-m", "llama-3.1-8b", "--concurrency", "4", "--plot", str(tmp_path / "p.pdf")])
+    assert bad.exit_code == 2 and "--plot: expected a .png or .svg" in bad.stderr
+
+
+def test_plan_plot_without_matplotlib(monkeypatch, tmp_path):
+    # Checked before the search, so the table is not printed and then refused.
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    r = runner.invoke(app, ["plan", "-q", "-m", "llama-3.1-8b", "-H", "l4", "--concurrency", "4", "--plot", str(tmp_path / "p.png")])
+    assert r.exit_code == 1 and r.stdout == ""
+    assert r.stderr.strip() == "roofline: error: roofline plan --plot needs matplotlib: pip install 'roofline[plot]'"

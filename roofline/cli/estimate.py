@@ -286,6 +286,7 @@ def plan(
     tp_degrees: Annotated[str, typer.Option("--tp", help="Tensor-parallel degrees to consider.")] = "1,2,4,8",
     price: Annotated[Optional[List[str]], typer.Option("--price", help="USD per device-hour, ID=USD; repeat (never bundled: prices change weekly).")] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Also list the options that cannot meet the SLOs, with the reason.")] = False,
+    plot_path: Annotated[Optional[str], typer.Option("--plot", help="Also draw cost (or devices) against TPOT with the frontier: .png or .svg (needs matplotlib).")] = None,
     weight_dtype: WeightDtype = D.weight_dtype,
     kv_dtype: KvDtype = D.kv_dtype,
     compute_dtype: ComputeDtype = D.compute_dtype,
@@ -313,7 +314,7 @@ def plan(
 
       roofline plan -m llama-3.1-70b --rate 20 --prompt 1024 --output 256 --tpot-slo 50ms --ttft-slo 2s
 
-      roofline plan -m llama-3.1-8b -H h100-sxm -H l40s --concurrency 256 --tpot-slo 30ms --price h100-sxm=2.5 --price l40s=0.9
+      roofline plan -m llama-3.1-8b -H h100-sxm -H l40s --concurrency 256 --tpot-slo 30ms --price h100-sxm=2.5 --price l40s=0.9 --plot plan.png
     """
     from roofline.calc import sweep as sweeps
     from roofline.calc.plan import plan as run_plan
@@ -332,12 +333,22 @@ def plan(
             raise UsageError(f"--price: expected ID=USD such as h100-sxm=2.5, got {item!r}") from None
         if not 0 < prices[name.strip()] < 1e4:
             raise UsageError(f"--price: expected a positive price under 10,000 USD per hour, got {item!r}")
+    if plot_path is not None:
+        from roofline.render import plot as plots
+
+        plots.check_path(plot_path, "--plot")
+        plots.pyplot("roofline plan --plot")  # fail before the search, not after the table
     unknown = sorted(set(prices) - {d.id for d in devices})
     if unknown:
         raise UsageError(f"--price: {unknown[0]} is not among the devices considered")
     result = run_plan(m, devices, prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency, rate=rate,
                       tpot_slo=duration(tpot_slo, "--tpot-slo"), ttft_slo=duration(ttft_slo, "--ttft-slo"),
                       tps=tuple(sweeps.parse_counts(tp_degrees, "--tp")), prices=prices, knobs=knobs)
+    drawing = plots.plan_data(result) if plot_path is not None else None
     if not show_all:
         result = result._replace(options=[o for o in result.options if o.meets_slo])
     emit(result, json, csv)
+    if drawing is not None:
+        plots.draw_plan(drawing, plot_path)
+        if not quiet:
+            err(f"roofline: wrote {plot_path}")

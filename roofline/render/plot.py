@@ -1,6 +1,7 @@
-"""Plots: the classic log-log roofline, and throughput / TPOT against batch (matplotlib, imported lazily).
+"""Plots: the classic log-log roofline, throughput / TPOT against batch, and plan's cost-TPOT frontier
+(matplotlib, imported lazily).
 
-The coordinates come from pure functions (`roofline_data`, `sweep_data`) tested without matplotlib;
+The coordinates come from pure functions (`roofline_data`, `sweep_data`, `plan_data`) tested without matplotlib;
 `draw_*` only turn them into a PNG or SVG, written atomically.
 """
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from roofline.calc.estimate import Estimate
+from roofline.calc.plan import Plan
 from roofline.errors import RooflineError, UsageError, shown
 from roofline.specs.records import Hardware
 from roofline.calc.sweep import Sweep
@@ -78,11 +80,29 @@ def sweep_data(s: Sweep) -> dict[str, Any]:
     return {"title": f"{s.inputs['model']} on {s.inputs['hardware']}", "tpot_slo_s": s.inputs["tpot_slo_s"], "series": series}
 
 
-def _pyplot():
+def plan_data(p: Plan) -> dict[str, Any]:
+    """Each option that meets the SLOs at (TPOT, cost): $ per million output tokens when every option is priced,
+    else devices (plan's own ranking key), with the Pareto frontier: the options no other beats on both."""
+    good = [o for o in p.options if o.meets_slo]
+    priced = p.inputs["ranked_by"] == "cost"
+    points = [{"label": f"{o.hardware} tp{o.tp}", "tpot_s": o.tpot_s, "y": o.cost_per_million_tokens if priced else o.devices} for o in good]
+    frontier, lowest = [], math.inf
+    for q in sorted(points, key=lambda q: (q["tpot_s"], q["y"])):
+        if q["y"] < lowest:  # cheaper than every faster option
+            frontier.append(q["label"])
+            lowest = q["y"]
+    inputs = p.inputs
+    slo = inputs["tpot_slo_s"]
+    return {"title": f"{inputs['model']}: prompt {inputs['prompt_tokens']}, output {inputs['output_tokens']}",
+            "y_label": "$ per million output tokens" if priced else "devices", "tpot_slo_s": slo,
+            "points": points, "frontier": frontier}
+
+
+def pyplot(command: str = "roofline plot"):
     try:
         import matplotlib
     except ImportError:
-        raise RooflineError("roofline plot needs matplotlib: pip install 'roofline[plot]'") from None
+        raise RooflineError(f"{command} needs matplotlib: pip install 'roofline[plot]'") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -92,7 +112,7 @@ def _pyplot():
 def draw_roofline(data: dict[str, Any], path: str) -> None:
     """Write the log-log roofline of `roofline_data` to `path` (.png or .svg)."""
     check_path(path)
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=100)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     from roofline.units import number, si
@@ -129,7 +149,7 @@ def draw_roofline(data: dict[str, Any], path: str) -> None:
 def draw_sweep(data: dict[str, Any], path: str) -> None:
     """Write throughput and TPOT against batch (log2 batch axis) with the SLO line and batch marks."""
     check_path(path)
-    plt = _pyplot()
+    plt = pyplot()
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 6.5), dpi=100)
     for s in data["series"]:
         top.plot(s["batch"], s["tokens_per_s"], marker="o", markersize=3, label=f"tokens/s, {s['label']}")
@@ -152,20 +172,51 @@ def draw_sweep(data: dict[str, Any], path: str) -> None:
     _save(fig, plt, path)
 
 
-def check_path(path: str) -> None:
+def draw_plan(data: dict[str, Any], path: str) -> None:
+    """Write plan's options as cost (or devices) against TPOT, the frontier joined, the SLO marked."""
+    check_path(path, "--plot")
+    if not data["points"]:
+        raise RooflineError("--plot: no option meets the SLOs, so there is nothing to draw")
+    plt = pyplot("roofline plan --plot")
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=100)
+    by_label = {q["label"]: q for q in data["points"]}
+    ax.plot([q["tpot_s"] * 1e3 for q in data["points"]], [q["y"] for q in data["points"]], "o", color="gray", markersize=4, label="options")
+    front = [by_label[name] for name in data["frontier"]]
+    ax.plot([q["tpot_s"] * 1e3 for q in front], [q["y"] for q in front], "o-", color="black", markersize=5, label="frontier")
+    for q in front:
+        ax.annotate(q["label"], (q["tpot_s"] * 1e3, q["y"]), textcoords="offset points", xytext=(5, 4), fontsize=7)
+    if data["tpot_slo_s"]:
+        ax.axvline(data["tpot_slo_s"] * 1e3, color="red", linewidth=1, label=f"TPOT SLO {data['tpot_slo_s'] * 1e3:g} ms")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda v, _: f"{v:g}")  # 2, 3, 0.4 rather than 2x10^0 on a log axis
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(plain)
+    ax.set_xlabel("TPOT (ms)")
+    ax.set_ylabel(data["y_label"])
+    ax.set_title(f"plan: {data['title']}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    _save(fig, plt, path, "--plot")
+
+
+def check_path(path: str, flag: str = "--out") -> None:
     """Fail before drawing: a .png or .svg name in an existing folder."""
     from roofline.files import checked_target
 
     if Path(path).suffix.lower() not in FORMATS:
-        raise UsageError(f"--out: expected a .png or .svg file name, got {shown(path)}")
-    checked_target(path, "--out")
+        raise UsageError(f"{flag}: expected a .png or .svg file name, got {shown(path)}")
+    checked_target(path, flag)
 
 
-def _save(fig, plt, path: str) -> None:
+def _save(fig, plt, path: str, flag: str = "--out") -> None:
     from roofline.files import atomic_write
 
     try:
-        with atomic_write(path, "--out", binary=True) as f:
+        with atomic_write(path, flag, binary=True) as f:
             fig.tight_layout()
             fig.savefig(f, format=Path(path).suffix.lower()[1:])
     finally:

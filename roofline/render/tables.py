@@ -191,4 +191,6 @@ def plan_table(p: Any):
                "energy/M tokens", "why not"]
     if not rows:
         return Group(head, Text("no device and tp meets the SLOs (--all lists why)"))
+    if all(o.meets_slo for o in p.options):  # no refusals listed: no empty "why not" column
+        columns, rows = columns[:-1], [r[:-1] for r in rows]
     return Group(head, Text(""), listing_table(columns, rows, left=1))
