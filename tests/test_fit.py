@@ -44,6 +44,18 @@ def test_the_tp_that_just_fits():
     assert fit(load_model("llama-3.1-70b"), load_hardware("h100-sxm"), context=8192, quant="awq").min_tp == 1
 
 
+def test_mla_and_moe_by_hand():
+    # DeepSeek-V3 fp8 at tp 8 on H200s: every expert is resident, so the weights are all 671,026,404,352 params
+    # x 1 B (not the 37B active), / 8 = 83,878,300,544 B per device. MLA caches its latent, 61 layers x (512 + 64)
+    # x 2 B = 70,272 B per token, and the latent has no heads to split, so every device holds all of it.
+    budget = 0.9 * 141 * 2**30 - 671_026_404_352 / 8
+    f = fit(load_model("deepseek-v3"), load_hardware("h200"), tp=8)
+    assert f.max_context_tokens == int(budget // 70_272)  # 745,382
+    assert f.max_batch == int(budget // (70_272 * 163_840))  # 4 sequences of the full 160k context
+    # At tp 4 the weights (167.8 GB per device) exceed 0.9 x 141 GiB = 136.3 GB: tp 8 is the smallest that fits.
+    assert f.min_tp == 8
+
+
 def test_quantized_kv_doubles_the_context():
     # q4_0 KV is 18/32 B per element against bf16's 2: 3.56x the tokens in the same budget.
     m, h = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
