@@ -63,6 +63,9 @@ class Inputs(NamedTuple):
     prefix_hit_rate: float | None = None
     shared_prefix: int = 0
     chunk_tokens: int | None = None
+    pp: int = 1  # pipeline stages
+    micro_batches: int | None = None  # pipeline micro-batches (default: min(batch, pp))
+    disagg: str | None = None  # "xP:yD": x prefill and y decode instances of tp x pp devices
 
 
 class Phase(NamedTuple):
@@ -149,6 +152,8 @@ class Estimate(NamedTuple):
     chunked: Any = None  # roofline.calc.serving.Chunked when prefill is chunked
     prefill_cached_tokens: int = 0  # prompt tokens served from a prefix cache
     comm: dict[str, float] | None = None  # a decode step's communication by kind [s] when parallel: tp_s, ep_s, pp_s
+    pipeline: Any = None  # roofline.calc.serving.Pipeline when pp > 1
+    disagg: Any = None  # roofline.calc.serving.Disagg when prefill and decode run on separate pools
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -168,6 +173,48 @@ def plain(value: Any) -> Any:
     return value
 
 
+class Setup(NamedTuple):
+    """What every point of a sweep shares: the validated knobs, the model's per-step shape and the device's roofs."""
+
+    model: Model
+    hardware: Hardware
+    knobs: Knobs
+    template: Inputs  # batch and lengths filled in per point
+    storage: Storage
+    shape: Shape
+    draft: Shape | None  # the drafter of speculative decoding
+    peak: float
+    F: float  # achievable FLOP/s
+    W: float  # achievable bytes/s
+    link: float | None  # the tp group's all-reduce link [B/s] and latency [s]
+    latency: float
+    ep_link: tuple | None
+    notes: tuple[str, ...]
+    model_info: "ModelInfo"
+    hardware_info: "HardwareInfo"
+    critical: dict  # mean context -> (critical batch, reason without the memory limit): a sweep asks many batches per context
+
+
+def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **overrides: Any) -> Setup:
+    """Validate the knobs and build the per-step model once; `estimate_at` then prices any batch and lengths."""
+    k = knobs_of(knobs, overrides)
+    notes: list[str] = []
+    template, storage = _inputs(model, hardware, notes, {"batch": 1, "prompt_tokens": 1, "output_tokens": 0, **k._asdict()})
+    peak = hardware.peak_flops[template.compute_dtype]
+    ep = _ep(model, hardware, k, notes)
+    shape = Shape(model, storage, template.kv_dtype, template.compute_dtype, k.tp, ep)
+    link, latency = _tier(hardware, k.tp, template, notes)
+    ep_link = _tier(hardware, max(k.tp, ep), template, notes) if ep > 1 else None
+    draft = _draft_shape(model, k, template, storage)
+    _check_serving(k, draft)
+    notes += _shape_notes(model, k.tp)
+    model_info = ModelInfo(model.id, model.name, model.params, float(model.counts.active) if model.counts else model.params, shape.matmul,
+                           model.source_kind)
+    hardware_info = HardwareInfo(hardware.id, hardware.name, hardware.origin, peak, hardware.memory_bandwidth, hardware.memory_capacity)
+    return Setup(model, hardware, k, template, storage, shape, draft, peak, peak * k.compute_efficiency,
+                 hardware.memory_bandwidth * k.bandwidth_efficiency, link, latency, ep_link, tuple(notes), model_info, hardware_info, {})
+
+
 def estimate(
     model: Model,
     hardware: Hardware,
@@ -181,18 +228,19 @@ def estimate(
     """Roofline estimate of serving `model` on `hardware` (x tp); see the module docstring for conventions.
 
     `knobs` (or keyword overrides of its fields: weight_dtype=..., tp=...) say how the model is served."""
-    k = knobs_of(knobs, overrides)
-    notes: list[str] = []
-    inputs, storage = _inputs(model, hardware, notes, {"batch": batch, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens, **k._asdict()})
-    memory_fraction, compute_efficiency, bandwidth_efficiency, tp = k.memory_fraction, k.compute_efficiency, k.bandwidth_efficiency, k.tp
-    peak = hardware.peak_flops[inputs.compute_dtype]
-    F = peak * compute_efficiency
-    W = hardware.memory_bandwidth * bandwidth_efficiency
+    return estimate_at(prepare(model, hardware, knobs, **overrides), batch, prompt_tokens, output_tokens)
+
+
+def estimate_at(s: Setup, batch: int, prompt_tokens: int, output_tokens: int) -> Estimate:
+    """The estimate of one batch and lengths for a prepared setup (a sweep prepares once, then calls this)."""
+    for name, value, low in (("batch", batch, 1), ("prompt_tokens", prompt_tokens, 1), ("output_tokens", output_tokens, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
+            raise UsageError(f"expected an integer from {low} to {MAX_COUNT:.0e}, got {value!r}", name)
+    model, hardware, k, shape, F, W = s.model, s.hardware, s.knobs, s.shape, s.F, s.W
+    link, latency, ep_link, tp, ep = s.link, s.latency, s.ep_link, k.tp, shape.ep
+    inputs = Inputs(batch, prompt_tokens, output_tokens, *s.template[3:])
+    notes = list(s.notes)
     B, P, O = batch, prompt_tokens, output_tokens
-    ep = _ep(model, hardware, k, notes)
-    shape = Shape(model, storage, inputs.kv_dtype, inputs.compute_dtype, tp, ep)
-    link, latency = _tier(hardware, tp, inputs, notes)
-    ep_link = _tier(hardware, max(tp, ep), inputs, notes) if ep > 1 else None
 
     cached = _cached_tokens(k, P)
     prefill = _phase(shape.prefill_flops(B, P, cached), shape.prefill_bytes(B, P, cached), F, W,
@@ -200,50 +248,55 @@ def estimate(
 
     # Decode steps j = 0..O-2 at cached context P + j: piecewise linear in j, so the means are exact.
     steps = max(O - 1, 1)
-    mean_time, mean_compute, mean_memory = f.mean_of_max_piecewise(
-        lambda j: shape.decode_flops(B, P + j) / F, lambda j: shape.decode_bytes(B, P + j) / W, steps, shape.decode_breakpoints(P)
-    )
-    step = _phase(mean_compute * F, mean_memory * W, F, W, mean_time, shape.comm_seconds(B, link, latency, ep_link))
+    step = _decode_step(shape, B, P, steps, F, W, link, latency, ep_link)
     comm = {"tp_s": shape.tp_seconds(B, link, latency), "ep_s": shape.ep_seconds(B, *ep_link) if ep_link else 0.0, "pp_s": 0.0}
     mean_context = P + (steps - 1) / 2
-    spec = _speculative(model, k, inputs, storage, shape, B, mean_context, F, W, link, latency, notes)
-    chunk = _chunked(k, shape, B, P, O, mean_context, step.time_s, F, W, link, latency, notes)
-    if spec and chunk:
-        raise UsageError("speculative decoding and chunked prefill together are not modelled: choose one", "chunk_tokens")
-    tpot = spec.tpot_s if spec else chunk.tpot_s if chunk else step.time_s
+    spec = _speculative(s, B, mean_context, notes)
+    chunk = _chunked(s, B, P, O, mean_context, step.time_s, spec, notes)
+    tpot = chunk.tpot_s if chunk else spec.tpot_s if spec else step.time_s
     ttft = chunk.ttft_s if chunk else prefill.time_s
+    pipe = None
+    if k.pp > 1:
+        pipe = _pipeline(s, B, P, O, cached, steps, notes)
+        ttft, tpot, comm["pp_s"] = pipe.ttft_s, pipe.tpot_s, pipe.hop_decode_s * pipe.cycle_stages
+    per_token = pipe.device_bytes_per_token if pipe else step.bytes
     decode = Decode(
         *step[:8],  # Phase's fields but cached_tokens, in order
         steps=O - 1 if O > 1 else 0,
         mean_context_tokens=mean_context,
-        tokens_per_s=B / tpot,  # with speculative decoding or chunked prefill, their effective TPOT
+        tokens_per_s=B / tpot,  # with speculative decoding, chunked prefill or a pipeline, their effective TPOT
         tokens_per_s_per_sequence=1 / tpot,
-        mbu=step.bytes / tpot / hardware.memory_bandwidth,
-        mfu=step.flops / tpot / peak,
+        mbu=per_token / tpot / hardware.memory_bandwidth,
+        mfu=(pipe.device_flops_per_token if pipe else step.flops) / tpot / s.peak,
     )
     if O <= 1:
         notes.append("output_tokens <= 1: no decode step runs; decode figures are those of a step at context P")
-    notes += _shape_notes(model, tp)
 
+    stages = k.pp
     kv_sequence = shape.kv_cached(P + O)
     shared = min(k.shared_prefix, P) if k.shared_prefix else 0
-    kv_device = (kv_sequence - shape.kv_cached(shared)) * shape.kv_share  # a shared prefix is held once, below
-    extra = shape.kv_cached(shared) * shape.kv_share + (spec_memory(_draft_shape(model, k, inputs, storage), B, P + O)
-                                                       if spec else 0.0)
-    budget = f.kv_budget(memory_fraction, hardware.memory_capacity, shape.weights) - extra
+    kv_device = (kv_sequence - shape.kv_cached(shared)) * shape.kv_share / stages  # a shared prefix is held once, below
+    extra = shape.kv_cached(shared) * shape.kv_share / stages + (spec_memory(s.draft, B, P + O) if spec else 0.0)
+    weights = shape.weights / stages
+    budget = f.kv_budget(k.memory_fraction, hardware.memory_capacity, weights) - extra
     if shared:
         notes.append(f"shared prefix: {shared} tokens of KV held once for the batch (reads stay per sequence)")
     limit = min(f.max_batch(budget, kv_device), MAX_COUNT) if kv_device > 0 else None  # a batch past 1e9 is not a batch
-    fits, fits_reason = _fits(budget, limit, B, shape.weights, memory_fraction, hardware.memory_capacity)
-    critical = _critical_batch(shape, mean_context, F, W)
+    fits, fits_reason = _fits(budget, limit, B, weights, k.memory_fraction, hardware.memory_capacity)
+    if mean_context not in s.critical:
+        s.critical[mean_context] = _critical_batch(shape, mean_context, F, W)
+    critical = s.critical[mean_context]
     calibrated = _calibrated(model, hardware, inputs, shape, mean_context)
+    latency_s = ttft + max(O - 1, 0) * tpot
+    split = _disagg(s, B, P, ttft, latency_s, notes) if k.disagg else None
+    if split:
+        ttft, latency_s = split.ttft_s, split.ttft_s + max(O - 1, 0) * tpot
     return Estimate(
-        model=ModelInfo(model.id, model.name, model.params, float(model.counts.active) if model.counts else model.params, shape.matmul,
-                        model.source_kind),
-        hardware=HardwareInfo(hardware.id, hardware.name, hardware.origin, peak, hardware.memory_bandwidth, hardware.memory_capacity),
+        model=s.model_info,
+        hardware=s.hardware_info,
         inputs=inputs,
         weight_bytes=shape.storage.resident,
-        weight_bytes_per_device=shape.weights,
+        weight_bytes_per_device=weights,
         weight_bytes_streamed=shape.streamed(B) * max(tp, ep),
         kv_bytes_per_token=shape.kv_per_token,
         kv_bytes_per_sequence=kv_sequence,
@@ -258,9 +311,9 @@ def estimate(
         decode=decode,
         ttft_s=ttft,
         tpot_s=tpot,
-        request_latency_s=(latency := ttft + max(O - 1, 0) * tpot),
-        output_tokens_per_s=f.output_tokens_per_s(B, O, latency),
-        requests_per_s=B / latency,
+        request_latency_s=latency_s,
+        output_tokens_per_s=split.requests_per_s * O if split else f.output_tokens_per_s(B, O, latency_s),
+        requests_per_s=split.requests_per_s if split else B / latency_s,
         warnings=_warnings(model, P, O),
         notes=notes,
         calibrated=calibrated,
@@ -268,8 +321,18 @@ def estimate(
         speculative=spec,
         chunked=chunk,
         prefill_cached_tokens=cached,
-        comm=comm if (tp > 1 or ep > 1) else None,
+        comm=comm if (tp > 1 or ep > 1 or stages > 1) else None,
+        pipeline=pipe,
+        disagg=split,
     )
+
+
+def _decode_step(shape: Shape, B: int, P: int, steps: int, F: float, W: float, link, latency, ep_link) -> Phase:
+    """The mean of `steps` decode steps from context P at batch B (exact: the work is piecewise linear in the step)."""
+    mean_time, mean_compute, mean_memory = f.mean_of_max_piecewise(
+        lambda j: shape.decode_flops(B, P + j) / F, lambda j: shape.decode_bytes(B, P + j) / W, steps, shape.decode_breakpoints(P)
+    )
+    return _phase(mean_compute * F, mean_memory * W, F, W, mean_time, shape.comm_seconds(B, link, latency, ep_link))
 
 
 def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, cached: float) -> Calibrated | None:
@@ -376,7 +439,8 @@ def _inputs(model: Model, hardware: Hardware, notes: list[str], args: dict) -> I
         engine=_engine(args["engine"], hardware),
         quant=quant,
         draft=args["draft"].id if args["draft"] is not None else None,
-        **{n: args[n] for n in ("draft_tokens", "acceptance", "mtp", "cached_tokens", "prefix_hit_rate", "shared_prefix", "chunk_tokens", "ep")},
+        **{n: args[n] for n in ("draft_tokens", "acceptance", "mtp", "cached_tokens", "prefix_hit_rate", "shared_prefix", "chunk_tokens", "ep",
+                                "pp", "micro_batches", "disagg")},
     ), storage
 
 
@@ -545,20 +609,36 @@ def spec_memory(draft: Shape, batch: int, tokens: int) -> float:
     return draft.weights + batch * draft.kv_cached(tokens) * draft.kv_share
 
 
-def _speculative(model, k, inputs, storage, shape, B, context, F, W, link, latency, notes):
-    draft = _draft_shape(model, k, inputs, storage)
-    if draft is None:
-        if k.draft_tokens is not None or k.acceptance is not None:
-            raise UsageError("draft tokens and acceptance need a draft model or --mtp", "draft_tokens")
-        return None
+def _check_serving(k: Knobs, draft: Shape | None) -> None:
+    """The serving knobs' own ranges, checked once per setup."""
+    if draft is None and (k.draft_tokens is not None or k.acceptance is not None):
+        raise UsageError("draft tokens and acceptance need a draft model or --mtp", "draft_tokens")
     if k.mtp and k.draft is not None:
         raise UsageError("a draft model or multi-token prediction, not both", "mtp")
+    if k.draft_tokens is not None and (isinstance(k.draft_tokens, bool) or not isinstance(k.draft_tokens, int) or not 1 <= k.draft_tokens <= 64):
+        raise UsageError(f"expected 1 to 64 drafted tokens, got {k.draft_tokens!r}", "draft_tokens")
+    if k.acceptance is not None and not 0 <= k.acceptance <= 1:
+        raise UsageError(f"expected an acceptance from 0 to 1, got {k.acceptance!r}", "acceptance")
+    for name in ("pp", "micro_batches"):
+        value = getattr(k, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT):
+            raise UsageError(f"expected an integer from 1, got {value!r}", name)
+    if k.micro_batches is not None and k.pp == 1:
+        raise UsageError("micro-batches need a pipeline (pp > 1)", "micro_batches")
+    if k.pp > 1 and (draft is not None or k.chunk_tokens is not None):
+        raise UsageError("a pipeline with speculative decoding or chunked prefill is not modelled: choose one", "pp")
+    if k.disagg is not None:
+        serving.parse_disagg(k.disagg)
+        if k.chunk_tokens is not None:
+            raise UsageError("disaggregated pools have no prefill in the decode steps: chunked prefill does not apply", "disagg")
+
+
+def _speculative(s: Setup, B: int, context: float, notes: list[str]):
+    draft, k, shape, F, W, link, latency = s.draft, s.knobs, s.shape, s.F, s.W, s.link, s.latency
+    if draft is None:
+        return None
     tokens = k.draft_tokens if k.draft_tokens is not None else (k.mtp if k.mtp else DEFAULT_DRAFT_TOKENS)
     a = k.acceptance if k.acceptance is not None else (MTP_ACCEPTANCE if k.mtp else DEFAULT_ACCEPTANCE)
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= 64:
-        raise UsageError(f"expected 1 to 64 drafted tokens, got {tokens!r}", "draft_tokens")
-    if not 0 <= a <= 1:
-        raise UsageError(f"expected an acceptance from 0 to 1, got {a!r}", "acceptance")
     draft_step = max(draft.decode_flops(B, context) / F, draft.decode_bytes(B, context) / W) + draft.comm_seconds(B, link, latency)
     verify = max(shape.verify_flops(B, context, tokens + 1) / F, shape.verify_bytes(B, context, tokens + 1) / W)
     verify += shape.comm_seconds(B * (tokens + 1), link, latency)
@@ -568,21 +648,68 @@ def _speculative(model, k, inputs, storage, shape, B, context, F, W, link, laten
     return result
 
 
-def _chunked(k, shape, B, P, O, context, decode_step_s, F, W, link, latency, notes):
+def _chunked(s: Setup, B: int, P: int, O: int, context: float, decode_step_s: float, spec, notes: list[str]):
+    """Chunked prefill; with speculative decoding the chunk rides on the target's verification step."""
+    k, shape, F, W = s.knobs, s.shape, s.F, s.W
     if k.chunk_tokens is None:
         return None
     C = k.chunk_tokens
-    if isinstance(C, bool) or not isinstance(C, int) or not B < C <= MAX_COUNT:
-        raise UsageError(f"expected more tokens per step than the batch ({B}), got {C!r}", "chunk_tokens")
-    room = C - B
-    # A mixed step: B decode tokens at the mean context, and a chunk of `room` prompt tokens in the middle of a prompt.
-    flops = shape.decode_flops(B, context) + shape.prefill_flops(1, min(P, room))
-    nbytes = shape.streamed(B + room) + B * (shape.kv_cached(context) + shape.kv_per_token) * shape.kv_share
-    nbytes += shape.kv_cached(min(P, room)) * shape.kv_share
-    mixed = max(flops / F, nbytes / W) + shape.comm_seconds(C, link, latency)
-    result = serving.chunked(C, B, P, O, mixed, decode_step_s)
-    notes.append(f"chunked prefill: {C} tokens a step; {result.mixed_share:.0%} of steps carry a chunk in steady state "
-                 f"(requests finish at B / O per step, each brings P prompt tokens)")
+    per_sequence = spec.draft_tokens + 1 if spec else 1  # tokens each running sequence puts in a target step
+    if isinstance(C, bool) or not isinstance(C, int) or not B * per_sequence < C <= MAX_COUNT:
+        what = f"the batch x verified tokens ({B} x {per_sequence})" if spec else f"the batch ({B})"
+        raise UsageError(f"expected more tokens per step than {what}, got {C!r}", "chunk_tokens")
+    room = C - B * per_sequence
+    # A mixed step: the B sequences' decode (or verification) tokens at the mean context, and a chunk of `room`
+    # prompt tokens in the middle of a prompt.
+    chunk = min(P, room)
+    flops = shape.verify_flops(B, context, per_sequence) + shape.prefill_flops(1, chunk)
+    nbytes = shape.verify_bytes(B, context, per_sequence) - shape.streamed(B * per_sequence) + shape.streamed(B * per_sequence + chunk)
+    nbytes += shape.kv_cached(chunk) * shape.kv_share
+    mixed = max(flops / F, nbytes / W) + shape.comm_seconds(C, s.link, s.latency)
+    target_step = spec.verify_s if spec else decode_step_s
+    result = serving.chunked(C, B, P, O, mixed, target_step, per_sequence,
+                             spec.expected_tokens_per_step if spec else 1.0, spec.draft_s if spec else 0.0)
+    with_spec = " (each step a speculative verification: drafts precede it)" if spec else ""
+    notes.append(f"chunked prefill: {C} tokens a step{with_spec}; {result.mixed_share:.0%} of steps carry a chunk in steady state "
+                 f"(requests finish at B / O per token, each brings P prompt tokens)")
+    return result
+
+
+def _pipeline(s: Setup, B: int, P: int, O: int, cached: int, steps: int, notes: list[str]):
+    """Pipeline parallelism over k.pp stages of the layers (see roofline.calc.serving.pipeline)."""
+    k, shape, hardware = s.knobs, s.shape, s.hardware
+    pp = k.pp
+    m = min(k.micro_batches or pp, B)
+    b = -(-B // m)  # sequences per micro-batch (the last may be smaller; priced at the largest)
+    if hardware.interconnect_bandwidth is None:
+        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for pp > 1 (add it to its hardware YAML)", "pp")
+    link, latency = _tier(hardware, k.tp * pp, s.template, notes)
+    prefill_b = _phase(shape.prefill_flops(b, P, cached), shape.prefill_bytes(b, P, cached), s.F, s.W,
+                       comm_s=shape.comm_seconds(b * (P - cached), s.link, s.latency, s.ep_link))
+    decode_b = _decode_step(shape, b, P, steps, s.F, s.W, s.link, s.latency, s.ep_link)
+    message = shape.hidden * shape.activation_bytes / k.tp  # one token's activations, each tp rank sends its slice
+    result = serving.pipeline(pp, m, prefill_b.time_s, decode_b.time_s, b * (P - cached) * message / link + latency,
+                              b * message / link + latency, decode_b.bytes * m / pp, decode_b.flops * m / pp)
+    notes.append(f"pp {pp}: {shape.layers / pp:g} layers a stage, {m} micro-batch(es) of up to {b}; prefill bubble "
+                 f"{result.bubble_prefill:.0%}, decode bubble {result.bubble_decode:.0%} (a stage idles while fewer micro-batches "
+                 "than stages circulate); stages assumed balanced (the lm_head's stage is heavier)")
+    return result
+
+
+def _disagg(s: Setup, B: int, P: int, colocated_ttft: float, latency_s: float, notes: list[str]):
+    """Disaggregated prefill and decode pools (see roofline.calc.serving.disagg)."""
+    k, shape, hardware = s.knobs, s.shape, s.hardware
+    x, y = serving.parse_disagg(k.disagg)
+    group = k.tp * k.pp
+    if hardware.interconnect_bandwidth is None:
+        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed to move KV between pools", "disagg")
+    link, latency = _tier(hardware, (x + y) * group, s.template, notes)
+    transfer = B * shape.kv_cached(P) * shape.kv_share / k.pp / link + latency  # every device sends its share at once
+    decode_time = latency_s - colocated_ttft  # (O - 1) x TPOT: the decode pool's time per batch
+    result = serving.disagg(x, y, group, B, colocated_ttft, transfer, decode_time)
+    notes.append(f"disagg {x}P:{y}D: {x * group} prefill + {y * group} decode devices; each request's KV "
+                 f"({si(shape.kv_cached(P), 'B')}) moves once to the decode pool; fleet rate = the slower pool's "
+                 f"({result.bottleneck}); the decode pool runs no prefill")
     return result
 
 

@@ -30,6 +30,9 @@ class Knobs(NamedTuple):
     prefix_hit_rate: float | None = None  # or the cached share of the prompt
     shared_prefix: int = 0  # prompt tokens the batch shares, held once in memory
     chunk_tokens: int | None = None  # chunked prefill: tokens per engine step
+    pp: int = 1  # pipeline stages
+    micro_batches: int | None = None  # pipeline micro-batches (default: min(batch, pp))
+    disagg: str | None = None  # disaggregated pools, "xP:yD" instances of tp x pp devices
     engine: str | None = None  # whose calibrated prediction a measured profile gives (None: roofline's own "eager")
 
 

@@ -9,7 +9,7 @@ such batch, since throughput never falls with batch).
 from typing import Any, NamedTuple
 
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
-from roofline.calc.estimate import MAX_COUNT, Estimate, estimate, plain
+from roofline.calc.estimate import MAX_COUNT, Estimate, estimate, estimate_at, plain, prepare
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model
 
@@ -67,7 +67,7 @@ class Sweep(NamedTuple):
         return {
             "schema_version": self.schema_version,
             "inputs": self.inputs,
-            "rows": plain(self.rows),
+            "rows": [r._asdict() for r in self.rows],  # flat records: no recursion needed
             "summary": plain(self.summary),
             "groups": plain(self.groups),
         }
@@ -136,12 +136,13 @@ def sweep(
         if slo is not None and not 0 < slo < float("inf"):
             raise UsageError(f"expected a positive, finite duration, got {slo!r}", name)
     rows, groups = [], []
+    setup = prepare(model, hardware, **options)  # the knobs are checked and the model's shape is built once
     for prompt in prompts:
         for output in outputs:
-            first = estimate(model, hardware, batch=1, prompt_tokens=prompt, output_tokens=output, **options)
+            first = estimate_at(setup, 1, prompt, output)
             group = []
             for batch in batches or default_batches(first.max_batch):
-                e = first if batch == 1 else estimate(model, hardware, batch=batch, prompt_tokens=prompt, output_tokens=output, **options)
+                e = first if batch == 1 else estimate_at(setup, batch, prompt, output)
                 group.append(row(e, tpot_slo, ttft_slo, goodput_of))
             rows += group
             groups.append(_summarize(group, first))
