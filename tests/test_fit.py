@@ -115,7 +115,7 @@ def test_plan_concurrency_and_refusals(write_yaml):
     assert p.best.batch == 64 and p.best.replicas == 2 and p.best.cost_per_hour is None and p.inputs["ranked_by"] == "devices"
     # A TPOT under the weights' read time (16 GB / 1 TB/s = 16 ms) cannot be met; tp 2 needs an interconnect.
     p = plan(m, [h], prompt_tokens=128, output_tokens=64, concurrency=1, tpot_slo=0.010, tps=(1, 2))
-    assert p.best is None and {o.reason.split(" (")[0] for o in p.options} == {"no batch meets the SLOs", "no interconnect_bandwidth for tp > 1"}
+    assert p.best is None and {o.reason.split(" (")[0] for o in p.options} == {"no batch meets the SLOs", "no interconnect_bandwidth for tp, pp or disaggregation"}
 
 
 def test_plan_cli_json_contract():

@@ -196,14 +196,15 @@ def test_fuzz_config_json(tmp_path_factory, data):
 FLAGS = {
     "estimate": ["--model", "--hardware", "--batch", "--prompt", "--output", "--weight-dtype", "--kv-dtype", "--compute-dtype", "--draft", "--quant", "--ep",
                  "--draft-tokens", "--acceptance", "--mtp", "--cached-tokens", "--prefix-hit-rate", "--shared-prefix", "--chunk-tokens",
-                 "--bits-per-weight", "--memory-fraction", "--compute-efficiency", "--bandwidth-efficiency", "--tp"],
-    "sweep": ["--model", "--hardware", "--batch", "--prompt", "--output", "--tpot-slo", "--ttft-slo", "--weight-dtype", "--tp",
+                 "--bits-per-weight", "--memory-fraction", "--compute-efficiency", "--bandwidth-efficiency", "--tp", "--pp", "--micro-batches",
+                 "--disagg"],
+    "sweep": ["--model", "--hardware", "--batch", "--prompt", "--output", "--tpot-slo", "--ttft-slo", "--weight-dtype", "--tp", "--pp", "--disagg",
               "--memory-fraction", "--bits-per-weight"],
     "compare": ["--batch", "--prompt", "--output", "--tpot-slo", "--ttft-slo", "--sort", "--kv-dtype", "--compute-efficiency"],
     "plot": ["--model", "--hardware", "--batch", "--prompt", "--output", "--out", "--tpot-slo"],
     "models show": [], "hardware show": [], "models import": ["--name", "--out"],
     "fit": ["--model", "--hardware", "--batch", "--context", "--quant", "--kv-dtype", "--tp", "--memory-fraction"],
-    "plan": ["--model", "--hardware", "--concurrency", "--rate", "--tpot-slo", "--ttft-slo", "--tp", "--price", "--prompt", "--plot"],
+    "plan": ["--model", "--hardware", "--concurrency", "--rate", "--tpot-slo", "--ttft-slo", "--tp", "--price", "--prompt", "--plot", "--pp", "--disagg"],
     "measure": ["--device", "--dtype", "--threads", "--weight-dtype", "--save", "--hardware", "--devices", "--budget"],
     "validate": ["--model", "--device", "--batch", "--prompt", "--output", "--dtype", "--layers", "--hardware", "--repeat", "--tolerance",
                  "--engine"],
@@ -263,7 +264,8 @@ def test_fuzz_flags(tmp_path_factory, no_torch, quick_plots, data):
     if command in ("estimate", "sweep") and data.draw(st.booleans()):  # a model far bigger than the device
         args += ["-m", "llama-3.1-405b", "-H", "l4"]
     r = check(args, outputs=[p for p in outputs if p.suffix and len(p.name) < 255 and p.parent.is_dir() and not p.exists()])
-    for flag, value in zip(args, args[1:]):
+    last = dict(zip(args, args[1:]))  # a repeated flag: its last value is the one that counts
+    for flag, value in last.items():
         if value in BLANKS and flag.startswith("--") and flag not in ("--out", "--save", "--plot"):
             assert r.exit_code != 0, f"blank {flag} was replaced by a default: {args!r}"
 

@@ -126,3 +126,118 @@ def test_ep_refusals():
         estimate(M, H, ep=2)
     with pytest.raises(Exception, match="at most one expert group per device"):
         estimate(load_model("mixtral-8x7b"), H, ep=16)
+
+
+def test_speculative_with_chunked_prefill_by_hand():
+    # B = 4, k = 4 drafted, a = 0.8 -> E = 3.3616; C = 512 tokens a step: the 4 sequences verify 5 tokens each, so a
+    # chunk gets 512 - 20 = 492 prompt tokens: ceil(1024 / 492) = 3 steps to the first token. Requests finish at
+    # B E / O per iteration, each bringing P prompt tokens: share = 1024 x 4 x 3.3616 / (256 x 492) = 0.10931.
+    e = estimate(M, H, batch=4, draft=load_model("llama-3.2-1b"), draft_tokens=4, acceptance=0.8, chunk_tokens=512)
+    s, ch = e.speculative, e.chunked
+    share = 1024 * 4 * 3.3616 / (256 * 492)
+    assert ch.steps_to_first_token == 3 and ch.mixed_share == pytest.approx(share)
+    assert e.ttft_s == pytest.approx(3 * (s.draft_s + ch.mixed_step_s))
+    assert e.tpot_s == pytest.approx((s.draft_s + share * ch.mixed_step_s + (1 - share) * s.verify_s) / 3.3616)
+    assert ch.decode_step_s == s.verify_s and ch.mixed_step_s > s.verify_s
+    with pytest.raises(Exception, match="batch x verified tokens"):  # 4 x 5 = 20 tokens do not leave room in 20
+        estimate(M, H, batch=4, draft=load_model("llama-3.2-1b"), draft_tokens=4, chunk_tokens=20)
+
+
+def test_pipeline_by_hand():
+    # Llama-3.1-8B on H100s, pp 2, batch 1: one micro-batch. Each stage does half the model (T / 2), then sends one
+    # token's activations, 4,096 x 2 B, over NVLink (450 GB/s) + 10 us. Decode: a token passes both stages,
+    # TPOT = 2 x (T / 2 + hop) = T + 2 hop; prefill fills the pipe: (1 + 2 - 1) slots of (T_pf / 2 + 1,024 tokens' hop).
+    plain = estimate(M, H, batch=1)
+    e = estimate(M, H, batch=1, pp=2)
+    hop = 4096 * 2 / 450e9 + 10e-6
+    assert e.tpot_s == pytest.approx(plain.tpot_s + 2 * hop)
+    assert e.ttft_s == pytest.approx(plain.ttft_s + 2 * (1024 * 4096 * 2 / 450e9 + 10e-6))
+    assert e.pipeline.bubble_prefill == pytest.approx(1 / 2) and e.pipeline.bubble_decode == pytest.approx(1 / 2)
+    assert e.comm["pp_s"] == pytest.approx(2 * hop)
+    # Memory: half the weights and half of each sequence's KV (its layers) per device:
+    # max batch = (0.9 x 80 GiB - 16.06 GB / 2) / (131,072 B x 1,280 tokens / 2).
+    assert e.weight_bytes_per_device == pytest.approx(8_030_261_248)
+    assert e.max_batch == int((0.9 * 80 * 2**30 - 8_030_261_248) // (131_072 * 1280 / 2))
+
+
+def test_pipeline_micro_batches_by_hand():
+    # Batch 64 over pp 4: 4 micro-batches of 16 (the default, min(B, pp)), so every stage is busy in decode:
+    # TPOT = 4 x (T(16) / 4 + hop(16)) = T(16) + 4 hop(16); prefill bubble (4 - 1) / (4 + 4 - 1) = 3/7.
+    e = estimate(M, H, batch=64, pp=4)
+    t16 = estimate(M, H, batch=16)
+    hop = 16 * 4096 * 2 / 450e9 + 10e-6
+    assert e.pipeline.micro_batches == 4 and e.pipeline.bubble_decode == 0
+    assert e.pipeline.bubble_prefill == pytest.approx(3 / 7)
+    assert e.tpot_s == pytest.approx(t16.decode.time_s + 4 * hop)
+    # Two micro-batches leave half of each decode cycle idle: TPOT = 4 x (T(32) / 4 + hop(32)).
+    two = estimate(M, H, batch=64, pp=4, micro_batches=2)
+    assert two.pipeline.bubble_decode == pytest.approx(1 / 2)
+    assert two.tpot_s == pytest.approx(estimate(M, H, batch=32).decode.time_s + 4 * (32 * 4096 * 2 / 450e9 + 10e-6))
+
+
+@settings(max_examples=30, deadline=None)
+@given(pp=st.sampled_from([2, 4, 8]), batch=st.sampled_from([1, 8, 64]))
+def test_pp_never_adds_weight_bytes_per_device_and_never_beats_one_token_latency(pp, batch):
+    one = estimate(M, H, batch=batch, output_tokens=2)
+    piped = estimate(M, H, batch=batch, output_tokens=2, pp=pp)
+    assert piped.weight_bytes_per_device <= one.weight_bytes_per_device
+    assert piped.max_batch >= one.max_batch
+    if batch == 1:  # one sequence still passes every layer in turn, plus the hops
+        assert piped.tpot_s >= one.tpot_s
+
+
+def test_disaggregated_pools_by_hand():
+    # Llama-3.1-8B on H100s, batch 8, 1 prefill + 3 decode instances (tp 1). The prefill pool serves 8 requests per
+    # prefill time; the decode pool 3 x 8 per (O - 1) x TPOT; the fleet the slower. TTFT adds the transfer of 8
+    # prompts' KV (1,024 tokens x 131,072 B each) over NVLink: 8 x 134,217,728 B / 450 GB/s + 10 us.
+    plain = estimate(M, H, batch=8)
+    e = estimate(M, H, batch=8, disagg="1P:3D")
+    d = e.disagg
+    transfer = 8 * 1024 * 131_072 / 450e9 + 10e-6
+    assert d.kv_transfer_s == pytest.approx(transfer) and e.ttft_s == pytest.approx(plain.ttft_s + transfer)
+    assert d.prefill_requests_per_s == pytest.approx(8 / plain.ttft_s)
+    assert d.decode_requests_per_s == pytest.approx(3 * 8 / (255 * plain.tpot_s))
+    assert e.requests_per_s == min(d.prefill_requests_per_s, d.decode_requests_per_s)
+    assert e.output_tokens_per_s == pytest.approx(e.requests_per_s * 256)
+    assert (d.prefill_devices, d.decode_devices) == (1, 3) and e.tpot_s == plain.tpot_s
+    for bad in ("3D", "0P:1D", "1P:2X", ""):
+        with pytest.raises(Exception, match="xP:yD|like 1P:3D"):
+            estimate(M, H, disagg=bad)
+
+
+def test_plan_sizes_disaggregated_pools_by_littles_law(write_yaml):
+    from roofline.calc.plan import plan
+
+    h = load_hardware(write_yaml("toy.yaml", "name: toy\nsource: test\nmemory_capacity: 80 GiB\nmemory_bandwidth: 1 TB/s\n"
+                                             "peak_flops:\n  bf16: 100 TFLOP/s\ninterconnect_bandwidth: 100 GB/s\n"))
+    p = plan(M, [h], prompt_tokens=1024, output_tokens=64, rate=20.0, tpot_slo=0.05, tps=(1,), disagg="auto")
+    split = next(o for o in p.options if o.disagg and o.meets_slo)
+    e = estimate(M, h, batch=split.batch, prompt_tokens=1024, output_tokens=64, disagg="1P:1D")
+    # x = ceil(20 requests/s / one prefill instance's rate), y = ceil(20 / one decode instance's rate).
+    x = -(-20.0 // e.disagg.prefill_requests_per_s)
+    y = -(-20.0 // e.disagg.decode_requests_per_s)
+    assert split.disagg == f"{int(x)}P:{int(y)}D" and split.devices == x + y and split.ttft_s == e.ttft_s
+    assert {o.disagg for o in p.options} >= {None}  # the colocated options stay
+
+
+def test_cli_json_of_pipeline_and_disagg():
+    import json
+
+    from typer.testing import CliRunner
+
+    from roofline.cli import app
+
+    runner = CliRunner()
+    r = runner.invoke(app, ["estimate", "-q", "--json", "-m", "llama-3.1-70b", "--tp", "2", "--pp", "2", "-b", "8", "--disagg", "1P:1D"])
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert set(d["comm"]) == {"tp_s", "ep_s", "pp_s"} and d["comm"]["pp_s"] > 0
+    assert {"prefill_devices", "decode_devices", "kv_transfer_s"} <= set(d["disagg"]) and d["disagg"]["prefill_devices"] == 4
+    assert {"stages", "micro_batches", "bubble_prefill", "bubble_decode"} <= set(d["pipeline"])
+    assert (d["inputs"]["pp"], d["inputs"]["disagg"]) == (2, "1P:1D")
+    plain = json.loads(runner.invoke(app, ["estimate", "-q", "--json"]).stdout)
+    assert plain["pipeline"] is None and plain["disagg"] is None and plain["comm"] is None
+    bad = runner.invoke(app, ["estimate", "-q", "--micro-batches", "2"])
+    assert bad.exit_code == 2 and bad.stderr.strip() == "roofline: error: --micro-batches: micro-batches need a pipeline (pp > 1)"
+    bad = runner.invoke(app, ["plan", "-q", "--concurrency", "4", "--disagg", "1P:1D"])
+    assert bad.exit_code == 2 and "--disagg: plan searches the pools itself: expected auto" in bad.stderr

@@ -221,15 +221,15 @@ def test_plan_frontier_by_hand():
     from roofline.render.plot import plan_data
 
     def option(name, tpot_ms, cost):
-        return Option(name, 1, 1, 8, 1, 0.1, tpot_ms / 1e3, True, 100.0, 100.0, 1.0, cost, None, "meets the SLOs")
+        return Option(name, 1, 1, None, 1, 8, 1, 0.1, tpot_ms / 1e3, True, 100.0, 100.0, 1.0, cost, None, "meets the SLOs")
 
-    refused = Option("e", 1, None, None, None, None, None, False, None, None, None, None, None, "no batch meets the SLOs")
+    refused = Option("e", 1, 1, None, None, None, None, None, None, False, None, None, None, None, None, "no batch meets the SLOs")
     inputs = {"model": "m", "prompt_tokens": 1, "output_tokens": 1, "tpot_slo_s": 0.01, "ranked_by": "cost"}
     data = plan_data(Plan(inputs, [option("d", 8, 0.3), option("b", 4, 0.5), option("c", 5, 0.8), option("a", 2, 1.0), refused]))
     assert data["frontier"] == ["a tp1", "b tp1", "d tp1"] and len(data["points"]) == 4
     assert data["y_label"] == "$ per million output tokens"
-    data = plan_data(Plan({**inputs, "ranked_by": "devices"}, [option("a", 2, 1.0)]))
-    assert data["y_label"] == "devices" and data["points"][0]["y"] == 1
+    data = plan_data(Plan({**inputs, "ranked_by": "devices"}, [option("a", 2, 1.0)._replace(pp=2, disagg="1P:1D")]))
+    assert data["y_label"] == "devices" and data["points"][0]["y"] == 1 and data["points"][0]["label"] == "a tp1 pp2 1P:1D"
 
 
 def test_plan_plot(tmp_path):

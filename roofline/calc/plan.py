@@ -5,7 +5,10 @@ max) is estimated; among the batches that fit and meet the SLOs, the one needing
 - with a concurrency N, replicas = ceil(N / batch);
 - with a request rate R, Little's law gives the requests in flight, R x request latency, and replicas =
   ceil(R x latency / batch) (Little 1961; each replica serves `batch` requests at once).
-Served output tokens/s = R x O (rate) or N x O / latency (concurrency). Cost per hour = price x devices;
+With `disagg="auto"` each device x tp x pp is also tried as disaggregated pools (roofline.calc.serving.disagg): per
+batch, x = ceil(R / one prefill instance's rate) prefill and y = ceil(R x (O - 1) TPOT / batch) decode instances
+(Little's law on each pool; with a concurrency N, y = ceil(N / batch) and R = N / request latency); TTFT includes
+the KV transfer. Served output tokens/s = R x O (rate) or N x O / latency (concurrency). Cost per hour = price x devices;
 cost per million output tokens = cost per hour / (served tokens/s x 3,600) x 1e6; energy per million output
 tokens = board power x devices / served tokens/s x 1e6 [J], an upper bound (boards rarely draw their TDP).
 Unknown price or power gives null, never a made-up number.
@@ -14,7 +17,7 @@ Unknown price or power gives null, never a made-up number.
 import math
 from typing import Any, NamedTuple
 
-from roofline.calc.estimate import estimate
+from roofline.calc.estimate import estimate_at, prepare
 from roofline.calc.sweep import default_batches
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model
@@ -25,6 +28,8 @@ SCHEMA_VERSION = 1
 class Option(NamedTuple):
     hardware: str
     tp: int
+    pp: int
+    disagg: str | None  # "xP:yD" for disaggregated pools, None when prefill and decode share the replicas
     replicas: int | None
     batch: int | None
     devices: int | None
@@ -59,54 +64,73 @@ class Plan(NamedTuple):
 
 def plan(model: Model, devices: list[Hardware], *, prompt_tokens: int, output_tokens: int, concurrency: int | None = None,
          rate: float | None = None, tpot_slo: float | None = None, ttft_slo: float | None = None, tps: tuple[int, ...] = (1, 2, 4, 8),
-         prices: dict[str, float] | None = None, **options: Any) -> Plan:
+         pps: tuple[int, ...] = (1,), disagg: str | None = None, prices: dict[str, float] | None = None, **options: Any) -> Plan:
     """Rank device x tp options for the workload (see the module docstring); `options` are estimate's knobs."""
     if (concurrency is None) == (rate is None):
         raise UsageError("give one workload: a concurrency (requests in flight) or a rate (requests per second)", "concurrency")
     if concurrency is not None and not 1 <= concurrency <= 10**9:
         raise UsageError(f"expected 1 to 1e9 requests in flight, got {concurrency}", "concurrency")
-    if rate is not None and not 0 < rate <= 1e9:
-        raise UsageError(f"expected a positive rate up to 1e9 requests/s, got {rate}", "rate")
+    if rate is not None and not 1e-6 <= rate <= 1e9:  # below a request in 11 days, per-token figures overflow
+        raise UsageError(f"expected a rate from 1e-6 to 1e9 requests/s, got {rate}", "rate")
+    if disagg not in (None, "auto"):
+        raise UsageError(f"plan searches the pools itself: expected auto, got {disagg!r}", "disagg")
     prices = prices or {}
-    found = [_option(model, h, tp, prompt_tokens, output_tokens, concurrency, rate, tpot_slo, ttft_slo,
-                     prices.get(h.id, h.price_per_hour), options) for h in devices for tp in tps]
+    modes = (False, True) if disagg else (False,)
+    found = [_option(model, h, tp, pp, split, prompt_tokens, output_tokens, concurrency, rate, tpot_slo, ttft_slo,
+                     prices.get(h.id, h.price_per_hour), options) for h in devices for tp in tps for pp in pps for split in modes]
     good = [o for o in found if o.meets_slo]
     priced = all(o.cost_per_hour is not None for o in good) and bool(good)
     key = (lambda o: (o.cost_per_million_tokens, o.devices)) if priced else (lambda o: (o.devices, o.energy_j_per_million_tokens or math.inf, o.tpot_s))
     ranked = sorted(good, key=key) + [o for o in found if not o.meets_slo]
     inputs = {"model": model.id, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens, "concurrency": concurrency,
-              "rate_per_s": rate, "tpot_slo_s": tpot_slo, "ttft_slo_s": ttft_slo, "tp": list(tps), "ranked_by": "cost" if priced else "devices"}
+              "rate_per_s": rate, "tpot_slo_s": tpot_slo, "ttft_slo_s": ttft_slo, "tp": list(tps), "pp": list(pps), "disagg": disagg,
+              "ranked_by": "cost" if priced else "devices"}
     return Plan(inputs, ranked)
 
 
-def _option(model, h, tp, prompt, output, concurrency, rate, tpot_slo, ttft_slo, price, options) -> Option:
-    def refused(reason: str) -> Option:
-        return Option(h.id, tp, None, None, None, None, None, False, None, None, None, None, None, reason)
+def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo, ttft_slo, price, options) -> Option:
+    label = "auto" if split else None
 
-    if tp > 1 and h.interconnect_bandwidth is None:
-        return refused("no interconnect_bandwidth for tp > 1")
-    first = estimate(model, h, batch=1, prompt_tokens=prompt, output_tokens=output, tp=tp, **options)
+    def refused(reason: str) -> Option:
+        return Option(h.id, tp, pp, label, None, None, None, None, None, False, None, None, None, None, None, reason)
+
+    if (tp > 1 or pp > 1 or split) and h.interconnect_bandwidth is None:
+        return refused("no interconnect_bandwidth for tp, pp or disaggregation")
+    # The decode pool runs no prefill, so chunking (which prices prefill's interference with decode) leaves it.
+    chunking = {"chunk_tokens": None} if split else {}
+    try:
+        setup = prepare(model, h, **options, tp=tp, pp=pp, disagg="1P:1D" if split else None, **chunking)
+    except UsageError as e:  # a combination not modelled (a pipeline with chunked prefill): this option only
+        return refused(e.detail)
+    first = estimate_at(setup, 1, prompt, output)
     if not first.fits:
         return refused(first.fits_reason)
     best = None
     for batch in default_batches(first.max_batch):
-        e = first if batch == 1 else estimate(model, h, batch=batch, prompt_tokens=prompt, output_tokens=output, tp=tp, **options)
+        e = first if batch == 1 else estimate_at(setup, batch, prompt, output)
         if not e.fits or (tpot_slo is not None and e.tpot_s > tpot_slo) or (ttft_slo is not None and e.ttft_s > ttft_slo):
             continue
-        in_flight = concurrency if concurrency is not None else rate * e.request_latency_s
-        replicas = max(1, math.ceil(in_flight / batch - 1e-9))
         if concurrency is not None and batch > concurrency:
             continue  # a bigger batch than there are requests never fills
-        candidate = (replicas * tp, e.tpot_s, replicas, batch, e)
+        if split:
+            d = e.disagg
+            load = rate if rate is not None else concurrency / e.request_latency_s  # requests/s through the pools
+            x = max(1, math.ceil(load / d.prefill_requests_per_s - 1e-9))
+            y = max(1, math.ceil(concurrency / batch - 1e-9) if concurrency is not None else math.ceil(load / d.decode_requests_per_s - 1e-9))
+            replicas, name = x + y, f"{x}P:{y}D"
+        else:
+            in_flight = concurrency if concurrency is not None else rate * e.request_latency_s
+            replicas, name = max(1, math.ceil(in_flight / batch - 1e-9)), None
+        candidate = (replicas * tp * pp, e.tpot_s, replicas, batch, e, name)
         best = min(best, candidate, key=lambda c: (c[0], c[1])) if best else candidate
     if best is None:
         why = f"TPOT {first.tpot_s * 1e3:.3g} ms" if tpot_slo is not None and first.tpot_s > tpot_slo else f"TTFT {first.ttft_s * 1e3:.3g} ms"
         return refused(f"no batch meets the SLOs ({why} at batch 1)")
-    devices, _, replicas, batch, e = best
+    devices, _, replicas, batch, e, name = best
     served = rate * output if rate is not None else concurrency * output / e.request_latency_s
     cost = price * devices if price is not None else None
     return Option(
-        h.id, tp, replicas, batch, devices, e.ttft_s, e.tpot_s, True, served, served / devices, cost,
+        h.id, tp, pp, name, replicas, batch, devices, e.ttft_s, e.tpot_s, True, served, served / devices, cost,
         cost / (served * 3600) * 1e6 if cost is not None else None,
         h.power * devices / served * 1e6 if h.power is not None else None,
         "meets the SLOs",

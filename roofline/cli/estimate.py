@@ -7,8 +7,8 @@ import typer
 from roofline.errors import UsageError
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.cli.common import (
-    D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, Acceptance, CachedTokens, ChunkTokens, ComputeEfficiency, Csv, Draft, DraftTokens, Engine, Ep, ExactBytes, GoodputOf, Mtp, PrefixHitRate, SharedPrefix, HardwareRef, Json, KvDtype,
-    MemoryFraction, ModelRef, Output, OutputList, Prompt, PromptList, Quant, Quiet, Tp, TpotSlo, TtftSlo, WeightDtype,
+    D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, Acceptance, CachedTokens, ChunkTokens, ComputeEfficiency, Csv, Disagg, Draft, DraftTokens, Engine, Ep, ExactBytes, GoodputOf, Mtp, PrefixHitRate, SharedPrefix, HardwareRef, Json, KvDtype,
+    MemoryFraction, MicroBatches, ModelRef, Output, OutputList, Pp, Prompt, PromptList, Quant, Quiet, Tp, TpotSlo, TtftSlo, WeightDtype,
     duration, emit, err, handled, knobs_from, specs, text_value,
 )
 
@@ -33,6 +33,9 @@ def estimate(
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
     tp: Tp = D.tp,
     ep: Ep = D.ep,
+    pp: Pp = D.pp,
+    micro_batches: MicroBatches = None,
+    disagg: Disagg = None,
     engine: Engine = D.engine,
     draft: Draft = None,
     draft_tokens: DraftTokens = None,
@@ -90,6 +93,9 @@ def sweep(
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
     tp: Tp = D.tp,
     ep: Ep = D.ep,
+    pp: Pp = D.pp,
+    micro_batches: MicroBatches = None,
+    disagg: Disagg = None,
     engine: Engine = D.engine,
     draft: Draft = None,
     draft_tokens: DraftTokens = None,
@@ -149,6 +155,9 @@ def compare(
     bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
     tp: Tp = D.tp,
     ep: Ep = D.ep,
+    pp: Pp = D.pp,
+    micro_batches: MicroBatches = None,
+    disagg: Disagg = None,
     engine: Engine = D.engine,
     draft: Draft = None,
     draft_tokens: DraftTokens = None,
@@ -284,6 +293,8 @@ def plan(
     tpot_slo: TpotSlo = None,
     ttft_slo: TtftSlo = None,
     tp_degrees: Annotated[str, typer.Option("--tp", help="Tensor-parallel degrees to consider.")] = "1,2,4,8",
+    pp_degrees: Annotated[str, typer.Option("--pp", help="Pipeline-parallel degrees to consider.")] = "1",
+    disagg: Annotated[Optional[str], typer.Option("--disagg", help="auto: also try disaggregated prefill/decode pools for each option.")] = None,
     price: Annotated[Optional[List[str]], typer.Option("--price", help="USD per device-hour, ID=USD; repeat (never bundled: prices change weekly).")] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Also list the options that cannot meet the SLOs, with the reason.")] = False,
     plot_path: Annotated[Optional[str], typer.Option("--plot", help="Also draw cost (or devices) against TPOT with the frontier: .png or .svg (needs matplotlib).")] = None,
@@ -321,7 +332,7 @@ def plan(
     from roofline.specs.catalog import catalog
     from roofline.specs.hardware import load_hardware
 
-    knobs = knobs_from({**locals(), "tp": 1})
+    knobs = knobs_from({**locals(), "tp": 1, "pp": 1, "disagg": None})
     m, _ = specs(model, "h100-sxm", quiet)
     devices = [load_hardware(text_value(h, "--hardware")) for h in (hardware or catalog("hardware"))]
     prices = {}
@@ -343,7 +354,8 @@ def plan(
         raise UsageError(f"--price: {unknown[0]} is not among the devices considered")
     result = run_plan(m, devices, prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency, rate=rate,
                       tpot_slo=duration(tpot_slo, "--tpot-slo"), ttft_slo=duration(ttft_slo, "--ttft-slo"),
-                      tps=tuple(sweeps.parse_counts(tp_degrees, "--tp")), prices=prices, knobs=knobs)
+                      tps=tuple(sweeps.parse_counts(tp_degrees, "--tp")), pps=tuple(sweeps.parse_counts(pp_degrees, "--pp")),
+                      disagg=text_value(disagg, "--disagg"), prices=prices, knobs=knobs)
     drawing = plots.plan_data(result) if plot_path is not None else None
     if not show_all:
         result = result._replace(options=[o for o in result.options if o.meets_slo])

@@ -85,7 +85,7 @@ def plan_data(p: Plan) -> dict[str, Any]:
     else devices (plan's own ranking key), with the Pareto frontier: the options no other beats on both."""
     good = [o for o in p.options if o.meets_slo]
     priced = p.inputs["ranked_by"] == "cost"
-    points = [{"label": f"{o.hardware} tp{o.tp}", "tpot_s": o.tpot_s, "y": o.cost_per_million_tokens if priced else o.devices} for o in good]
+    points = [{"label": f"{o.hardware} tp{o.tp}" + (f" pp{o.pp}" if o.pp > 1 else "") + (f" {o.disagg}" if o.disagg else ""), "tpot_s": o.tpot_s, "y": o.cost_per_million_tokens if priced else o.devices} for o in good]
     frontier, lowest = [], math.inf
     for q in sorted(points, key=lambda q: (q["tpot_s"], q["y"])):
         if q["y"] < lowest:  # cheaper than every faster option

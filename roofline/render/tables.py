@@ -17,7 +17,7 @@ def estimate_table(e: Estimate):
     i, p, d = e.inputs, e.prefill, e.decode
     head = Text.assemble(
         (f"{e.model.name}", "bold"), " on ", (e.hardware.name, "bold"), f"  ({e.hardware.figures} figures)\n",
-        f"batch {i.batch}, prompt {i.prompt_tokens}, output {i.output_tokens} tokens{f'; tp {i.tp} devices (figures per device)' if i.tp > 1 else ''}; "
+        f"batch {i.batch}, prompt {i.prompt_tokens}, output {i.output_tokens} tokens{_parallel(i)}; "
         f"weights {i.weight_dtype}{_bits(e)}, KV {i.kv_dtype}, compute {i.compute_dtype}\n"
         f"efficiency: compute {i.compute_efficiency:g}, bandwidth {i.bandwidth_efficiency:g}"
         f"{' (the roofline bound)' if i.compute_efficiency == i.bandwidth_efficiency == 1 else ''}",
@@ -40,6 +40,23 @@ def estimate_table(e: Estimate):
     return Group(head, Text(""), table, Text(""), *[Text(line) for line in summary_lines(e)])
 
 
+def _parallel(i) -> str:
+    if i.pp > 1:
+        return f"; tp {i.tp} x pp {i.pp} = {i.tp * i.pp} devices (table: the whole model on tp devices; per-stage work is 1/{i.pp})"
+    return f"; tp {i.tp} devices (figures per device)" if i.tp > 1 else ""
+
+
+def _pipeline_line(p) -> str:
+    return (f"pipeline {p.stages} stages x {p.micro_batches} micro-batches: a decode slot {si(p.stage_decode_s, 's')} + hop "
+            f"{si(p.hop_decode_s, 's')}, every {p.cycle_stages} slots · bubble prefill {p.bubble_prefill:.0%}, decode {p.bubble_decode:.0%}")
+
+
+def _disagg_line(d) -> str:
+    return (f"disagg {d.prefill_instances}P:{d.decode_instances}D ({d.prefill_devices} + {d.decode_devices} devices): KV transfer "
+            f"{si(d.kv_transfer_s, 's')} · pools {number(d.prefill_requests_per_s)} / {number(d.decode_requests_per_s)} requests/s "
+            f"(prefill / decode): {d.bottleneck}-bound, fleet {number(d.requests_per_s)} requests/s")
+
+
 def _bits(e: Estimate) -> str:
     from roofline.specs.records import DTYPE_BYTES
 
@@ -55,13 +72,15 @@ def summary_lines(e: Estimate) -> list[str]:
     critical = str(e.critical_batch) if e.critical_batch is not None else "none"
     return [
         f"TTFT {si(e.ttft_s, 's')} · TPOT {si(e.tpot_s, 's')} · request {si(e.request_latency_s, 's')}",
+        *([_pipeline_line(e.pipeline)] if e.pipeline else []),
+        *([_disagg_line(e.disagg)] if e.disagg else []),
         *([f"engine {e.engine.name} ({e.engine.source}): TTFT {si(e.engine.ttft_s, 's')} · TPOT {si(e.engine.tpot_s, 's')} · "
            f"{number(e.engine.output_tokens_per_s)} output tokens/s (the bound above is what no engine can beat)"] if e.engine else []),
         f"decode {number(d.tokens_per_s)} tokens/s ({number(d.tokens_per_s_per_sequence)} per sequence; B / TPOT) · "
         f"end to end {number(e.output_tokens_per_s)} output tokens/s, {number(e.requests_per_s)} requests/s (prefill included) · "
         f"MBU {_percent(d.mbu)} · MFU {_percent(d.mfu)}",
         f"weights {si(e.weight_bytes, 'B')} resident"
-        f"{f' ({si(e.weight_bytes_per_device, chr(66))} per device)' if i.tp > 1 else ''}, "
+        f"{f' ({si(e.weight_bytes_per_device, chr(66))} per device)' if i.tp > 1 or i.pp > 1 else ''}, "
         f"{si(e.weight_bytes_streamed, 'B')} streamed per decode step",
         f"KV cache {si(e.kv_bytes_per_token, 'B')}/token, {si(e.kv_bytes_per_sequence, 'B')}/sequence "
         f"at {i.prompt_tokens + i.output_tokens} tokens",
@@ -178,19 +197,22 @@ def plan_table(p: Any):
     from rich.text import Text
 
     dash = lambda v, f: "-" if v is None else f(v)  # noqa: E731
-    rows = [[o.hardware, str(o.tp), dash(o.replicas, str), dash(o.batch, str), dash(o.devices, str), dash(o.ttft_s, lambda v: si(v, "s")),
-             dash(o.tpot_s, lambda v: si(v, "s")), dash(o.output_tokens_per_s, number), dash(o.goodput_per_device, number),
-             dash(o.cost_per_hour, lambda v: f"${v:,.2f}"), dash(o.cost_per_million_tokens, lambda v: f"${v:,.3g}"),
+    rows = [[o.hardware, str(o.tp), str(o.pp), o.disagg or "-", dash(o.replicas, str), dash(o.batch, str), dash(o.devices, str),
+             dash(o.ttft_s, lambda v: si(v, "s")), dash(o.tpot_s, lambda v: si(v, "s")), dash(o.output_tokens_per_s, number),
+             dash(o.goodput_per_device, number), dash(o.cost_per_hour, lambda v: f"${v:,.2f}"), dash(o.cost_per_million_tokens, lambda v: f"${v:,.3g}"),
              dash(o.energy_j_per_million_tokens, lambda v: si(v, "J")), "" if o.meets_slo else o.reason] for o in p.options]
     i = p.inputs
     load = f"{i['concurrency']} in flight" if i["concurrency"] is not None else f"{i['rate_per_s']:g} requests/s"
     slo = ", ".join(f"{n} <= {si(v, 's')}" for n, v in (("TPOT", i["tpot_slo_s"]), ("TTFT", i["ttft_slo_s"])) if v) or "none"
     head = Text.assemble((f"{i['model']}: {load}, prompt {i['prompt_tokens']}, output {i['output_tokens']}", "bold"),
                          f" · SLO {slo} · ranked by {i['ranked_by']}")
-    columns = ["hardware", "tp", "replicas", "batch", "devices", "TTFT", "TPOT", "output tok/s", "per device", "$/hour", "$/M tokens",
-               "energy/M tokens", "why not"]
+    columns = ["hardware", "tp", "pp", "pools", "replicas", "batch", "devices", "TTFT", "TPOT", "output tok/s", "per device", "$/hour",
+               "$/M tokens", "energy/M tokens", "why not"]
     if not rows:
         return Group(head, Text("no device and tp meets the SLOs (--all lists why)"))
+    keep = [n not in (("pp",) if i.get("pp", [1]) == [1] else ()) + (() if i.get("disagg") else ("pools",)) for n in columns]
     if all(o.meets_slo for o in p.options):  # no refusals listed: no empty "why not" column
-        columns, rows = columns[:-1], [r[:-1] for r in rows]
+        keep[-1] = False
+    columns = [c for c, k in zip(columns, keep) if k]
+    rows = [[v for v, k in zip(r, keep) if k] for r in rows]
     return Group(head, Text(""), listing_table(columns, rows, left=1))
