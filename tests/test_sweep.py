@@ -253,3 +253,15 @@ def test_plan_plot_without_matplotlib(monkeypatch, tmp_path):
     r = runner.invoke(app, ["plan", "-q", "-m", "llama-3.1-8b", "-H", "l4", "--concurrency", "4", "--plot", str(tmp_path / "p.png")])
     assert r.exit_code == 1 and r.stdout == ""
     assert r.stderr.strip() == "roofline: error: roofline plan --plot needs matplotlib: pip install 'roofline[plot]'"
+
+
+def test_json_is_indented_two_levels_and_compact_below():
+    from roofline.render import to_json
+
+    data = {"inputs": {"batches": [1, 2], "tp": 1}, "rows": [{"batch": 1, "x": 0.5}, {"batch": 2, "x": None}], "empty": {}}
+    text = to_json(data)
+    assert json.loads(text) == data
+    assert text.splitlines() == ['{', '  "inputs": {', '    "batches": [1, 2],', '    "tp": 1', '  },', '  "rows": [',
+                                 '    {"batch": 1, "x": 0.5},', '    {"batch": 2, "x": null}', '  ],', '  "empty": {}', '}']
+    with pytest.raises(ValueError):
+        to_json({"rows": [{"x": float("nan")}]})  # NaN is a bug, never printed

@@ -192,7 +192,7 @@ class Setup(NamedTuple):
     notes: tuple[str, ...]
     model_info: "ModelInfo"
     hardware_info: "HardwareInfo"
-    critical: dict  # mean context -> (critical batch, reason without the memory limit): a sweep asks many batches per context
+    critical: dict  # (mean context, max batch) -> (critical batch, its reason): a sweep asks many batches per context
 
 
 def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **overrides: Any) -> Setup:
@@ -283,9 +283,11 @@ def estimate_at(s: Setup, batch: int, prompt_tokens: int, output_tokens: int) ->
         notes.append(f"shared prefix: {shared} tokens of KV held once for the batch (reads stay per sequence)")
     limit = min(f.max_batch(budget, kv_device), MAX_COUNT) if kv_device > 0 else None  # a batch past 1e9 is not a batch
     fits, fits_reason = _fits(budget, limit, B, weights, k.memory_fraction, hardware.memory_capacity)
-    if mean_context not in s.critical:
-        s.critical[mean_context] = _critical_batch(shape, mean_context, F, W)
-    critical = s.critical[mean_context]
+    key = (mean_context, limit)  # neither depends on the batch: a sweep's points share them
+    if key not in s.critical:
+        found = _critical_batch(shape, mean_context, F, W)
+        s.critical[key] = found, _critical_reason(found, limit, shape, mean_context, F, W)
+    critical, critical_reason = s.critical[key]
     calibrated = _calibrated(model, hardware, inputs, shape, mean_context)
     latency_s = ttft + max(O - 1, 0) * tpot
     split = _disagg(s, B, P, ttft, latency_s, notes) if k.disagg else None
@@ -305,7 +307,7 @@ def estimate_at(s: Setup, batch: int, prompt_tokens: int, output_tokens: int) ->
         fits=fits,
         fits_reason=fits_reason,
         critical_batch=critical,
-        critical_batch_reason=_critical_reason(critical, limit, shape, mean_context, F, W),
+        critical_batch_reason=critical_reason,
         ridge_point_flop_per_byte=f.ridge_point(F, W),
         prefill=prefill,
         decode=decode,

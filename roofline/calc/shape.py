@@ -31,6 +31,7 @@ class Shape:
         self.window, self.full_layers = att.window, att.full_layers
         self.key_flops_decode, self.key_flops_prefill = att.key_flops_decode, att.key_flops_prefill
         self.kv_share = att.kv_share(tp)
+        self._kv_full, self._kv_sliding = att.kv_layer_bytes * att.full_layers, att.kv_layer_bytes * att.sliding_layers
         c = self.counts  # the per-token constants, computed once: a sweep calls the step formulas thousands of times
         self.matmul = float(c.matmul) if c else model.params
         self.head = float(c.head) if c else 0.0
@@ -69,16 +70,21 @@ class Shape:
         return self.attention.kv_per_token
 
     def kv_cached(self, context: float) -> float:
-        """KV bytes one sequence holds at `context` tokens, whole model (sliding layers capped at the window)."""
-        return self.attention.kv_cached(context)
+        """KV bytes one sequence holds at `context` tokens, whole model (sliding layers capped at the window):
+        attention.kv_cached, inlined with its constants (a sweep calls it ~10 times a point)."""
+        if not self.window:
+            return self._kv_full * context
+        return self._kv_full * context + self._kv_sliding * min(context, self.window)
 
     def keys(self, cached: float) -> float:
-        """Sum over layers of the keys a decode token attends over with `cached` tokens before it."""
-        return self.attention.keys(cached)
+        """Sum over layers of the keys a decode token attends over with `cached` tokens before it (attention.keys)."""
+        if not self.window:
+            return self.full_layers * (cached + 1)
+        return self.full_layers * (cached + 1) + self.sliding * min(cached + 1, self.window)
 
     @property
     def sliding(self) -> int:
-        return self.attention.sliding_layers
+        return self.layers - self.full_layers
 
     # ---- per-step work (per device)
 

@@ -4,9 +4,22 @@ import json
 from typing import Any
 
 
-def to_json(data: Any) -> str:
-    """Stable, indented JSON of a result's to_dict() (plain SI numbers, no unit strings; NaN and inf are bugs)."""
-    return json.dumps(data, indent=2, allow_nan=False)
+def to_json(data: Any, depth: int = 2) -> str:
+    """Stable JSON of a result's to_dict() (plain SI numbers, no unit strings; NaN and inf are bugs), indented for
+    its first `depth` levels and compact below: a sweep's rows one per line. (json.dumps with indent= runs the
+    pure-Python encoder, 1 s for a 10,000-row sweep; the compact C encoder takes 0.1 s.)"""
+    return _json(data, depth, "")
+
+
+def _json(value: Any, depth: int, pad: str) -> str:
+    nested = isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value))
+    if depth == 0 or not nested or not value:
+        return json.dumps(value, allow_nan=False)
+    inner = pad + "  "
+    if isinstance(value, dict):
+        items = [f"{inner}{json.dumps(str(k))}: {_json(v, depth - 1, inner)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    return "[\n" + ",\n".join(f"{inner}{_json(v, depth - 1, inner)}" for v in value) + f"\n{pad}]"
 
 
 def to_csv(rows: list[Any]) -> str:
