@@ -515,7 +515,8 @@ def _engine_result(model: Model, hardware: Hardware, inputs: Inputs, knobs: Knob
         e = estimate(model, hardware, batch=inputs.batch, prompt_tokens=inputs.prompt_tokens, output_tokens=inputs.output_tokens,
                      knobs=knobs._replace(engine=None, **presets.knobs(preset)))
         ttft, tpot, rate = presets.timings(e, preset.step_overhead_s)
-        notes.append(f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s) (engines/{name}.yaml), "
+        checked = f", checked on {len(preset.holdout)} held-aside figure(s)" if preset.holdout else ""
+        notes.append(f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} (engines/{name}.yaml), "
                      f"bandwidth x{preset.bandwidth_fraction:.2f}, compute x{preset.compute_fraction:.2f}, "
                      f"+{preset.step_overhead_s * 1e3:.2g} ms a step, memory fraction {preset.memory_fraction:.2f}")
         return EngineResult(name, "preset", ttft, tpot, rate)

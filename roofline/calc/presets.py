@@ -27,6 +27,7 @@ class Preset(NamedTuple):
     cases: list[str]
     residuals: dict[str, float]  # case/figure -> log(predicted / measured)
     source: str
+    holdout: dict[str, float] = {}  # held-aside case/figure -> log(predicted / measured): never fitted on
 
 
 def load(name: str) -> Preset:
@@ -43,10 +44,11 @@ def load(name: str) -> Preset:
     values = {p: f.take(p, number_between(*RANGES[p]), f"a number from {RANGES[p][0]} to {RANGES[p][1]}") for p in PARAMETERS}
     cases = f.take("cases", _strings, "a list of training case ids")
     residuals = f.take("residuals", _residuals, "a mapping of case/figure to log(predicted / measured)")
+    holdout = f.take("holdout", _residuals, "a mapping of held-aside case/figure to log(predicted / measured)", {})
     source = f.take("source", text, "how the preset was fitted")
     f.take("notes", text, "notes", "")
-    f.done([*PARAMETERS, "cases", "residuals", "source", "notes"])
-    return Preset(name, **values, cases=cases, residuals=residuals, source=source)
+    f.done([*PARAMETERS, "cases", "residuals", "holdout", "source", "notes"])
+    return Preset(name, **values, cases=cases, residuals=residuals, source=source, holdout=holdout)
 
 
 def _strings(value: Any) -> list[str]:
