@@ -108,3 +108,24 @@ def test_presets_are_current_with_the_calculator_on_held_aside_cases():
     # TensorRT-LLM, checked on 56 figures it was never fitted on: at least 90% within +-25% (54 when fitted).
     trtllm = presets.load("trtllm").holdout
     assert len(trtllm) >= 50 and sum(abs(math.exp(r) - 1) <= 0.25 for r in trtllm.values()) >= 0.9 * len(trtllm)
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda s: s.replace("bandwidth_fraction: 1.0", "bandwidth_fraction: 1.5"), "bandwidth_fraction"),
+    (lambda s: s.replace("compute_fraction:", "compute_fractoin:"), "compute_fraction"),
+    (lambda s: s.replace("residuals:", "residuals: 3\nold_residuals:"), "residuals"),
+    (lambda s: s + "surprise: 1\n", "surprise"),
+])
+def test_the_preset_schema_names_the_bad_field(tmp_path, monkeypatch, change, expected):
+    # A preset is data: a value out of its range, a missing or unknown key is one error naming the file and field.
+    from roofline.calc import presets
+    from roofline.errors import RooflineError
+    from roofline.specs import catalog
+
+    (tmp_path / "engines").mkdir()
+    text = (ROOT / "engines" / "trtllm.yaml").read_text()
+    (tmp_path / "engines" / "trtllm.yaml").write_text(change(text))
+    monkeypatch.setattr(catalog, "data_dir", lambda: tmp_path)
+    with pytest.raises(RooflineError, match=expected) as caught:
+        presets.load("trtllm")
+    assert "trtllm.yaml" in str(caught.value) and "\n" not in str(caught.value)
