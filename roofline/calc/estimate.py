@@ -257,7 +257,7 @@ def estimate_at(s: Setup, batch: int, prompt_tokens: int, output_tokens: int) ->
     ttft = chunk.ttft_s if chunk else prefill.time_s
     pipe = None
     if k.pp > 1:
-        pipe = _pipeline(s, B, P, O, cached, steps, notes)
+        pipe = _pipeline(s, B, P, cached, steps, notes)
         ttft, tpot, comm["pp_s"] = pipe.ttft_s, pipe.tpot_s, pipe.hop_decode_s * pipe.cycle_stages
     per_token = pipe.device_bytes_per_token if pipe else step.bytes
     decode = Decode(
@@ -678,7 +678,7 @@ def _chunked(s: Setup, B: int, P: int, O: int, context: float, decode_step_s: fl
     return result
 
 
-def _pipeline(s: Setup, B: int, P: int, O: int, cached: int, steps: int, notes: list[str]):
+def _pipeline(s: Setup, B: int, P: int, cached: int, steps: int, notes: list[str]):
     """Pipeline parallelism over k.pp stages of the layers (see roofline.calc.serving.pipeline)."""
     k, shape, hardware = s.knobs, s.shape, s.hardware
     pp = k.pp
