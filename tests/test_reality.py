@@ -129,3 +129,10 @@ def test_the_preset_schema_names_the_bad_field(tmp_path, monkeypatch, change, ex
     with pytest.raises(RooflineError, match=expected) as caught:
         presets.load("trtllm")
     assert "trtllm.yaml" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_presets_say_when_they_do_not_apply():
+    from roofline import estimate, load_hardware, load_model
+
+    e = estimate(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=8, engine="trtllm", pp=2)
+    assert e.engine is None and any("no preset prediction with a pipeline" in n for n in e.notes)

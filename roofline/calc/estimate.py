@@ -508,6 +508,10 @@ class EngineResult(NamedTuple):
 def _engine_result(model: Model, hardware: Hardware, inputs: Inputs, knobs: Knobs, calibrated, notes: list[str]) -> EngineResult | None:
     """The engine's prediction beside the bound: a preset's efficiencies and step cost, or the measured calibration."""
     name = inputs.engine
+    if name in PRESET_ENGINES and (knobs.pp > 1 or knobs.disagg):
+        notes.append(f"engine {name}: no preset prediction with a pipeline or disaggregated pools (the presets were fitted on "
+                     "colocated runs without pipeline stages)")
+        return None
     if name in PRESET_ENGINES:
         from roofline.calc import presets
 
