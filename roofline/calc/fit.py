@@ -9,7 +9,8 @@ scales), split over the devices as far as the KV heads allow. Exact: a search ov
 
 from typing import Any, NamedTuple
 
-from roofline.calc.estimate import MAX_COUNT, estimate, storage_for
+from roofline.calc.estimate import estimate
+from roofline.calc.setup import MAX_COUNT, storage_for
 from roofline.calc.knobs import Knobs, knobs_of
 from roofline.calc.shape import Shape
 from roofline.errors import UsageError

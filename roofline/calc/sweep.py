@@ -9,7 +9,8 @@ such batch, since throughput never falls with batch).
 from typing import Any, NamedTuple
 
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
-from roofline.calc.estimate import MAX_COUNT, Estimate, estimate, estimate_at, plain, prepare
+from roofline.calc.estimate import Estimate, estimate, estimate_at, plain, prepare
+from roofline.calc.setup import MAX_COUNT
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model
 

@@ -1,0 +1,112 @@
+"""Serving features priced on top of a step (formulas in roofline.calc.serving): prefix caching, speculative
+decoding, chunked prefill (alone or with speculation), pipeline stages and disaggregated pools.
+"""
+
+from roofline.calc import serving
+from roofline.calc.knobs import Knobs
+from roofline.calc.setup import DEFAULT_ACCEPTANCE, DEFAULT_DRAFT_TOKENS, MAX_COUNT, MTP_ACCEPTANCE, Setup, tier
+from roofline.calc.shape import Shape
+from roofline.calc.step import decode_step, phase
+from roofline.errors import UsageError
+from roofline.units import si
+
+
+def cached_tokens(k: Knobs, prompt: int) -> int:
+    """Prompt tokens served from a prefix cache: given, or the hit rate's share of the prompt."""
+    if k.cached_tokens is not None and k.prefix_hit_rate is not None:
+        raise UsageError("give cached tokens or a prefix hit rate, not both", "cached_tokens")
+    if k.prefix_hit_rate is not None:
+        if not 0 <= k.prefix_hit_rate < 1:
+            raise UsageError(f"expected a share from 0 to below 1, got {k.prefix_hit_rate!r}", "prefix_hit_rate")
+        return int(k.prefix_hit_rate * prompt)
+    cached = k.cached_tokens or 0
+    if not 0 <= cached < prompt:
+        raise UsageError(f"expected 0 to {prompt - 1} cached tokens (one prompt token at least is computed), got {cached}", "cached_tokens")
+    if not 0 <= k.shared_prefix <= MAX_COUNT:
+        raise UsageError(f"expected a token count from 0, got {k.shared_prefix}", "shared_prefix")
+    return cached
+
+
+def spec_memory(draft: Shape, batch: int, tokens: int) -> float:
+    """Device memory the drafter takes: its weights and its KV cache for the batch."""
+    return draft.weights + batch * draft.kv_cached(tokens) * draft.kv_share
+
+
+def speculative(s: Setup, B: int, context: float, notes: list[str]):
+    draft, k, shape, F, W, link, latency = s.draft, s.knobs, s.shape, s.F, s.W, s.link, s.latency
+    if draft is None:
+        return None
+    tokens = k.draft_tokens if k.draft_tokens is not None else (k.mtp if k.mtp else DEFAULT_DRAFT_TOKENS)
+    a = k.acceptance if k.acceptance is not None else (MTP_ACCEPTANCE if k.mtp else DEFAULT_ACCEPTANCE)
+    draft_step = max(draft.decode_flops(B, context) / F, draft.decode_bytes(B, context) / W) + draft.comm_seconds(B, link, latency)
+    verify = max(shape.verify_flops(B, context, tokens + 1) / F, shape.verify_bytes(B, context, tokens + 1) / W)
+    verify += shape.comm_seconds(B * (tokens + 1), link, latency)
+    result = serving.speculative("mtp" if k.mtp else k.draft.id, tokens, a, draft_step, verify)
+    notes.append(f"speculative decoding: {tokens} drafted, acceptance {a:g} (i.i.d.), {result.expected_tokens_per_step:.3g} tokens per "
+                 "target step (Leviathan et al. 2023); priced at the mean context")
+    return result
+
+
+def chunked(s: Setup, B: int, P: int, O: int, context: float, decode_step_s: float, spec, notes: list[str]):
+    """Chunked prefill; with speculative decoding the chunk rides on the target's verification step."""
+    k, shape, F, W = s.knobs, s.shape, s.F, s.W
+    if k.chunk_tokens is None:
+        return None
+    C = k.chunk_tokens
+    per_sequence = spec.draft_tokens + 1 if spec else 1  # tokens each running sequence puts in a target step
+    if isinstance(C, bool) or not isinstance(C, int) or not B * per_sequence < C <= MAX_COUNT:
+        what = f"the batch x verified tokens ({B} x {per_sequence})" if spec else f"the batch ({B})"
+        raise UsageError(f"expected more tokens per step than {what}, got {C!r}", "chunk_tokens")
+    room = C - B * per_sequence
+    # A mixed step: the B sequences' decode (or verification) tokens at the mean context, and a chunk of `room`
+    # prompt tokens in the middle of a prompt.
+    chunk = min(P, room)
+    flops = shape.verify_flops(B, context, per_sequence) + shape.prefill_flops(1, chunk)
+    nbytes = shape.verify_bytes(B, context, per_sequence) - shape.streamed(B * per_sequence) + shape.streamed(B * per_sequence + chunk)
+    nbytes += shape.kv_cached(chunk) * shape.kv_share
+    mixed = max(flops / F, nbytes / W) + shape.comm_seconds(C, s.link, s.latency)
+    target_step = spec.verify_s if spec else decode_step_s
+    result = serving.chunked(C, B, P, O, mixed, target_step, per_sequence,
+                             spec.expected_tokens_per_step if spec else 1.0, spec.draft_s if spec else 0.0)
+    with_spec = " (each step a speculative verification: drafts precede it)" if spec else ""
+    notes.append(f"chunked prefill: {C} tokens a step{with_spec}; {result.mixed_share:.0%} of steps carry a chunk in steady state "
+                 f"(requests finish at B / O per token, each brings P prompt tokens)")
+    return result
+
+
+def pipeline(s: Setup, B: int, P: int, cached: int, steps: int, notes: list[str]):
+    """Pipeline parallelism over k.pp stages of the layers (see roofline.calc.serving.pipeline)."""
+    k, shape, hardware = s.knobs, s.shape, s.hardware
+    pp = k.pp
+    m = min(k.micro_batches or pp, B)
+    b = -(-B // m)  # sequences per micro-batch (the last may be smaller; priced at the largest)
+    if hardware.interconnect_bandwidth is None:
+        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for pp > 1 (add it to its hardware YAML)", "pp")
+    link, latency = tier(hardware, k.tp * pp, s.template, notes)
+    prefill_b = phase(shape.prefill_flops(b, P, cached), shape.prefill_bytes(b, P, cached), s.F, s.W,
+                       comm_s=shape.comm_seconds(b * (P - cached), s.link, s.latency, s.ep_link))
+    decode_b = decode_step(shape, b, P, steps, s.F, s.W, s.link, s.latency, s.ep_link)
+    message = shape.hidden * shape.activation_bytes / k.tp  # one token's activations, each tp rank sends its slice
+    result = serving.pipeline(pp, m, prefill_b.time_s, decode_b.time_s, b * (P - cached) * message / link + latency,
+                              b * message / link + latency, decode_b.bytes * m / pp, decode_b.flops * m / pp)
+    notes.append(f"pp {pp}: {shape.layers / pp:g} layers a stage, {m} micro-batch(es) of up to {b}; prefill bubble "
+                 f"{result.bubble_prefill:.0%}, decode bubble {result.bubble_decode:.0%} (a stage idles while fewer micro-batches "
+                 "than stages circulate); stages assumed balanced (the lm_head's stage is heavier)")
+    return result
+
+
+def disagg(s: Setup, B: int, P: int, colocated_ttft: float, latency_s: float, notes: list[str]):
+    """Disaggregated prefill and decode pools (see roofline.calc.serving.disagg)."""
+    k, shape, hardware = s.knobs, s.shape, s.hardware
+    x, y = serving.parse_disagg(k.disagg)
+    group = k.tp * k.pp
+    if hardware.interconnect_bandwidth is None:
+        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed to move KV between pools", "disagg")
+    link, latency = tier(hardware, (x + y) * group, s.template, notes)
+    transfer = B * shape.kv_cached(P) * shape.kv_share / k.pp / link + latency  # every device sends its share at once
+    decode_time = latency_s - colocated_ttft  # (O - 1) x TPOT: the decode pool's time per batch
+    result = serving.disagg(x, y, group, B, colocated_ttft, transfer, decode_time)
+    notes.append(f"disagg {x}P:{y}D: {x * group} prefill + {y * group} decode devices; each request's KV "
+                 f"({si(shape.kv_cached(P), 'B')}) moves once to the decode pool; fleet rate = the slower pool's "
+                 f"({result.bottleneck}); the decode pool runs no prefill")
+    return result
