@@ -11,13 +11,16 @@ def to_json(data: Any, depth: int = 2) -> str:
     return _json(data, depth, "")
 
 
+_COMPACT = json.JSONEncoder(allow_nan=False)  # built once: json.dumps(allow_nan=False) builds one per call
+
+
 def _json(value: Any, depth: int, pad: str) -> str:
     nested = isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value))
     if depth == 0 or not nested or not value:
-        return json.dumps(value, allow_nan=False)
+        return _COMPACT.encode(value)
     inner = pad + "  "
     if isinstance(value, dict):
-        items = [f"{inner}{json.dumps(str(k))}: {_json(v, depth - 1, inner)}" for k, v in value.items()]
+        items = [f"{inner}{_COMPACT.encode(str(k))}: {_json(v, depth - 1, inner)}" for k, v in value.items()]
         return "{\n" + ",\n".join(items) + f"\n{pad}}}"
     return "[\n" + ",\n".join(f"{inner}{_json(v, depth - 1, inner)}" for v in value) + f"\n{pad}]"
 
