@@ -22,7 +22,6 @@ import yaml
 
 from roofline import estimate, load_hardware, load_model
 from roofline.calc import presets
-from roofline.calc.sweep import default_batches
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -31,18 +30,7 @@ import reality  # noqa: E402  (the case mapping lives beside this script)
 
 def offline(model, device, devices, prompt, output, params, **knobs) -> float:
     """The best output tokens/s a preset predicts for an offline run: engine-chosen batch and tp split."""
-    m, h = load_model(model), load_hardware(device)
-    best = 0.0
-    for tp in (1, 2, 4, 8):
-        if tp > devices or devices % tp or (tp > 1 and h.interconnect_bandwidth is None):
-            continue
-        first = estimate(m, h, batch=1, prompt_tokens=prompt, output_tokens=output, tp=tp, **presets.knobs(params), **knobs)
-        if not first.fits:
-            continue
-        for batch in default_batches(first.max_batch):
-            e = estimate(m, h, batch=batch, prompt_tokens=prompt, output_tokens=output, tp=tp, **presets.knobs(params), **knobs)
-            best = max(best, devices // tp * presets.timings(e, params["step_overhead_s"])[2])
-    return best
+    return reality.best_throughput(model, device, devices, prompt, output, params, **knobs)[0]
 
 
 def points(cases: dict) -> dict[str, list]:
@@ -124,7 +112,7 @@ def loss_of(training):
 START = {"bandwidth_fraction": 0.8, "compute_fraction": 0.5, "step_overhead_s": 0.001, "memory_fraction": 0.9}
 
 
-BOUND = {"bandwidth_fraction": 1.0, "compute_fraction": 1.0, "step_overhead_s": 0.0, "memory_fraction": 0.95}  # the roofline itself
+BOUND = reality.BOUND
 
 
 def _row(name: str, predict, measured: float, params: dict) -> str:

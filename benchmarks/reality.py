@@ -19,24 +19,34 @@ import sys
 from pathlib import Path
 
 from roofline import estimate, load_hardware, load_model
+from roofline.calc import presets
+from roofline.calc.estimate import estimate_at, prepare
 from roofline.calc.sweep import default_batches
 
 TRAIN = Path(__file__).resolve().parents[2] / "shared" / "reality" / "train.json"
 
 
-def best_throughput(model: str, device: str, devices: int, prompt: int, output: int, **knobs) -> tuple[float, str]:
-    """The largest end-to-end output tokens/s of `devices` devices split into tp-replicas, over batches that fit."""
+# The roofline itself as a preset: full efficiency, no step cost, the offline runs' memory fraction.
+BOUND = {"bandwidth_fraction": 1.0, "compute_fraction": 1.0, "step_overhead_s": 0.0, "memory_fraction": 0.95}
+
+
+def best_throughput(model: str, device: str, devices: int, prompt: int, output: int, params: dict | None = None,
+                    **knobs) -> tuple[float, str]:
+    """The largest end-to-end output tokens/s of `devices` devices split into tp-replicas, over batches that fit,
+    at a preset's `params` (default: the bound). benchmarks/fit_engines.py predicts the offline cases with it."""
+    params = params or BOUND
     m, h = load_model(model), load_hardware(device)
     best, how = 0.0, "nothing fits"
     for tp in (1, 2, 4, 8):
         if tp > devices or devices % tp or (tp > 1 and h.interconnect_bandwidth is None):
             continue
-        first = estimate(m, h, batch=1, prompt_tokens=prompt, output_tokens=output, tp=tp, memory_fraction=0.95, **knobs)
+        setup = prepare(m, h, tp=tp, **presets.knobs(params), **knobs)
+        first = estimate_at(setup, 1, prompt, output)
         if not first.fits:
             continue
         for batch in default_batches(first.max_batch):
-            e = estimate(m, h, batch=batch, prompt_tokens=prompt, output_tokens=output, tp=tp, memory_fraction=0.95, **knobs)
-            total = devices // tp * e.output_tokens_per_s
+            e = estimate_at(setup, batch, prompt, output)
+            total = devices // tp * presets.timings(e, params["step_overhead_s"])[2]
             if e.fits and total > best:
                 best, how = total, f"{devices // tp} x tp{tp} at batch {batch}"
     return best, how

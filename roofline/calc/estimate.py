@@ -182,7 +182,7 @@ def estimate_at(s: Setup, batch: int, prompt_tokens: int, output_tokens: int) ->
     critical, critical_reason = s.critical[key]
     calibrated = _calibrated(model, hardware, inputs, shape, mean_context)
     latency_s = ttft + max(O - 1, 0) * tpot
-    split = disagg(s, B, P, ttft, latency_s, notes) if k.disagg else None
+    split = disagg(s, B, P, ttft, latency_s, notes) if s.pools else None
     if split:
         ttft, latency_s = split.ttft_s, split.ttft_s + max(O - 1, 0) * tpot
     return Estimate(

@@ -4,7 +4,7 @@ decoding, chunked prefill (alone or with speculation), pipeline stages and disag
 
 from roofline.calc import serving
 from roofline.calc.knobs import Knobs
-from roofline.calc.setup import DEFAULT_ACCEPTANCE, DEFAULT_DRAFT_TOKENS, MAX_COUNT, MTP_ACCEPTANCE, Setup, tier
+from roofline.calc.setup import DEFAULT_ACCEPTANCE, DEFAULT_DRAFT_TOKENS, MAX_COUNT, MTP_ACCEPTANCE, Setup
 from roofline.calc.shape import Shape
 from roofline.calc.step import decode_step, phase
 from roofline.errors import UsageError
@@ -62,6 +62,7 @@ def chunked(s: Setup, B: int, P: int, O: int, context: float, decode_step_s: flo
     # prompt tokens in the middle of a prompt.
     chunk = min(P, room)
     flops = shape.verify_flops(B, context, per_sequence) + shape.prefill_flops(1, chunk)
+    # the verification's bytes, its weight reads replaced by those of all the step's tokens (MoE touches more experts)
     nbytes = shape.verify_bytes(B, context, per_sequence) - shape.streamed(B * per_sequence) + shape.streamed(B * per_sequence + chunk)
     nbytes += shape.kv_cached(chunk) * shape.kv_share
     mixed = max(flops / F, nbytes / W) + shape.comm_seconds(C, s.link, s.latency)
@@ -76,13 +77,11 @@ def chunked(s: Setup, B: int, P: int, O: int, context: float, decode_step_s: flo
 
 def pipeline(s: Setup, B: int, P: int, cached: int, steps: int, notes: list[str]):
     """Pipeline parallelism over k.pp stages of the layers (see roofline.calc.serving.pipeline)."""
-    k, shape, hardware = s.knobs, s.shape, s.hardware
+    k, shape = s.knobs, s.shape
     pp = k.pp
     m = min(k.micro_batches or pp, B)
     b = -(-B // m)  # sequences per micro-batch (the last may be smaller; priced at the largest)
-    if hardware.interconnect_bandwidth is None:
-        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for pp > 1 (add it to its hardware YAML)", "pp")
-    link, latency = tier(hardware, k.tp * pp, s.template, notes)
+    link, latency = s.pp_link
     prefill_b = phase(shape.prefill_flops(b, P, cached), shape.prefill_bytes(b, P, cached), s.F, s.W,
                        comm_s=shape.comm_seconds(b * (P - cached), s.link, s.latency, s.ep_link))
     decode_b = decode_step(shape, b, P, steps, s.F, s.W, s.link, s.latency, s.ep_link)
@@ -97,12 +96,9 @@ def pipeline(s: Setup, B: int, P: int, cached: int, steps: int, notes: list[str]
 
 def disagg(s: Setup, B: int, P: int, colocated_ttft: float, latency_s: float, notes: list[str]):
     """Disaggregated prefill and decode pools (see roofline.calc.serving.disagg)."""
-    k, shape, hardware = s.knobs, s.shape, s.hardware
-    x, y = serving.parse_disagg(k.disagg)
+    k, shape = s.knobs, s.shape
+    x, y, (link, latency) = s.pools
     group = k.tp * k.pp
-    if hardware.interconnect_bandwidth is None:
-        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed to move KV between pools", "disagg")
-    link, latency = tier(hardware, (x + y) * group, s.template, notes)
     transfer = B * shape.kv_cached(P) * shape.kv_share / k.pp / link + latency  # every device sends its share at once
     decode_time = latency_s - colocated_ttft  # (O - 1) x TPOT: the decode pool's time per batch
     result = serving.disagg(x, y, group, B, colocated_ttft, transfer, decode_time)

@@ -115,12 +115,12 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
         if split:
             d = e.disagg
             load = rate if rate is not None else concurrency / e.request_latency_s  # requests/s through the pools
-            x = max(1, math.ceil(load / d.prefill_requests_per_s - 1e-9))
-            y = max(1, math.ceil(concurrency / batch - 1e-9) if concurrency is not None else math.ceil(load / d.decode_requests_per_s - 1e-9))
+            x = _count(load / d.prefill_requests_per_s)
+            y = _count(concurrency / batch if concurrency is not None else load / d.decode_requests_per_s)
             replicas, name = x + y, f"{x}P:{y}D"
         else:
             in_flight = concurrency if concurrency is not None else rate * e.request_latency_s
-            replicas, name = max(1, math.ceil(in_flight / batch - 1e-9)), None
+            replicas, name = _count(in_flight / batch), None
         candidate = (replicas * tp * pp, e.tpot_s, replicas, batch, e, name)
         best = min(best, candidate, key=lambda c: (c[0], c[1])) if best else candidate
     if best is None:
@@ -135,3 +135,8 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
         h.power * devices / served * 1e6 if h.power is not None else None,
         "meets the SLOs",
     )
+
+
+def _count(share: float) -> int:
+    """Instances needed for `share` of one instance's load: at least 1, and rounding noise (3.0000000001) adds none."""
+    return max(1, math.ceil(share - 1e-9))

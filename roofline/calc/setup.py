@@ -95,6 +95,8 @@ class Setup(NamedTuple):
     link: float | None  # the tp group's all-reduce link [B/s] and latency [s]
     latency: float
     ep_link: tuple | None
+    pp_link: tuple | None  # the pipeline's point-to-point link (bandwidth, latency) when pp > 1
+    pools: tuple | None  # (prefill instances, decode instances, their link) when disaggregated
     notes: tuple[str, ...]
     model_info: "ModelInfo"
     hardware_info: "HardwareInfo"
@@ -113,12 +115,22 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
     ep_link = tier(hardware, max(k.tp, ep), template, notes) if ep > 1 else None
     draft = draft_shape(model, k, template, storage)
     check_serving(k, draft)
+    pp_link = pools = None
+    if (k.pp > 1 or k.disagg is not None) and hardware.interconnect_bandwidth is None:
+        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for pp > 1 or disaggregated pools "
+                         "(add it to its hardware YAML)", "pp" if k.pp > 1 else "disagg")
+    if k.pp > 1:
+        pp_link = tier(hardware, k.tp * k.pp, template, notes)
+    if k.disagg is not None:
+        x, y = serving.parse_disagg(k.disagg)
+        pools = (x, y, tier(hardware, (x + y) * k.tp * k.pp, template, notes))
     notes += shape_notes(model, k.tp)
     model_info = ModelInfo(model.id, model.name, model.params, float(model.counts.active) if model.counts else model.params, shape.matmul,
                            model.source_kind)
     hardware_info = HardwareInfo(hardware.id, hardware.name, hardware.origin, peak, hardware.memory_bandwidth, hardware.memory_capacity)
     return Setup(model, hardware, k, template, storage, shape, draft, peak, peak * k.compute_efficiency,
-                 hardware.memory_bandwidth * k.bandwidth_efficiency, link, latency, ep_link, tuple(notes), model_info, hardware_info, {})
+                 hardware.memory_bandwidth * k.bandwidth_efficiency, link, latency, ep_link, pp_link, pools, tuple(notes), model_info,
+                 hardware_info, {})
 
 
 def inputs_of(model: Model, hardware: Hardware, notes: list[str], args: dict) -> Inputs:
@@ -309,7 +321,5 @@ def check_serving(k: Knobs, draft: Shape | None) -> None:
         raise UsageError("micro-batches need a pipeline (pp > 1)", "micro_batches")
     if k.pp > 1 and (draft is not None or k.chunk_tokens is not None):
         raise UsageError("a pipeline with speculative decoding or chunked prefill is not modelled: choose one", "pp")
-    if k.disagg is not None:
-        serving.parse_disagg(k.disagg)
-        if k.chunk_tokens is not None:
-            raise UsageError("disaggregated pools have no prefill in the decode steps: chunked prefill does not apply", "disagg")
+    if k.disagg is not None and k.chunk_tokens is not None:
+        raise UsageError("disaggregated pools have no prefill in the decode steps: chunked prefill does not apply", "disagg")
