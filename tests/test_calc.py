@@ -119,6 +119,19 @@ def test_int4_weights_compute_in_bf16_and_bits_override():
     assert any("weight-only" in n for n in e.notes)
 
 
+@pytest.mark.parametrize("quant, hardware, expected", [
+    ("q4_0", "rtx-4090", "int8"), ("q8_0", "h100-sxm", "int8"), ("q4_k_m", "apple-m4-max", "fp16"), ("awq", "h100-sxm", "bf16")])
+def test_ggml_formats_compute_in_int8_where_the_device_has_it(quant, hardware, expected):
+    # ggml multiplies its block formats against activations quantized to 8-bit blocks (ggml-cpu.c type_traits_cpu:
+    # vec_dot_type Q8_0 / Q8_K; CUDA MMQ: q8_1), so their bound is the int8 peak; Apple's GPUs list none (fp16).
+    # AWQ kernels dequantize to 16 bits. The RTX 4090's int8 peak is 660.6 TOPS (Ada whitepaper).
+    e = estimate(load_model("llama-2-7b"), load_hardware(hardware), prompt_tokens=512, output_tokens=1, quant=quant)
+    assert e.inputs.compute_dtype == expected
+    if hardware == "rtx-4090":
+        assert e.prefill.compute_s == pytest.approx(e.prefill.flops / 660.6e12)
+        assert any("ggml block format" in n for n in e.notes)
+
+
 def test_fp8_weights_on_a100_fall_back_to_bf16():
     e = estimate(load_model("llama-3.1-8b"), load_hardware("a100-80gb-sxm"), weight_dtype="fp8")
     assert e.inputs.compute_dtype == "bf16" and e.weight_bytes == 8_030_261_248

@@ -157,13 +157,16 @@ def inputs_of(model: Model, hardware: Hardware, notes: list[str], args: dict) ->
     if bits is not None and (isinstance(bits, bool) or not isinstance(bits, (int, float)) or not 0.5 <= bits <= 64):
         raise UsageError(f"expected a number of bits from 0.5 to 64, got {bits!r}", "bits_per_weight")
     storage = storage_for(model, quant, bits, args["weight_dtype"], weight, notes)
-    compute = _default_compute(hardware, weight) if args["compute_dtype"] is None else args["compute_dtype"]
+    from_gguf = model.source_kind == "gguf" and model.dtype in WEIGHT_ONLY and args["weight_dtype"] is None and bits is None
+    ggml = QUANTS[quant].activations if quant else "int8" if from_gguf else None  # block formats multiply in int8
+    compute = _default_compute(hardware, weight, ggml) if args["compute_dtype"] is None else args["compute_dtype"]
     _dtype("compute_dtype", compute, COMPUTE_DTYPES)
     if compute not in hardware.peak_flops:
         have = ", ".join(hardware.peak_flops)
         raise UsageError(f"{hardware.id} has no peak for {compute} (it has: {have})", "compute_dtype")
     if args["compute_dtype"] is None and compute != weight:
-        why = "weight-only quantization" if weight in WEIGHT_ONLY else f"{hardware.id} lists no {weight} peak"
+        why = ("ggml block format: llama.cpp multiplies it against 8-bit activation blocks" if compute == ggml
+               else "weight-only quantization" if weight in WEIGHT_ONLY else f"{hardware.id} lists no {weight} peak")
         notes.append(f"{weight} weights compute in {compute} ({why}); set the compute dtype to change it")
     return Inputs(
         batch=args["batch"],
@@ -240,9 +243,10 @@ def _dtype(name: str, value: str, allowed) -> str:
     return value
 
 
-def _default_compute(hardware: Hardware, weight: str) -> str:
-    """The weight dtype when the device has a peak for it (quantized ints: 16-bit), else bf16, fp16, fp32."""
-    first = () if weight in WEIGHT_ONLY else (weight,)
+def _default_compute(hardware: Hardware, weight: str, ggml: str | None = None) -> str:
+    """The dtype a ggml block format multiplies in (int8) or the weight dtype, when the device has a peak for it
+    (other quantized ints: 16-bit), else bf16, fp16, fp32."""
+    first = (ggml,) if ggml else () if weight in WEIGHT_ONLY else (weight,)
     for dtype in (*first, "bf16", "fp16", "fp32"):
         if dtype in hardware.peak_flops:
             return dtype

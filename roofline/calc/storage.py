@@ -9,6 +9,9 @@ models, its quantize README), AWQ/GPTQ int4 with group 128 (4 bits + an fp16 sca
 weights = 4.156 bits; embeddings and lm_head kept in 16 bits), FP8 (8 bits; one fp32 scale per tensor, or per
 128 x 128 block: 8.002 bits), NVFP4 (4 bits + an fp8 scale per 16 = 4.5 bits), MXFP4 (4 bits + an 8-bit
 power-of-two scale per 32 = 4.25 bits), the OCP MX and NVIDIA NVFP4 specs.
+ggml's block formats multiply against activations quantized to 8-bit blocks (ggml-cpu.c type_traits_cpu:
+vec_dot_type Q8_0 for q4_0/q8_0, Q8_K for the k-quants; ggml-cuda's MMQ quantizes activations to q8_1), so
+their matmuls run in int8; AWQ/GPTQ kernels (Marlin, exllama) dequantize to 16 bits.
 """
 
 from typing import NamedTuple
@@ -24,14 +27,15 @@ class Quant(NamedTuple):
     embedding_bits: float
     head_bits: float
     compute: str  # the weight dtype it reports as: int4 / int8 / fp8 / fp4 (weight-only ints compute in 16 bits)
+    activations: str | None = None  # the dtype its matmuls run in when the device has a peak for it (ggml: int8)
 
 
 QUANTS = {
-    "q4_0": Quant(4.5, 4.5, 6.5625, "int4"),  # lm_head at Q6_K, as llama.cpp's quantize keeps output.weight
-    "q4_k_m": Quant(4.85, 4.5, 6.5625, "int4"),
-    "q5_k_m": Quant(5.69, 5.5, 6.5625, "int4"),
-    "q6_k": Quant(6.5625, 6.5625, 6.5625, "int8"),
-    "q8_0": Quant(8.5, 8.5, 8.5, "int8"),
+    "q4_0": Quant(4.5, 4.5, 6.5625, "int4", "int8"),  # lm_head at Q6_K, as llama.cpp's quantize keeps output.weight
+    "q4_k_m": Quant(4.85, 4.5, 6.5625, "int4", "int8"),
+    "q5_k_m": Quant(5.69, 5.5, 6.5625, "int4", "int8"),
+    "q6_k": Quant(6.5625, 6.5625, 6.5625, "int8", "int8"),
+    "q8_0": Quant(8.5, 8.5, 8.5, "int8", "int8"),
     "awq": Quant(4.15625, 16, 16, "int4"),
     "gptq": Quant(4.15625, 16, 16, "int4"),
     "fp8": Quant(8.002, 16, 16, "fp8"),
