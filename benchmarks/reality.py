@@ -24,6 +24,8 @@ from roofline.calc.estimate import estimate_at, prepare
 from roofline.calc.sweep import default_batches
 
 TRAIN = Path(__file__).resolve().parents[2] / "shared" / "reality" / "train.json"
+HOLDOUT = Path(__file__).resolve().parent / "holdout.json"  # published figures held aside (benchmarks/fit_engines.py)
+MORE_TRAINING = Path(__file__).resolve().parent / "more_training.json"  # published figures this project added to training
 
 
 # The roofline itself as a preset: full efficiency, no step cost, the offline runs' memory fraction.
@@ -79,16 +81,25 @@ def rows(cases: dict[str, dict]) -> list[tuple[str, str, float, float, str]]:
     e = decode_case("llama-3.1-70b", "h100-sxm", 5000, 500, tp=2, weight_dtype="fp8", kv_dtype="fp8")
     out.append(("nim-llama33-70b-2xh100-5000-500-c1", "TTFT s (latency)", e.ttft_s, nim["ttft_ms"] / 1e3, "tp2 batch 1"))
     out.append(("nim-llama33-70b-2xh100-5000-500-c1", "ITL s (latency)", e.tpot_s, nim["itl_ms"] / 1e3, "tp2 batch 1"))
-    for case_id, device in (("llamacpp-h100-llama2-7b-q4_0", "h100-sxm"), ("llamacpp-rtx4090-llama2-7b-q4_0", "rtx-4090"),
-                            ("llamacpp-m4max-llama2-7b-q4_0", "apple-m4-max")):
-        value = cases[case_id]["value"]
-        tg = decode_case("llama-2-7b", device, 1, 129, quant="q4_0", kv_dtype="fp16")  # tg128: 128 tokens from an empty context
-        out.append((case_id, "tg128 s/token (latency)", tg.tpot_s, 1 / value["tg128_tokens_per_s"], "batch 1"))
-        # pp512: one 512-token prefill. On CUDA llama.cpp multiplies Q4_0 weights with int8 MMQ kernels (activations
-        # quantized to q8_1: ggml-cuda/mmq.cuh), so its prefill's roof is the int8 tensor-core peak, not fp16's.
-        compute = "int8" if "int8" in load_hardware(device).peak_flops and device != "apple-m4-max" else None
-        pp = decode_case("llama-2-7b", device, 512, 1, quant="q4_0", kv_dtype="fp16", compute_dtype=compute)
-        out.append((case_id, "pp512 s (latency)", pp.ttft_s, 512 / value["pp512_tokens_per_s"], "batch 1"))
+    # llama.cpp's llama-bench: tgN is N tokens generated from an empty context, ppN one N-token prefill. The bound's
+    # compute dtype is the library default for a ggml format: int8 where the device lists it (llama.cpp multiplies
+    # against 8-bit activation blocks: MMQ on CUDA), else fp16. The cases this project added are checked too.
+    named = {"llamacpp-h100-llama2-7b-q4_0": "h100-sxm", "llamacpp-rtx4090-llama2-7b-q4_0": "rtx-4090",
+             "llamacpp-m4max-llama2-7b-q4_0": "apple-m4-max"}
+    llamacpp = [(i, "llama-2-7b", named[i], "q4_0", cases[i]["value"]) for i in named if i in cases]
+    for extra in (MORE_TRAINING, HOLDOUT):
+        llamacpp += [(c["id"], c["model"], c["hardware"], c["quant"], c["value"]) for c in json.loads(extra.read_text())["cases"]
+                     if c["engine"] == "llamacpp"]
+    for case_id, model, device, quant, value in llamacpp:
+        for key, measured in value.items():
+            test = key.split("_")[0]
+            n = int(test[2:])
+            if test.startswith("tg"):
+                e = decode_case(model, device, 1, n + 1, quant=quant, kv_dtype="fp16")
+                out.append((case_id, f"{test} s/token (latency)", e.tpot_s, 1 / measured, "batch 1"))
+            else:
+                e = decode_case(model, device, n, 1, quant=quant, kv_dtype="fp16")
+                out.append((case_id, f"{test} s (latency)", e.ttft_s, n / measured, "batch 1"))
     kv = cases["vllm-kv-capacity-h100"]["value"]
     for key, model, tp in (("llama2_7b_tp1_tokens", "llama-2-7b", 1), ("llama2_70b_tp4_tokens", "llama-2-70b", 4)):
         e = estimate(load_model(model), load_hardware("h100-sxm"), tp=tp, output_tokens=2)

@@ -23,7 +23,7 @@ from roofline.calc.attention import engine_support
 from roofline.calc.calibrate import Calibrated
 from roofline.calc.features import cached_tokens, chunked, disagg, pipeline, spec_memory, speculative
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
-from roofline.calc.setup import MAX_COUNT, PRESET_ENGINES, HardwareInfo, Inputs, ModelInfo, Setup, engines, prepare
+from roofline.calc.setup import MAX_COUNT, HardwareInfo, Inputs, ModelInfo, Setup, engines, is_preset, prepare
 from roofline.calc.shape import Shape
 from roofline.calc.step import Phase, decode_step, phase
 from roofline.errors import UsageError
@@ -256,22 +256,25 @@ class EngineResult(NamedTuple):
 def _engine_result(model: Model, hardware: Hardware, inputs: Inputs, knobs: Knobs, calibrated, notes: list[str]) -> EngineResult | None:
     """The engine's prediction beside the bound: a preset's efficiencies and step cost, or the measured calibration."""
     name = inputs.engine
-    if name in PRESET_ENGINES and (knobs.pp > 1 or knobs.disagg):
+    by_preset = name is not None and name != "eager" and is_preset(name)
+    if by_preset and (knobs.pp > 1 or knobs.disagg):
         notes.append(f"engine {name}: no preset prediction with a pipeline or disaggregated pools (the presets were fitted on "
                      "colocated runs without pipeline stages)")
         return None
-    if name in PRESET_ENGINES:
+    if by_preset:
         from roofline.calc import presets
 
-        preset = presets.load(name)
+        preset = presets.for_device(name, hardware)
+        applied = presets.knobs(preset, hardware, inputs.compute_dtype)
         e = estimate(model, hardware, batch=inputs.batch, prompt_tokens=inputs.prompt_tokens, output_tokens=inputs.output_tokens,
-                     knobs=knobs._replace(engine=None, **presets.knobs(preset)))
+                     knobs=knobs._replace(engine=None, compute_dtype=inputs.compute_dtype, **applied))
         ttft, tpot, rate = presets.timings(e, preset.step_overhead_s)
         checked = f", checked on {len(preset.holdout)} held-aside figure(s)" if preset.holdout else ""
-        notes.append(f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} (engines/{name}.yaml), "
-                     f"bandwidth x{preset.bandwidth_fraction:.2f}, compute x{preset.compute_fraction:.2f}, "
-                     f"+{preset.step_overhead_s * 1e3:.2g} ms a step, memory fraction {preset.memory_fraction:.2f}")
-        return EngineResult(name, "preset", ttft, tpot, rate)
+        notes.append(f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} "
+                     f"(engines/{preset.name}.yaml): on {hardware.id}, {applied['bandwidth_efficiency']:.2f} of peak bandwidth and "
+                     f"{applied['compute_efficiency']:.2f} of the {inputs.compute_dtype} peak, +{preset.step_overhead_s * 1e3:.2g} ms a step, "
+                     f"memory fraction {preset.memory_fraction:.2f}")
+        return EngineResult(preset.name, "preset", ttft, tpot, rate)
     if calibrated is not None and name is not None:
         latency = calibrated.ttft_s + max(inputs.output_tokens - 1, 0) * calibrated.tpot_s
         return EngineResult(name, "measured", calibrated.ttft_s, calibrated.tpot_s, inputs.batch * inputs.output_tokens / latency)

@@ -221,8 +221,14 @@ def tier(hardware: Hardware, tp: int, inputs: Inputs, notes: list[str]) -> tuple
 
 
 def engine_name(name: str | None, hardware: Hardware) -> str | None:
-    """A preset engine, or a calibrated engine the profile measured (eager is roofline's own decoder, always priced)."""
-    if name is None or name == "eager" or name in PRESET_ENGINES:
+    """A preset engine that applies to the device, or a calibrated engine the profile measured (eager is roofline's
+    own decoder, always priced)."""
+    if name is None or name == "eager":
+        return name
+    if is_preset(name):
+        from roofline.calc import presets
+
+        presets.for_device(name, hardware)  # a preset fitted on another backend, or none at all, is an error now
         return name
     have = sorted(engines(hardware))
     if name not in have:
@@ -230,6 +236,13 @@ def engine_name(name: str | None, hardware: Hardware) -> str | None:
         raise UsageError(f"no measured {name!r} engine ({measured}; run `roofline measure --engine {name} --save PROFILE`; "
                          f"presets: {', '.join(PRESET_ENGINES)})", "engine")
     return name
+
+
+def is_preset(name: str) -> bool:
+    """An engine priced by a preset (engines/NAME.yaml), or one the presets name without data (vllm, sglang)."""
+    from roofline.calc import presets
+
+    return name in PRESET_ENGINES or name in presets.names()
 
 
 def engines(hardware: Hardware) -> dict[str, Any]:

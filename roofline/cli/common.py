@@ -182,7 +182,7 @@ Pp = Annotated[int, typer.Option("--pp", min=1, help="Pipeline stages: layers sp
 MicroBatches = Annotated[Optional[int], typer.Option("--micro-batches", min=1, help="Pipeline micro-batches. [default: min(batch, pp)]")]
 Disagg = Annotated[Optional[str], typer.Option("--disagg", help="Disaggregated prefill/decode pools: instances as xP:yD, e.g. 1P:3D.")]
 Ep = Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel devices (MoE): experts spread over them, all-to-alls added.")]
-Engine = Annotated[Optional[str], typer.Option("--engine", help="Engine of the calibrated prediction a measured profile gives: eager (roofline's own decoder) or one `roofline measure --engine` measured. [default: eager]")]
+Engine = Annotated[Optional[str], typer.Option("--engine", help="Engine whose prediction to print beside the bound: a preset learned from published benchmarks (trtllm; llamacpp, which picks its CUDA or Metal preset by the device), or on a measured profile eager (roofline's own decoder) or one `roofline measure --engine` measured. [default: eager]")]
 TpotSlo = Annotated[Optional[str], typer.Option("--tpot-slo", help="Latency objective per output token, e.g. 50ms.")]
 TtftSlo = Annotated[Optional[str], typer.Option("--ttft-slo", help="Latency objective to the first token, e.g. 2s.")]
 PromptList = Annotated[str, typer.Option("--prompt", help="Prompt tokens: a value, list or range.")]
