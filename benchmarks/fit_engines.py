@@ -170,6 +170,51 @@ def _row(name: str, predict, measured: float, params: dict) -> str:
     return f"   {name:62} {measured:10.4g} {predict(BOUND):10.4g} {value:10.4g} {value / measured - 1:+7.0%}"
 
 
+def fit(name: str, training: list) -> dict:
+    """The preset's fitted parameters, rounded as stored, with its fixed keys."""
+    fixed, extra, _ = STRUCTURE[name]
+    ranges = presets.PROXY_RANGES if "compute_peak" in fixed else presets.RANGES
+    fitted = presets.fit(loss_of([(n, lambda p, f=f, x=fixed: f({**p, **x}), m) for n, f, m in training]), {**START, **extra}, ranges=ranges)
+    return {**{k: round(v, -9) if k == "bandwidth_cap" else round(v, 4) for k, v in fitted.items()}, **fixed}
+
+
+def spread(name: str, training: list, full: dict) -> dict[str, list[float]]:
+    """Each fitted parameter's range over the fit and its leave-one-case-out refits: where the data allows, i.e.
+    with at least 3 cases (2 left per refit); {} otherwise."""
+    cases = sorted({n.split(" ")[0] for n, _, _ in training})
+    if len(cases) < 3:
+        return {}
+    refits = [fit(name, [t for t in training if t[0].split(" ")[0] != case]) for case in cases]
+    return {k: [min(r[k] for r in [full, *refits]), max(r[k] for r in [full, *refits])] for k in full if k in presets.RANGES}
+
+
+def report(name: str, full: dict, training: list, aside: list, held: dict, older: set, ranges: dict) -> None:
+    worst = max(abs(math.log(predict(full) / measured)) for _, predict, measured in training)
+    cap = f" up to {full['bandwidth_cap'] / 1e9:.0f} GB/s" if "bandwidth_cap" in full else ""
+    roof = f"the {full['compute_peak']} peak" if "compute_peak" in full else "the bound's peak"
+    print(f"\n{name} ({full.get('backend') or 'any device'}): bandwidth x{full['bandwidth_fraction']:.3g}{cap}, compute "
+          f"x{full['compute_fraction']:.3g} of {roof}, +{full['step_overhead_s'] * 1e3:.2g} ms "
+          f"a step, memory fraction {full['memory_fraction']:.3g} · {len(training)} points · worst |residual| {worst:.3f} (x{math.exp(worst):.2f})")
+    if ranges:
+        print("   leave-one-case-out ranges: " + ", ".join(f"{k} {lo:.3g}-{hi:.3g}" for k, (lo, hi) in ranges.items()))
+    else:
+        print(f"   leave-one-case-out ranges: none ({len({n.split(' ')[0] for n, _, _ in training})} cases; 3 needed)")
+    print(f"   {'case and figure':62} {'measured':>10} {'bound':>10} {'preset':>10} {'error':>7}")
+    for n, predict, measured in training:
+        print(_row(n, predict, measured, full))
+    for label, group in (("held aside (benchmarks/holdout.json)", [r for r in aside if r[0].split(" ")[0] not in older]),
+                         ("held aside, older build (outside the goal)", [r for r in aside if r[0].split(" ")[0] in older])):
+        if not group:
+            continue
+        inside = sum(abs(math.exp(held[n]) - 1) <= 0.25 for n, _, _ in group)
+        worst = max((held[n] for n, _, _ in group), key=abs)
+        print(f"   {label}: {inside} of {len(group)} within +-25%, worst {math.exp(worst) - 1:+.0%}; "
+              f"{'the misses' if len(group) > 12 else 'all'}:")
+        for n, predict, measured in group:
+            if abs(math.exp(held[n]) - 1) > 0.25 or len(group) <= 12:
+                print(_row(n, predict, measured, full))
+
+
 def main() -> None:
     cases = {c["id"]: c for c in json.loads(reality.TRAIN.read_text())}
     out = ROOT / "engines"
@@ -181,42 +226,21 @@ def main() -> None:
         if len(training) < 3:
             unsupported.append((name, len(training)))
             continue
-        fixed, extra, notes = STRUCTURE[name]
-        ranges = presets.PROXY_RANGES if "compute_peak" in fixed else presets.RANGES
-        fitted = presets.fit(loss_of([(n, lambda p, f=f, x=fixed: f({**p, **x}), m) for n, f, m in training]), {**START, **extra}, ranges=ranges)
-        params = {k: round(v, -9) if k == "bandwidth_cap" else round(v, 4) for k, v in fitted.items()}  # residuals of the values stored
-        full = {**params, **fixed}
-        residuals = {n: round(math.log(predict(full) / measured), 4) for n, predict, measured in training}
+        full = fit(name, training)
+        ranges = spread(name, training, full)
+        residuals = {n: round(math.log(predict(full) / measured), 4) for n, predict, measured in training}  # of the values stored
         held = {n: round(math.log(predict(full) / measured), 4) for n, predict, measured in aside.get(name, [])}
-        spec = {**{k: params[k] for k in presets.PARAMETERS}, **fixed, **({"bandwidth_cap": params["bandwidth_cap"]} if extra else {}),
+        spec = {**full,
+                **({"ranges": ranges} if ranges else {}),
                 "cases": sorted({n.split(" ")[0] for n, _, _ in training}),
                 "residuals": residuals,
                 **({"holdout": held} if held else {}),
                 "source": "benchmarks/fit_engines.py: pattern search minimizing the sum of squared log(predicted / measured) over the cases "
                           "below, from ../shared/reality/train.json and benchmarks/more_training.json (their sources are there)",
-                "notes": notes}
+                "notes": STRUCTURE[name][2]}
         text = "# Fitted by benchmarks/fit_engines.py; never edited by hand. Residual = log(predicted / measured).\n"
         (out / f"{name}.yaml").write_text(text + yaml.safe_dump(spec, sort_keys=False, width=120))
-        worst = max(abs(r) for r in residuals.values())
-        cap = f" up to {full['bandwidth_cap'] / 1e9:.0f} GB/s" if "bandwidth_cap" in full else ""
-        roof = f"the {full['compute_peak']} peak" if "compute_peak" in full else "the bound's peak"
-        print(f"\n{name} ({full.get('backend') or 'any device'}): bandwidth x{full['bandwidth_fraction']:.3g}{cap}, compute "
-              f"x{full['compute_fraction']:.3g} of {roof}, +{full['step_overhead_s'] * 1e3:.2g} ms "
-              f"a step, memory fraction {full['memory_fraction']:.3g} · {len(training)} points · worst |residual| {worst:.3f} (x{math.exp(worst):.2f})")
-        print(f"   {'case and figure':62} {'measured':>10} {'bound':>10} {'preset':>10} {'error':>7}")
-        for n, predict, measured in training:
-            print(_row(n, predict, measured, full))
-        for label, group in (("held aside (benchmarks/holdout.json)", [r for r in aside.get(name, []) if r[0].split(" ")[0] not in older]),
-                             ("held aside, older build (outside the goal)", [r for r in aside.get(name, []) if r[0].split(" ")[0] in older])):
-            if not group:
-                continue
-            inside = sum(abs(math.exp(held[n]) - 1) <= 0.25 for n, _, _ in group)
-            worst = max((held[n] for n, _, _ in group), key=abs)
-            print(f"   {label}: {inside} of {len(group)} within +-25%, worst {math.exp(worst) - 1:+.0%}; "
-                  f"{'the misses' if len(group) > 12 else 'all'}:")
-            for n, predict, measured in group:
-                if abs(math.exp(held[n]) - 1) > 0.25 or len(group) <= 12:
-                    print(_row(n, predict, measured, full))
+        report(name, full, training, aside.get(name, []), held, older, ranges)
     lines = ["# Engine presets", "", ("Fitted by `benchmarks/fit_engines.py` on `../shared/reality/train.json` and "
                                       "`benchmarks/more_training.json`; never edited by hand."), ""]
     lines += [f"- `{e}`: {n} usable training point(s) in the published data: too few to fit a preset (3 needed), so none is given."

@@ -126,6 +126,7 @@ def test_presets_are_current_with_the_calculator_on_held_aside_cases():
     (lambda s: s.replace("compute_fraction:", "compute_fractoin:"), "compute_fraction"),
     (lambda s: s.replace("residuals:", "residuals: 3\nold_residuals:"), "residuals"),
     (lambda s: s + "surprise: 1\n", "surprise"),
+    (lambda s: s.replace("  - 0.8111", "  - 1.5"), "ranges"),  # a range that does not hold the fitted value
 ])
 def test_the_preset_schema_names_the_bad_field(tmp_path, monkeypatch, change, expected):
     # A preset is data: a value out of its range, a missing or unknown key is one error naming the file and field.

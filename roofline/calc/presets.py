@@ -41,6 +41,7 @@ class Preset(NamedTuple):
     backend: str | None = None  # cuda / metal: the devices it was fitted on and applies to (None: any)
     compute_peak: str | None = None  # the dtype whose peak compute_fraction multiplies (None: the estimate's compute dtype)
     bandwidth_cap: float | None = None  # bytes/s its decode never exceeds (None: no cap)
+    ranges: dict[str, list[float]] = {}  # fitted parameter -> [low, high] over leave-one-case-out refits (3+ cases)
 
 
 def load(name: str) -> Preset:
@@ -62,11 +63,13 @@ def load(name: str) -> Preset:
     peak = f.take("compute_peak", choice(*COMPUTE_PEAKS), f"one of: {', '.join(COMPUTE_PEAKS)}", None)
     low, high = RANGES["bandwidth_cap"]
     cap = f.take("bandwidth_cap", number_between(low, high), f"bytes/s from {low:g} to {high:g}", None)
+    fitted = {**values, **({"bandwidth_cap": cap} if cap is not None else {})}
+    spans = f.take("ranges", _spans(fitted), "a mapping of fitted parameter to [low, high] around its value", {})
     source = f.take("source", text, "how the preset was fitted")
     f.take("notes", text, "notes", "")
-    f.done([*PARAMETERS, "cases", "residuals", "holdout", "backend", "compute_peak", "bandwidth_cap", "source", "notes"])
+    f.done([*PARAMETERS, "cases", "residuals", "holdout", "backend", "compute_peak", "bandwidth_cap", "ranges", "source", "notes"])
     return Preset(name, **values, cases=cases, residuals=residuals, source=source, holdout=holdout, backend=backend,
-                  compute_peak=peak, bandwidth_cap=cap)
+                  compute_peak=peak, bandwidth_cap=cap, ranges=spans)
 
 
 def names() -> list[str]:
@@ -103,6 +106,19 @@ def _strings(value: Any) -> list[str]:
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
         raise TypeError
     return value
+
+
+def _spans(fitted: dict[str, float]) -> Callable[[Any], dict[str, list[float]]]:
+    def check(value: Any) -> dict[str, list[float]]:
+        if not isinstance(value, dict) or not set(value) <= set(fitted):
+            raise TypeError
+        for name, span in value.items():
+            if (not isinstance(span, list) or len(span) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in span)
+                    or not span[0] <= fitted[name] <= span[1]):
+                raise TypeError
+        return value
+
+    return check
 
 
 def _residuals(value: Any) -> dict[str, float]:
