@@ -88,8 +88,8 @@ def for_device(engine: str, hardware) -> Preset:
         mine = [n for n in have if n.startswith(f"{engine}-")]
         if not mine:
             return load(engine)  # says there is none
-        raise UsageError(f"no {engine} preset for {hardware.id} (presets: "
-                         f"{', '.join(f'{n} for {BACKENDS[n.rsplit(chr(45), 1)[1]]} devices' for n in mine)})", "engine")
+        each = [f"{n} for {BACKENDS[n.removeprefix(engine + '-')]} devices" for n in mine]
+        raise UsageError(f"no {engine} preset for {hardware.id} (presets: {', '.join(each)})", "engine")
     preset = load(name)
     if preset.backend is not None and preset.backend != backend:
         raise UsageError(f"the {name} preset was fitted on {BACKENDS[preset.backend]} devices ({preset.backend}); "
