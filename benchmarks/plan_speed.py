@@ -1,4 +1,4 @@
-"""Time `roofline plan` over the whole catalog (20 devices) x 4 TP degrees x the batch range (target <= 1 s).
+"""Time `roofline plan` over the whole catalog (22 devices) x 4 TP degrees x the batch range (target <= 1 s).
 
 Run: python benchmarks/plan_speed.py
 Five interleaved rounds of the library call and the CLI (interpreter start included); medians and ranges.
