@@ -38,8 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import reality  # noqa: E402  (the case mapping lives beside this script)
 
-HOLDOUT = ROOT / "benchmarks" / "holdout.json"
-MORE_TRAINING = ROOT / "benchmarks" / "more_training.json"
+HOLDOUT, MORE_TRAINING = reality.HOLDOUT, reality.MORE_TRAINING
 START = {"bandwidth_fraction": 0.8, "compute_fraction": 0.5, "step_overhead_s": 0.001, "memory_fraction": 0.9}
 STRUCTURE = {  # preset -> (its fixed keys, its extra fitted parameters (start values), what a reader should know)
     "trtllm": ({"backend": "cuda"}, {}, "Fitted on H100 runs only: other NVIDIA devices are extrapolated with the same fractions."),
@@ -83,11 +82,7 @@ def points(cases: dict) -> dict[str, list]:
     trtllm.append(("nim-llama33-70b-2xh100-5000-500-c1 TTFT s", lambda p: nim_run(p)[0], nim["ttft_ms"] / 1e3))
     trtllm.append(("nim-llama33-70b-2xh100-5000-500-c1 ITL s", lambda p: nim_run(p)[1], nim["itl_ms"] / 1e3))
     out = {"trtllm": trtllm, "llamacpp-cuda": [], "llamacpp-metal": [], "vllm": [], "sglang": []}
-    llamacpp = [{"id": i, "hardware": d, "model": "llama-2-7b", "quant": "q4_0", "value": cases[i]["value"]}
-                for i, d in (("llamacpp-h100-llama2-7b-q4_0", "h100-sxm"), ("llamacpp-rtx4090-llama2-7b-q4_0", "rtx-4090"),
-                             ("llamacpp-m4max-llama2-7b-q4_0", "apple-m4-max"))]
-    llamacpp += [c for c in json.loads(MORE_TRAINING.read_text())["cases"] if c["engine"] == "llamacpp"]
-    for c in llamacpp:
+    for c in reality.llamacpp_cases(cases, MORE_TRAINING):
         out[_preset_of(c["hardware"])] += _llamacpp_points(c)
     return out
 
@@ -152,11 +147,8 @@ def roofs() -> None:
     """The evidence for the llama.cpp presets' shape: each case's achieved prefill rate as a multiple of each peak,
     and its decode's share of peak bandwidth, at the bound's accounting (the roofline's FLOPs and bytes)."""
     print("llama.cpp cases, achieved vs datasheet: prefill FLOP/s as a multiple of each peak; decode bytes/s as a share of bandwidth")
-    named = {"llamacpp-h100-llama2-7b-q4_0": "h100-sxm", "llamacpp-rtx4090-llama2-7b-q4_0": "rtx-4090", "llamacpp-m4max-llama2-7b-q4_0": "apple-m4-max"}
-    rows = [{"id": c["id"], "hardware": named[c["id"]], "model": "llama-2-7b", "quant": "q4_0", "value": c["value"]}
-            for c in json.loads(reality.TRAIN.read_text()) if c["id"] in named]
-    rows += [c for f in (MORE_TRAINING, HOLDOUT) for c in json.loads(f.read_text())["cases"] if c["engine"] == "llamacpp"]
-    for c in rows:
+    cases = {c["id"]: c for c in json.loads(reality.TRAIN.read_text())}
+    for c in reality.llamacpp_cases(cases, MORE_TRAINING, HOLDOUT):
         h = load_hardware(c["hardware"])
         (_, tg, tg_measured), (_, _, pp_measured) = sorted(_llamacpp_points(c), key=lambda r: r[0].split(" ")[1], reverse=True)
         rate = estimate(load_model(c["model"]), h, prompt_tokens=512, output_tokens=1, quant=c["quant"]).prefill.flops / pp_measured

@@ -54,6 +54,19 @@ def best_throughput(model: str, device: str, devices: int, prompt: int, output: 
     return best, how
 
 
+# train.json's llama.cpp cases: Llama-2-7B Q4_0 from the CUDA and Metal scoreboards, on these devices.
+LLAMACPP_TRAIN = {"llamacpp-h100-llama2-7b-q4_0": "h100-sxm", "llamacpp-rtx4090-llama2-7b-q4_0": "rtx-4090",
+                  "llamacpp-m4max-llama2-7b-q4_0": "apple-m4-max"}
+
+
+def llamacpp_cases(cases: dict[str, dict], *files: Path) -> list[dict]:
+    """train.json's llama.cpp cases in the shape of the JSON files' (id, model, hardware, quant, value), then each
+    llama.cpp case of `files` (more_training.json, holdout.json)."""
+    out = [{"id": i, "model": "llama-2-7b", "hardware": d, "quant": "q4_0", "value": cases[i]["value"]}
+           for i, d in LLAMACPP_TRAIN.items() if i in cases]
+    return out + [c for f in files for c in json.loads(f.read_text())["cases"] if c["engine"] == "llamacpp"]
+
+
 def decode_case(model: str, device: str, prompt: int, output: int, tp: int = 1, **knobs):
     return estimate(load_model(model), load_hardware(device), batch=1, prompt_tokens=prompt, output_tokens=output, tp=tp, **knobs)
 
@@ -84,22 +97,16 @@ def rows(cases: dict[str, dict]) -> list[tuple[str, str, float, float, str]]:
     # llama.cpp's llama-bench: tgN is N tokens generated from an empty context, ppN one N-token prefill. The bound's
     # compute dtype is the library default for a ggml format: int8 where the device lists it (llama.cpp multiplies
     # against 8-bit activation blocks: MMQ on CUDA), else fp16. The cases this project added are checked too.
-    named = {"llamacpp-h100-llama2-7b-q4_0": "h100-sxm", "llamacpp-rtx4090-llama2-7b-q4_0": "rtx-4090",
-             "llamacpp-m4max-llama2-7b-q4_0": "apple-m4-max"}
-    llamacpp = [(i, "llama-2-7b", named[i], "q4_0", cases[i]["value"]) for i in named if i in cases]
-    for extra in (MORE_TRAINING, HOLDOUT):
-        llamacpp += [(c["id"], c["model"], c["hardware"], c["quant"], c["value"]) for c in json.loads(extra.read_text())["cases"]
-                     if c["engine"] == "llamacpp"]
-    for case_id, model, device, quant, value in llamacpp:
-        for key, measured in value.items():
+    for c in llamacpp_cases(cases, MORE_TRAINING, HOLDOUT):
+        for key, measured in c["value"].items():
             test = key.split("_")[0]
             n = int(test[2:])
             if test.startswith("tg"):
-                e = decode_case(model, device, 1, n + 1, quant=quant, kv_dtype="fp16")
-                out.append((case_id, f"{test} s/token (latency)", e.tpot_s, 1 / measured, "batch 1"))
+                e = decode_case(c["model"], c["hardware"], 1, n + 1, quant=c["quant"], kv_dtype="fp16")
+                out.append((c["id"], f"{test} s/token (latency)", e.tpot_s, 1 / measured, "batch 1"))
             else:
-                e = decode_case(model, device, n, 1, quant=quant, kv_dtype="fp16")
-                out.append((case_id, f"{test} s (latency)", e.ttft_s, n / measured, "batch 1"))
+                e = decode_case(c["model"], c["hardware"], n, 1, quant=c["quant"], kv_dtype="fp16")
+                out.append((c["id"], f"{test} s (latency)", e.ttft_s, n / measured, "batch 1"))
     kv = cases["vllm-kv-capacity-h100"]["value"]
     for key, model, tp in (("llama2_7b_tp1_tokens", "llama-2-7b", 1), ("llama2_70b_tp4_tokens", "llama-2-70b", 4)):
         e = estimate(load_model(model), load_hardware("h100-sxm"), tp=tp, output_tokens=2)
