@@ -23,7 +23,7 @@ from roofline.calc.attention import engine_support
 from roofline.calc.calibrate import Calibrated
 from roofline.calc.features import cached_tokens, chunked, disagg, pipeline, spec_memory, speculative
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
-from roofline.calc.setup import MAX_COUNT, HardwareInfo, Inputs, ModelInfo, Setup, engines, is_preset, prepare
+from roofline.calc.setup import MAX_COUNT, HardwareInfo, Inputs, ModelInfo, Setup, engines, prepare
 from roofline.calc.shape import Shape
 from roofline.calc.step import Phase, decode_step, phase
 from roofline.errors import UsageError
@@ -211,7 +211,7 @@ def estimate_at(s: Setup, batch: int, prompt_tokens: int, output_tokens: int) ->
         warnings=_warnings(model, P, O),
         notes=notes,
         calibrated=calibrated,
-        engine=_engine_result(model, hardware, inputs, k, calibrated, notes),
+        engine=_engine_result(model, hardware, inputs, k, calibrated, notes, s.preset),
         speculative=spec,
         chunked=chunk,
         prefill_cached_tokens=cached,
@@ -253,18 +253,17 @@ class EngineResult(NamedTuple):
     output_tokens_per_s: float
 
 
-def _engine_result(model: Model, hardware: Hardware, inputs: Inputs, knobs: Knobs, calibrated, notes: list[str]) -> EngineResult | None:
+def _engine_result(model: Model, hardware: Hardware, inputs: Inputs, knobs: Knobs, calibrated, notes: list[str],
+                   preset) -> EngineResult | None:
     """The engine's prediction beside the bound: a preset's efficiencies and step cost, or the measured calibration."""
     name = inputs.engine
-    by_preset = name is not None and name != "eager" and is_preset(name)
-    if by_preset and (knobs.pp > 1 or knobs.disagg):
+    if preset is not None and (knobs.pp > 1 or knobs.disagg):
         notes.append(f"engine {name}: no preset prediction with a pipeline or disaggregated pools (the presets were fitted on "
                      "colocated runs without pipeline stages)")
         return None
-    if by_preset:
+    if preset is not None:
         from roofline.calc import presets
 
-        preset = presets.for_device(name, hardware)
         applied = presets.knobs(preset, hardware, inputs.compute_dtype)
         e = estimate(model, hardware, batch=inputs.batch, prompt_tokens=inputs.prompt_tokens, output_tokens=inputs.output_tokens,
                      knobs=knobs._replace(engine=None, compute_dtype=inputs.compute_dtype, **applied))

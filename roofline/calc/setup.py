@@ -101,6 +101,7 @@ class Setup(NamedTuple):
     model_info: "ModelInfo"
     hardware_info: "HardwareInfo"
     critical: dict  # (mean context, max batch) -> (critical batch, its reason): a sweep asks many batches per context
+    preset: Any  # the engine's preset (roofline.calc.presets.Preset), resolved once for every point; None without one
 
 
 def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **overrides: Any) -> Setup:
@@ -108,6 +109,7 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
     k = knobs_of(knobs, overrides)
     notes: list[str] = []
     template, storage = inputs_of(model, hardware, notes, {"batch": 1, "prompt_tokens": 1, "output_tokens": 0, **k._asdict()})
+    preset = preset_for(template.engine, hardware)
     peak = hardware.peak_flops[template.compute_dtype]
     ep = ep_degree(model, hardware, k, notes)
     shape = Shape(model, storage, template.kv_dtype, template.compute_dtype, k.tp, ep)
@@ -130,7 +132,7 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
     hardware_info = HardwareInfo(hardware.id, hardware.name, hardware.origin, peak, hardware.memory_bandwidth, hardware.memory_capacity)
     return Setup(model, hardware, k, template, storage, shape, draft, peak, peak * k.compute_efficiency,
                  hardware.memory_bandwidth * k.bandwidth_efficiency, link, latency, ep_link, pp_link, pools, tuple(notes), model_info,
-                 hardware_info, {})
+                 hardware_info, {}, preset)
 
 
 def inputs_of(model: Model, hardware: Hardware, notes: list[str], args: dict) -> Inputs:
@@ -226,10 +228,7 @@ def engine_name(name: str | None, hardware: Hardware) -> str | None:
     if name is None or name == "eager":
         return name
     if is_preset(name):
-        from roofline.calc import presets
-
-        presets.for_device(name, hardware)  # a preset fitted on another backend, or none at all, is an error now
-        return name
+        return name  # prepare resolves its preset for the device (preset_for)
     have = sorted(engines(hardware))
     if name not in have:
         measured = f"{hardware.id} measured: {', '.join(have)}" if have else f"{hardware.id} is not a profile with measured engines"
@@ -243,6 +242,16 @@ def is_preset(name: str) -> bool:
     from roofline.calc import presets
 
     return name in PRESET_ENGINES or name in presets.names()
+
+
+def preset_for(name: str | None, hardware: Hardware):
+    """The preset pricing engine `name` on `hardware`, or None for no engine, eager or a measured one; a preset
+    fitted on another backend, or an engine with none, is an error."""
+    if name is None or name == "eager" or not is_preset(name):
+        return None
+    from roofline.calc import presets
+
+    return presets.for_device(name, hardware)
 
 
 def engines(hardware: Hardware) -> dict[str, Any]:
