@@ -1,6 +1,6 @@
 """Reading a Llama-3.1-70B Q4_K_M-shaped GGUF header: time and memory of roofline's reader (target <= 0.3 s, <= 50 MB).
 
-The file is written with the gguf package (header, metadata and tensor table only; no tensor data): a 128,256-token
+The file is written with the gguf package (header, metadata and tensor table, then a sparse, unwritten data section): a 128,256-token
 vocabulary with scores and types, 280,147 merges, 80 layers = 724 tensors, types as llama.cpp's Q4_K_M mix.
 Run: python benchmarks/gguf_header.py   (needs the gguf package: pip install gguf)
 """
@@ -33,14 +33,19 @@ def write(path: Path) -> None:
 
     import numpy as np
 
+    data = [0]  # tensor bytes, each padded to the 32-byte alignment as gguf lays them out
+
     def info(name: str, shape: tuple[int, ...], qtype) -> None:
         """A tensor entry without data: quantized types are given by their byte shape (rows, blocks x bytes)."""
         block, size = gguf.GGML_QUANT_SIZES[qtype]
         if qtype == T.F32:
-            w.add_tensor_info(name, shape, np.float32, 4 * shape[-1] * (shape[0] if len(shape) > 1 else 1))
-            return
-        rows, cols = shape
-        w.add_tensor_info(name, (rows, cols // block * size), np.uint8, rows * cols // block * size, raw_dtype=qtype)
+            nbytes = 4 * shape[-1] * (shape[0] if len(shape) > 1 else 1)
+            w.add_tensor_info(name, shape, np.float32, nbytes)
+        else:
+            rows, cols = shape
+            nbytes = rows * cols // block * size
+            w.add_tensor_info(name, (rows, cols // block * size), np.uint8, nbytes, raw_dtype=qtype)
+        data[0] += -(-nbytes // 32) * 32
 
     info("token_embd.weight", (VOCAB, HIDDEN), T.Q4_K)
     info("output_norm.weight", (HIDDEN,), T.F32)
@@ -55,6 +60,8 @@ def write(path: Path) -> None:
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     w.close()
+    with path.open("r+b") as f:  # a sparse data section: the reader checks that every tensor lies inside the file
+        f.truncate(-(-path.stat().st_size // 32) * 32 + data[0])
 
 
 def main() -> None:

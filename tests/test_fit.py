@@ -17,9 +17,10 @@ def test_largest_context_by_hand():
     # Llama-3.1-8B bf16: 8,030,261,248 params x 2 B; KV 2 x 32 x 8 x 128 x 2 = 131,072 B/token.
     budget = H100 - 8_030_261_248 * 2
     f = fit(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=1)
-    assert f.max_context_tokens == int(budget // 131_072)  # 467,292
+    assert f.memory_context_tokens == int(budget // 131_072)  # 467,292: past the model's own 131,072
+    assert f.max_context_tokens == 131_072
     f4 = fit(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=4, context=131_072)
-    assert f4.max_context_tokens == int(budget // (4 * 131_072))
+    assert f4.max_context_tokens == f4.memory_context_tokens == int(budget // (4 * 131_072))
     assert f4.max_batch == int(budget // (131_072 * 131_072))  # 3 sequences of the full 128k context
 
 
@@ -29,10 +30,10 @@ def test_sliding_windows_cap_the_kv_and_the_context():
     m = load_model("gemma-2-9b")
     budget = 0.9 * 24 * 2**30 - m.params * 2  # L4: 24 GiB
     f = fit(m, load_hardware("l4"), batch=1, context=8192)
-    assert f.max_context_tokens == int(budget / (8192 * 21) - 4096)
-    # Mistral-7B windows every layer (4096): its KV stops growing, so no context is too long.
+    assert f.memory_context_tokens == int(budget / (8192 * 21) - 4096) and f.max_context_tokens == 8192  # its max_context
+    # Mistral-7B windows every layer (4096): its KV stops growing, so memory sets no limit; its max_context does.
     g = fit(load_model("mistral-7b"), load_hardware("l4"), batch=1)
-    assert g.max_context_tokens is None and "unbounded" in g.max_context_reason
+    assert g.memory_context_tokens is None and g.max_context_tokens == 32_768 and "not the limit" in g.max_context_reason
 
 
 def test_the_tp_that_just_fits():
@@ -51,7 +52,7 @@ def test_mla_and_moe_by_hand():
     # x 2 B = 70,272 B per token, and the latent has no heads to split, so every device holds all of it.
     budget = 0.9 * 141 * 2**30 - 671_026_404_352 / 8
     f = fit(load_model("deepseek-v3"), load_hardware("h200"), tp=8)
-    assert f.max_context_tokens == int(budget // 70_272)  # 745,382
+    assert f.memory_context_tokens == int(budget // 70_272) and f.max_context_tokens == 163_840  # 745,382, then its own limit
     assert f.max_batch == int(budget // (70_272 * 163_840))  # 4 sequences of the full 160k context
     # At tp 4 the weights (167.8 GB per device) exceed 0.9 x 141 GiB = 136.3 GB: tp 8 is the smallest that fits.
     assert f.min_tp == 8
@@ -60,8 +61,8 @@ def test_mla_and_moe_by_hand():
 def test_quantized_kv_doubles_the_context():
     # q4_0 KV is 18/32 B per element against bf16's 2: 3.56x the tokens in the same budget.
     m, h = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
-    bf16 = fit(m, h).max_context_tokens
-    q4 = fit(m, h, kv_dtype="q4_0").max_context_tokens
+    bf16 = fit(m, h).memory_context_tokens
+    q4 = fit(m, h, kv_dtype="q4_0").memory_context_tokens
     assert q4 == int((H100 - 8_030_261_248 * 2) // (65_536 * 18 / 32))
     assert q4 > 3.5 * bf16
 

@@ -143,6 +143,8 @@ def test_a_sliding_window_never_adds_kv_or_time(model, device, window, prompt, o
 @settings(max_examples=100, deadline=None)
 @given(models(), devices(), st.sampled_from([2, 4, 8]), st.integers(1, 64))
 def test_tp_splits_weights_and_flops(model, device, tp, batch):
+    arch = model.arch._replace(num_heads=8 * model.arch.num_heads, num_kv_heads=8)  # heads that any tp of 2, 4, 8 splits
+    model = model._replace(arch=arch, counts=count_params(arch))
     device = device._replace(interconnect_bandwidth=450e9)
     one = estimate(model, device, batch=batch, prompt_tokens=128, output_tokens=16)
     many = estimate(model, device, batch=batch, prompt_tokens=128, output_tokens=16, tp=tp)

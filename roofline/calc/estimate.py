@@ -21,9 +21,10 @@ from roofline.calc import calibrate
 from roofline.calc import formulas as f
 from roofline.calc.attention import engine_support
 from roofline.calc.calibrate import Calibrated
-from roofline.calc.features import cached_tokens, chunked, disagg, pipeline, spec_memory, speculative
+from roofline.calc.features import cached_tokens, chunked, disagg, draft_memory, pipeline, speculative
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
 from roofline.calc.setup import MAX_COUNT, HardwareInfo, Inputs, ModelInfo, Setup, engines, prepare
+from roofline.calc.serving import Work
 from roofline.calc.shape import Shape
 from roofline.calc.step import Phase, decode_step, phase
 from roofline.errors import UsageError
@@ -143,37 +144,41 @@ def estimate_at(s: Setup, batch: int, prompt_tokens: int, output_tokens: int) ->
     step = decode_step(shape, B, P, steps, F, W, link, latency, ep_link)
     comm = {"tp_s": shape.tp_seconds(B, link, latency), "ep_s": shape.ep_seconds(B, *ep_link) if ep_link else 0.0, "pp_s": 0.0}
     mean_context = P + (steps - 1) / 2
-    spec = speculative(s, B, mean_context, notes)
-    chunk = chunked(s, B, P, O, mean_context, step.time_s, spec, notes)
+    spec = speculative(s, B, P, cached, mean_context, notes)
+    chunk = chunked(s, B, P, O, mean_context, Work(step.time_s, step.bytes, step.flops), spec, notes)
     tpot = chunk.tpot_s if chunk else spec.tpot_s if spec else step.time_s
-    ttft = chunk.ttft_s if chunk else prefill.time_s
+    ttft = (chunk.ttft_s if chunk else prefill.time_s) + (spec.draft_prefill_s if spec else 0.0)
     pipe = None
     if k.pp > 1:
         pipe = pipeline(s, B, P, cached, steps, notes)
         ttft, tpot, comm["pp_s"] = pipe.ttft_s, pipe.tpot_s, pipe.hop_decode_s * pipe.cycle_stages
-    per_token = pipe.device_bytes_per_token if pipe else step.bytes
+    # Utilization: the bytes (FLOPs) a device moves per output token of a sequence over the time per token, i.e.
+    # one iteration's (speculative, chunked, pipelined) work over its time: never above 1 at the bound.
+    per_token = next((r for r in (pipe, chunk, spec) if r is not None), None)
     decode = Decode(
         *step[:8],  # Phase's fields but cached_tokens, in order
         steps=O - 1 if O > 1 else 0,
         mean_context_tokens=mean_context,
         tokens_per_s=B / tpot,  # with speculative decoding, chunked prefill or a pipeline, their effective TPOT
         tokens_per_s_per_sequence=1 / tpot,
-        mbu=per_token / tpot / hardware.memory_bandwidth,
-        mfu=(pipe.device_flops_per_token if pipe else step.flops) / tpot / s.peak,
+        mbu=(per_token.device_bytes_per_token if per_token else step.bytes) / tpot / hardware.memory_bandwidth,
+        mfu=(per_token.device_flops_per_token if per_token else step.flops) / tpot / s.peak,
     )
     if O <= 1:
         notes.append("output_tokens <= 1: no decode step runs; decode figures are those of a step at context P")
 
     stages = k.pp
     kv_sequence = shape.kv_cached(P + O)
-    shared = min(k.shared_prefix, P) if k.shared_prefix else 0
-    kv_device = (kv_sequence - shape.kv_cached(shared)) * shape.kv_share / stages  # a shared prefix is held once, below
-    extra = shape.kv_cached(shared) * shape.kv_share / stages + (spec_memory(s.draft, B, P + O) if spec else 0.0)
-    weights = shape.weights / stages
-    budget = f.kv_budget(k.memory_fraction, hardware.memory_capacity, weights) - extra
+    shared = min(k.shared_prefix, P)
     if shared:
         notes.append(f"shared prefix: {shared} tokens of KV held once for the batch (reads stay per sequence)")
-    limit = min(f.max_batch(budget, kv_device), MAX_COUNT) if kv_device > 0 else None  # a batch past 1e9 is not a batch
+    # Per device: what every sequence brings (its own KV, and the drafter's), and what is held once.
+    once, own = (draft_memory(s.draft, P + O, shared) if spec else (0.0, 0.0))
+    kv_device = shape.kv_own(P + O, shared) * shape.kv_share / stages + own
+    weights = shape.weights / stages
+    budget = f.kv_budget(k.memory_fraction, hardware.memory_capacity, weights) - shape.kv_cached(shared) * shape.kv_share / stages - once
+    # Each attention group (dp > 1: experts spread wider than tp) holds its share of the sequences.
+    limit = min(shape.dp * f.max_batch(budget, kv_device), MAX_COUNT) if kv_device > 0 else None  # a batch past 1e9 is not a batch
     fits, fits_reason = _fits(budget, limit, B, weights, k.memory_fraction, hardware.memory_capacity)
     key = (mean_context, limit)  # neither depends on the batch: a sweep's points share them
     if key not in s.critical:
@@ -208,7 +213,7 @@ def estimate_at(s: Setup, batch: int, prompt_tokens: int, output_tokens: int) ->
         request_latency_s=latency_s,
         output_tokens_per_s=split.requests_per_s * O if split else f.output_tokens_per_s(B, O, latency_s),
         requests_per_s=split.requests_per_s if split else B / latency_s,
-        warnings=_warnings(model, P, O),
+        warnings=_warnings(model, P, O, k.draft),
         notes=notes,
         calibrated=calibrated,
         engine=_engine_result(model, hardware, inputs, k, calibrated, notes, s.preset),
@@ -298,8 +303,11 @@ def _critical_reason(critical: int | None, limit: int | None, shape: Shape, cont
     return "decode turns compute-bound from this batch (KV traffic included)"
 
 
-def _warnings(model: Model, prompt: int, output: int) -> list[str]:
+def _warnings(model: Model, prompt: int, output: int, draft: Model | None = None) -> list[str]:
     warnings = []
+    if draft is not None and draft.params >= model.params:
+        warnings.append(f"draft {draft.id} ({draft.params / 1e9:.3g}B parameters) is not smaller than {model.id} "
+                        f"({model.params / 1e9:.3g}B): drafting costs more than it saves")
     if model.max_context is not None and prompt + output > model.max_context:
         warnings.append(f"prompt + output = {prompt + output} tokens exceeds {model.id}'s max_context {model.max_context}")
     w = model.weights_file

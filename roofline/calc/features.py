@@ -2,6 +2,7 @@
 decoding, chunked prefill (alone or with speculation), pipeline stages and disaggregated pools.
 """
 
+from roofline.calc import formulas as f
 from roofline.calc import serving
 from roofline.calc.knobs import Knobs
 from roofline.calc.setup import DEFAULT_ACCEPTANCE, DEFAULT_DRAFT_TOKENS, MAX_COUNT, MTP_ACCEPTANCE, Setup
@@ -27,27 +28,44 @@ def cached_tokens(k: Knobs, prompt: int) -> int:
     return cached
 
 
-def spec_memory(draft: Shape, batch: int, tokens: int) -> float:
-    """Device memory the drafter takes: its weights and its KV cache for the batch."""
-    return draft.weights + batch * draft.kv_cached(tokens) * draft.kv_share
+def draft_memory(draft: Shape, context: float, shared: int) -> tuple[float, float]:
+    """Device memory the drafter takes: (held once: its weights and the shared prefix's KV, per sequence: its own
+    KV at `context` tokens) [B]; each sequence brings the target's KV and the drafter's."""
+    return draft.weights + draft.kv_cached(shared) * draft.kv_share, draft.kv_own(context, shared) * draft.kv_share
 
 
-def speculative(s: Setup, B: int, context: float, notes: list[str]):
-    draft, k, shape, F, W, link, latency = s.draft, s.knobs, s.shape, s.F, s.W, s.link, s.latency
+def step_work(flops: float, nbytes: float, comm_s: float, F: float, W: float) -> serving.Work:
+    """A step's roofline time (plus its communication) with the bytes and FLOPs it moves per device."""
+    return serving.Work(max(flops / F, nbytes / W) + comm_s, nbytes, flops)
+
+
+def spec_steps(s: Setup, B: int, context: float, tokens: int) -> tuple[serving.Work, serving.Work]:
+    """One draft decode step and the target's verification of tokens + 1 tokens per sequence, at `context`."""
+    draft, shape, F, W, link, latency = s.draft, s.shape, s.F, s.W, s.link, s.latency
+    draft_step = step_work(draft.decode_flops(B, context), draft.decode_bytes(B, context), draft.comm_seconds(B, link, latency), F, W)
+    verify = step_work(shape.verify_flops(B, context, tokens + 1), shape.verify_bytes(B, context, tokens + 1),
+                       shape.comm_seconds(B * (tokens + 1), link, latency, s.ep_link), F, W)
+    return draft_step, verify
+
+
+def speculative(s: Setup, B: int, P: int, cached: int, context: float, notes: list[str]):
+    """Speculative decoding at batch B; the drafter prefills the batch's prompts (one prompt when chunked: the
+    new request's, as its chunks ride on the running batch's steps)."""
+    draft, k = s.draft, s.knobs
     if draft is None:
         return None
     tokens = k.draft_tokens if k.draft_tokens is not None else (k.mtp if k.mtp else DEFAULT_DRAFT_TOKENS)
     a = k.acceptance if k.acceptance is not None else (MTP_ACCEPTANCE if k.mtp else DEFAULT_ACCEPTANCE)
-    draft_step = max(draft.decode_flops(B, context) / F, draft.decode_bytes(B, context) / W) + draft.comm_seconds(B, link, latency)
-    verify = max(shape.verify_flops(B, context, tokens + 1) / F, shape.verify_bytes(B, context, tokens + 1) / W)
-    verify += shape.comm_seconds(B * (tokens + 1), link, latency)
-    result = serving.speculative("mtp" if k.mtp else k.draft.id, tokens, a, draft_step, verify)
+    prompts = 1 if k.chunk_tokens is not None else B
+    prefill = phase(draft.prefill_flops(prompts, P, cached), draft.prefill_bytes(prompts, P, cached), s.F, s.W,
+                    comm_s=draft.comm_seconds(prompts * (P - cached), s.link, s.latency))
+    result = serving.speculative("mtp" if k.mtp else k.draft.id, tokens, a, *spec_steps(s, B, context, tokens), prefill.time_s)
     notes.append(f"speculative decoding: {tokens} drafted, acceptance {a:g} (i.i.d.), {result.expected_tokens_per_step:.3g} tokens per "
-                 "target step (Leviathan et al. 2023); priced at the mean context")
+                 "target step (Leviathan et al. 2023); priced at the mean context; TTFT includes the drafter's prefill")
     return result
 
 
-def chunked(s: Setup, B: int, P: int, O: int, context: float, decode_step_s: float, spec, notes: list[str]):
+def chunked(s: Setup, B: int, P: int, O: int, context: float, decode: serving.Work, spec, notes: list[str]):
     """Chunked prefill; with speculative decoding the chunk rides on the target's verification step."""
     k, shape, F, W = s.knobs, s.shape, s.F, s.W
     if k.chunk_tokens is None:
@@ -57,21 +75,34 @@ def chunked(s: Setup, B: int, P: int, O: int, context: float, decode_step_s: flo
     if isinstance(C, bool) or not isinstance(C, int) or not B * per_sequence < C <= MAX_COUNT:
         what = f"the batch x verified tokens ({B} x {per_sequence})" if spec else f"the batch ({B})"
         raise UsageError(f"expected more tokens per step than {what}, got {C!r}", "chunk_tokens")
-    room = C - B * per_sequence
-    # A mixed step: the B sequences' decode (or verification) tokens at the mean context, and a chunk of `room`
-    # prompt tokens in the middle of a prompt.
-    chunk = min(P, room)
-    flops = shape.verify_flops(B, context, per_sequence) + shape.prefill_flops(1, chunk)
-    # the verification's bytes, its weight reads replaced by those of all the step's tokens (MoE touches more experts)
-    nbytes = shape.verify_bytes(B, context, per_sequence) - shape.streamed(B * per_sequence) + shape.streamed(B * per_sequence + chunk)
-    nbytes += shape.kv_cached(chunk) * shape.kv_share
-    mixed = max(flops / F, nbytes / W) + shape.comm_seconds(C, s.link, s.latency)
-    target_step = spec.verify_s if spec else decode_step_s
-    result = serving.chunked(C, B, P, O, mixed, target_step, per_sequence,
-                             spec.expected_tokens_per_step if spec else 1.0, spec.draft_s if spec else 0.0)
+    room, running = C - B * per_sequence, B * per_sequence
+    n = -(-P // room)
+    base_flops, base_bytes = shape.verify_flops(B, context, per_sequence), shape.verify_bytes(B, context, per_sequence)
+    base_bytes -= shape.streamed(running)  # the step's weight reads are those of all its tokens, below
+
+    def mixed(i: int) -> tuple[float, float, float]:
+        """(FLOPs, bytes, comm s) of the step carrying chunk i: the running tokens at the mean context and prompt
+        tokens i x room + 1 .. min((i + 1) room, P), attending over the prompt's earlier tokens and reading their KV."""
+        start, end = i * room, min((i + 1) * room, P)
+        flops = base_flops + shape.prefill_flops(1, end, start, logits=end == P)
+        nbytes = base_bytes + shape.streamed(running + end - start) + shape.kv_cached(end) * shape.kv_share
+        return flops, nbytes, shape.comm_seconds(running + end - start, s.link, s.latency, s.ep_link)
+
+    last = step_work(*mixed(n - 1), F, W)
+    total = last
+    if n > 1:  # the n - 1 full chunks, in closed form: their work is linear in i between the window's breakpoints
+        window = [shape.window / room - 1, shape.window / room] if shape.window else []
+        mean_s, mean_compute, mean_memory = f.mean_of_max_piecewise(lambda i: mixed(i)[0] / F, lambda i: mixed(i)[1] / W, n - 1, window)
+        comm = mixed(0)[2]
+        total += serving.Work(mean_s + comm, mean_memory * W, mean_compute * F) * (n - 1)
+    draft, target = serving.NO_WORK, decode
+    if spec:
+        draft_step, target = spec_steps(s, B, context, spec.draft_tokens)
+        draft = draft_step * spec.draft_tokens
+    result = serving.chunked(C, B, O, n, total, target, per_sequence, spec.expected_tokens_per_step if spec else 1.0, draft)
     with_spec = " (each step a speculative verification: drafts precede it)" if spec else ""
-    notes.append(f"chunked prefill: {C} tokens a step{with_spec}; {result.mixed_share:.0%} of steps carry a chunk in steady state "
-                 f"(requests finish at B / O per token, each brings P prompt tokens)")
+    notes.append(f"chunked prefill: {C} tokens a step{with_spec}, {n} chunk(s) a prompt, each attending over the prompt's earlier "
+                 f"chunks; {result.mixed_share:.0%} of steps carry a chunk in steady state (requests finish at B / O per token)")
     return result
 
 

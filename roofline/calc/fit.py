@@ -26,8 +26,9 @@ class Fit(NamedTuple):
     model: dict[str, Any]
     hardware: dict[str, Any]
     inputs: dict[str, Any]
-    max_context_tokens: int | None  # at `batch`; None when even 1 token does not fit, or when KV stops growing
+    max_context_tokens: int | None  # at `batch`, at most the model's max_context; None when even 1 token does not fit
     max_context_reason: str
+    memory_context_tokens: int | None  # what the KV budget alone holds at `batch` (None: unbounded, or not one token)
     max_batch: int | None  # at `context`
     max_batch_reason: str
     min_tp: int | None  # weights + one sequence at `context` fit per device
@@ -60,7 +61,7 @@ def fit(model: Model, hardware: Hardware, *, batch: int = 1, context: int | None
     i = base.inputs
     shape = Shape(model, storage_for(model, k.quant, k.bits_per_weight, k.weight_dtype, i.weight_dtype), i.kv_dtype, i.compute_dtype, i.tp)
     budget = base.kv_budget_bytes if base.fits or base.weight_bytes_per_device <= i.memory_fraction * hardware.memory_capacity else -1.0
-    max_context, context_reason = _max_context(shape, budget, batch)
+    max_context, memory_context, context_reason = _max_context(shape, budget, batch, model.max_context)
     max_batch = base.max_batch
     batch_reason = ("weights alone exceed the memory fraction" if budget < 0 else
                     "no KV cache" if max_batch is None else f"{max_batch} sequences of {context} tokens fill the KV budget")
@@ -70,24 +71,32 @@ def fit(model: Model, hardware: Hardware, *, batch: int = 1, context: int | None
         hardware={"id": hardware.id, "name": hardware.name, "memory_capacity_bytes": hardware.memory_capacity},
         inputs={"batch": batch, "context_tokens": context, **{n: getattr(i, n) for n in ("weight_dtype", "kv_dtype", "bits_per_weight",
                                                                                       "memory_fraction", "tp", "quant")}},
-        max_context_tokens=max_context, max_context_reason=context_reason, max_batch=max_batch if budget >= 0 else 0,
+        max_context_tokens=max_context, max_context_reason=context_reason, memory_context_tokens=memory_context, max_batch=max_batch if budget >= 0 else 0,
         max_batch_reason=batch_reason, min_tp=min_tp, min_tp_reason=tp_reason,
     )
 
 
-def _max_context(shape: Shape, budget: float, batch: int) -> tuple[int | None, str]:
-    """The largest C with batch x KV(C) within budget: KV(C) never decreases, so a binary search is exact."""
+def _max_context(shape: Shape, budget: float, batch: int, limit: int | None) -> tuple[int | None, int | None, str]:
+    """(the answer: the largest context within the KV budget and the model's own max_context `limit`, what memory
+    alone holds (None: unbounded), why). KV(C) never decreases, so a binary search is exact."""
     if budget < 0 or not fits(shape, budget, batch, 1):
-        return None, "not even one token per sequence fits: the weights fill the memory fraction" if budget < 0 else "not even one token fits"
-    if shape.kv_cached(MAX_COUNT) == shape.kv_cached(MAX_COUNT // 2):  # every layer windowed (or no KV): stops growing
-        return None, "unbounded: every layer's KV cache stops growing at its sliding window"
+        why = "not even one token per sequence fits: the weights fill the memory fraction" if budget < 0 else "not even one token fits"
+        return None, None, why
+    if shape.kv_cached(MAX_COUNT) == shape.kv_cached(MAX_COUNT // 2) and fits(shape, budget, batch, MAX_COUNT):
+        # every layer windowed (or no KV): the cache stops growing, so memory sets no limit
+        if limit is None:
+            return None, None, "unbounded: every layer's KV cache stops growing at its sliding window (and the model gives no max_context)"
+        return limit, None, "the model's max_context: memory is not the limit (every layer's KV cache stops growing at its sliding window)"
     low, high = 1, MAX_COUNT
     while low < high:
         mid = (low + high + 1) // 2
         low, high = (mid, high) if fits(shape, budget, batch, mid) else (low, mid - 1)
-    if low == MAX_COUNT:
-        return None, f"unbounded up to {MAX_COUNT:.0e} tokens"
-    return low, f"{batch} sequence(s) of {low} tokens fill the KV budget"
+    memory = None if low == MAX_COUNT else low
+    if limit is not None and low >= limit:
+        return limit, memory, f"the model's max_context: memory would hold {batch} sequence(s) of {low:,} tokens"
+    if memory is None:
+        return None, None, f"unbounded up to {MAX_COUNT:.0e} tokens"
+    return low, low, f"{batch} sequence(s) of {low:,} tokens fill the KV budget"
 
 
 def _min_tp(model: Model, k: Knobs, inputs, hardware: Hardware, context: int) -> tuple[int | None, str]:

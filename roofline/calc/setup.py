@@ -113,8 +113,9 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
     peak = hardware.peak_flops[template.compute_dtype]
     ep = ep_degree(model, hardware, k, notes)
     shape = Shape(model, storage, template.kv_dtype, template.compute_dtype, k.tp, ep)
-    link, latency = tier(hardware, k.tp, template, notes)
-    ep_link = tier(hardware, max(k.tp, ep), template, notes) if ep > 1 else None
+    check_layout(model, k)
+    link, latency = tier(hardware, k.tp, f"tp {k.tp}", template, notes)
+    ep_link = tier(hardware, max(k.tp, ep), f"ep {ep}", template, notes) if ep > 1 else None
     draft = draft_shape(model, k, template, storage)
     check_serving(k, draft)
     pp_link = pools = None
@@ -122,10 +123,11 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
         raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for pp > 1 or disaggregated pools "
                          "(add it to its hardware YAML)", "pp" if k.pp > 1 else "disagg")
     if k.pp > 1:
-        pp_link = tier(hardware, k.tp * k.pp, template, notes)
+        pp_link = tier(hardware, k.tp * k.pp, f"pp {k.pp} x tp {k.tp} = {k.tp * k.pp} devices", template, notes)
     if k.disagg is not None:
         x, y = serving.parse_disagg(k.disagg)
-        pools = (x, y, tier(hardware, (x + y) * k.tp * k.pp, template, notes))
+        group = (x + y) * k.tp * k.pp
+        pools = (x, y, tier(hardware, group, f"the {x}P:{y}D pools' {group} devices", template, notes))
     notes += shape_notes(model, k.tp)
     model_info = ModelInfo(model.id, model.name, model.params, float(model.counts.active) if model.counts else model.params, shape.matmul,
                            model.source_kind)
@@ -206,17 +208,18 @@ def storage_for(model: Model, quant: str | None, bits: float | None, asked_dtype
     return uniform(model, 8 * DTYPE_BYTES[weight])
 
 
-def tier(hardware: Hardware, tp: int, inputs: Inputs, notes: list[str]) -> tuple[float | None, float]:
-    """The link a tensor-parallel group's all-reduces use: the intra-node interconnect while the group fits in one
-    node (devices_per_node, default 8), else the slower inter-node tier (internode_bandwidth / _latency)."""
+def tier(hardware: Hardware, devices: int, group: str, inputs: Inputs, notes: list[str]) -> tuple[float | None, float]:
+    """The link a group of `devices` (named `group` in the notes) communicates over: the intra-node interconnect
+    while the group fits in one node (devices_per_node, default 8), else the slower inter-node tier
+    (internode_bandwidth / _latency)."""
     per_node = hardware.devices_per_node or DEVICES_PER_NODE
-    if tp <= per_node:
+    if devices <= per_node:
         return hardware.interconnect_bandwidth, inputs.collective_latency_s
-    if hardware.internode_bandwidth is None:  # --tp keeps working as before; the note says what was assumed
-        notes.append(f"tp {tp} spans nodes of {per_node} devices but {hardware.id} gives no internode_bandwidth: its intra-node "
+    if hardware.internode_bandwidth is None:  # the layout keeps working as before; the note says what was assumed
+        notes.append(f"{group} spans nodes of {per_node} devices but {hardware.id} gives no internode_bandwidth: its intra-node "
                      "figure is assumed, optimistic (add internode_bandwidth, e.g. 50 GB/s for 400 Gb/s InfiniBand)")
         return hardware.interconnect_bandwidth, inputs.collective_latency_s
-    notes.append(f"tp {tp} spans nodes of {per_node} devices: its all-reduces run at the inter-node "
+    notes.append(f"{group} spans nodes of {per_node} devices: its traffic runs at the inter-node "
                  f"{hardware.internode_bandwidth / 1e9:.3g} GB/s per device")
     latency = hardware.internode_latency if hardware.internode_latency is not None else inputs.collective_latency_s
     return hardware.internode_bandwidth, latency
@@ -289,6 +292,22 @@ def shape_notes(model: Model, tp: int) -> list[str]:
     return notes
 
 
+def check_layout(model: Model, k: Knobs) -> None:
+    """Refuse layouts no engine can build: tp must split the attention heads evenly (and the KV heads, or be a
+    multiple of them: vLLM's rule), pp at most one layer a stage."""
+    a = model.arch
+    if a is None:
+        return
+    if k.tp > 1 and (a.num_heads % k.tp or (not a.mla and a.num_kv_heads % k.tp and k.tp % a.num_kv_heads)):
+        valid = [t for t in range(1, a.num_heads + 1) if not a.num_heads % t and (a.mla or not a.num_kv_heads % t or not t % a.num_kv_heads)]
+        kv = "" if a.mla else f" and {a.num_kv_heads} KV heads"
+        raise UsageError(f"tp {k.tp} does not split {model.id}'s {a.num_heads} attention heads{kv} evenly "
+                         f"(valid: {', '.join(map(str, valid))})", "tp")
+    pp = k.pp
+    if not isinstance(pp, bool) and isinstance(pp, int) and pp > a.layers:
+        raise UsageError(f"pp {pp} stages for {model.id}'s {a.layers} layers: at most one stage a layer (valid: 1 to {a.layers})", "pp")
+
+
 def ep_degree(model: Model, hardware: Hardware, k: Knobs, notes: list[str]) -> int:
     """The expert-parallel degree: MoE models only, at most one expert per device, over the tp devices or a
     multiple of them (attention and KV stay split as --tp sets them)."""
@@ -300,33 +319,56 @@ def ep_degree(model: Model, hardware: Hardware, k: Knobs, notes: list[str]) -> i
     c = model.counts
     if c is None or not c.moe_layers:
         raise UsageError(f"{model.id} has no routed experts: expert parallelism needs a mixture-of-experts model", "ep")
-    if ep > c.num_experts:
-        raise UsageError(f"{ep} devices for {c.num_experts} experts: at most one expert group per device", "ep")
+    if c.num_experts % ep:
+        valid = [e for e in range(1, c.num_experts + 1) if not c.num_experts % e]
+        raise UsageError(f"ep {ep} does not split {model.id}'s {c.num_experts} experts evenly (valid: {', '.join(map(str, valid))})", "ep")
     if max(ep, tp) % min(ep, tp):
         raise UsageError(f"ep {ep} and tp {tp}: one must divide the other (EP runs over the tp devices or a multiple)", "ep")
     if hardware.interconnect_bandwidth is None:
         raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for ep > 1 (add it to its hardware YAML)", "ep")
-    notes.append(f"ep {ep}: {c.num_experts / ep:g} experts per device, all-to-all dispatch and combine each MoE layer; "
-                 "uniform routing assumed (real load imbalance makes the busiest device slower)")
+    layout = (f"attention data-parallel in {ep // tp} groups of tp {tp}, each with its share of the sequences; all-to-all dispatch "
+              "and combine each MoE layer" if ep > tp else "every device holds every token: no all-to-all, tp's all-reduce combines")
+    notes.append(f"ep {ep}: {c.num_experts / max(ep, tp):g} experts' worth per device; {layout}; uniform routing assumed "
+                 "(real load imbalance makes the busiest device slower)")
     return ep
 
 
 def draft_shape(model: Model, k: Knobs, inputs: Inputs, storage: Storage) -> Shape | None:
-    """The drafter's per-step work: a draft model at the target's dtypes, or the MTP module (one target layer)."""
+    """The drafter's per-step work: a draft model at the target's dtypes, or the model's MTP module."""
     if k.mtp:
-        from roofline.specs.params import count_params
-
-        a = model.arch
-        if a is None:
-            raise UsageError("multi-token prediction needs an architecture (not a params-only model)", "mtp")
-        one = a._replace(layers=1, sliding_layers=())
-        module = model._replace(arch=one, counts=count_params(one), weights_file=None)
-        bits = storage.bits_per_weight
-        return Shape(module, bits, inputs.kv_dtype, inputs.compute_dtype, inputs.tp)
+        return mtp_module(model, inputs, storage)
     if k.draft is not None:
+        check_draft(model, k.draft)
         bits = 8 * DTYPE_BYTES[inputs.weight_dtype] if k.draft.dtype not in DTYPE_BYTES else 8 * DTYPE_BYTES[k.draft.dtype]
         return Shape(k.draft, bits, k.draft.kv_dtype, inputs.compute_dtype, inputs.tp)
     return None
+
+
+def mtp_module(model: Model, inputs: Inputs, storage: Storage) -> Shape:
+    """DeepSeek-V3's MTP module (sec. 2.2): one transformer block of the model's kind (an MoE layer when the model
+    has experts), two RMSNorms and a 2h x h projection, sharing the embedding and the output head: the head is
+    read every draft step but held once, the embedding neither. Stored at the model's bits per weight."""
+    from roofline.specs.params import count_params
+
+    a = model.arch
+    if a is None or not a.mtp_layers:
+        raise UsageError(f"{model.id} has no multi-token-prediction module (num_nextn_predict_layers: 0): use a draft model "
+                         "(--draft) instead", "mtp")
+    one = a._replace(layers=1, sliding_layers=(), first_dense_layers=0)
+    c = count_params(one)
+    h = a.hidden_size
+    c = c._replace(embedding=0, attention=c.attention + 2 * h * h, norms=c.norms + 2 * h * (2 if a.norm == "layernorm" else 1))
+    b = storage.bits_per_weight / 8
+    held = c.total - (0 if c.tied else c.head)  # the shared head is the model's, already resident
+    module = Storage(held * b, c.streamed(0) * b, (c.expert + c.expert_biases) * b, storage.bits_per_weight)
+    return Shape(model._replace(arch=one, counts=c, weights_file=None), module, inputs.kv_dtype, inputs.compute_dtype, inputs.tp)
+
+
+def check_draft(model: Model, draft: Model) -> None:
+    """A draft model proposes tokens the target verifies: both need one vocabulary (vLLM refuses unequal sizes)."""
+    if model.arch is not None and draft.arch is not None and model.arch.vocab_size != draft.arch.vocab_size:
+        raise UsageError(f"draft {draft.id} has a vocabulary of {draft.arch.vocab_size:,} tokens, {model.id} {model.arch.vocab_size:,}: "
+                         "speculative decoding needs the target's tokenizer", "draft")
 
 
 def check_serving(k: Knobs, draft: Shape | None) -> None:

@@ -22,7 +22,11 @@ class Shape:
         """`storage`: how the weights are stored (roofline.calc.storage), or plain bits per weight. `ep` > 1 spreads
         whole routed experts over ep devices (expert parallelism); everything else splits over tp as before."""
         self.model, self.tp, self.ep = model, tp, ep
-        self.expert_split = ep if ep > 1 else tp  # without EP the experts split like every matrix, over tp
+        # Experts spread over max(ep, tp) devices (ep < tp: each expert group tensor-split over tp / ep devices, as
+        # SGLang's ep_size); ep > tp runs attention data-parallel in ep / tp groups of tp devices, each holding its
+        # share of the sequences (vLLM's EP = DP x TP).
+        self.expert_split = max(ep, tp)
+        self.dp = ep // tp if ep > tp else 1
         self.storage = storage if isinstance(storage, Storage) else uniform(model, storage)
         self.activation_bytes = ACTIVATION_BYTES.get(compute_dtype, 2.0)
         self.counts = model.counts
@@ -53,14 +57,20 @@ class Shape:
             return fixed / self.tp
         return fixed / self.tp + (streamed(self.storage, self.model, tokens) - fixed) / self.expert_split
 
-    def matmul_flops(self, tokens: float, weights: float | None = None) -> float:
-        """Matmul FLOPs per device for `tokens` tokens through `weights` (default: all active matmul weights),
-        its routed-expert part split over expert_split, the rest over tp."""
+    def group(self, batch: int) -> int:
+        """Sequences on the busiest attention group: the batch split over the dp groups (all of it when dp = 1)."""
+        return batch if self.dp == 1 else -(-batch // self.dp)
+
+    def matmul_flops(self, batch: int, tokens: float, weights: float | None = None) -> float:
+        """Matmul FLOPs per device when each of `batch` sequences runs `tokens` tokens through `weights` (default:
+        all active matmul weights): the routed experts see the whole batch over expert_split devices, the rest its
+        attention group's sequences over tp."""
         weights = self.matmul if weights is None else weights
         if not self.routed:
-            return 2.0 * weights * tokens / self.tp  # = formulas.matmul_flops / tp, inlined: the hottest line of a sweep
+            return 2.0 * weights * batch * tokens / self.tp  # = formulas.matmul_flops / tp, inlined: the hottest line of a sweep
         routed = min(self.routed, weights)
-        return f.matmul_flops(weights - routed, tokens) / self.tp + f.matmul_flops(routed, tokens) / self.expert_split
+        return (f.matmul_flops(weights - routed, self.group(batch) * tokens) / self.tp
+                + f.matmul_flops(routed, batch * tokens) / self.expert_split)
 
     # ---- KV cache
 
@@ -76,6 +86,14 @@ class Shape:
             return self._kv_full * context
         return self._kv_full * context + self._kv_sliding * min(context, self.window)
 
+    def kv_own(self, context: float, shared: float) -> float:
+        """KV bytes one sequence holds of its own when its first `shared` tokens are a prefix the batch holds once:
+        its other context - shared tokens, at most the window on sliding layers, whole model."""
+        own = context - shared
+        if not self.window:
+            return self._kv_full * own
+        return self._kv_full * own + self._kv_sliding * min(own, self.window)
+
     def keys(self, cached: float) -> float:
         """Sum over layers of the keys a decode token attends over with `cached` tokens before it (attention.keys)."""
         if not self.window:
@@ -90,63 +108,70 @@ class Shape:
 
     def decode_flops(self, batch: int, cached: float) -> float:
         """FLOPs per device of one decode step: 2 x active matmul params + attention, per sequence."""
-        return batch * (self.matmul_flops(1) + self.key_flops_decode * self.keys(cached) / self.tp)
+        return self.matmul_flops(batch, 1) + self.group(batch) * self.key_flops_decode * self.keys(cached) / self.tp
 
     def decode_bytes(self, batch: int, cached: float) -> float:
         """Bytes per device of one decode step: weights its tokens touch, KV read at `cached`, one token written."""
         kv = self.kv_cached(cached) + self.kv_per_token
-        return self.streamed(batch) + batch * kv * self.kv_share
+        return self.streamed(batch) + self.group(batch) * kv * self.kv_share
 
     def decode_breakpoints(self, prompt: int) -> list[float]:
         """Steps j where the per-step work changes slope: where a window fills (cached = W - 1 and W)."""
         return [self.window - 1 - prompt, self.window - prompt] if self.window else []
 
-    def prefill_flops(self, batch: int, prompt: int, cached: int = 0) -> float:
-        """FLOPs per device of the prefill: every uncached prompt token through the matmuls, lm_head on the last
-        position only, causal attention over the whole context (windowed on sliding layers)."""
-        dense = self.matmul_flops(prompt - cached, self.matmul - self.head) + f.matmul_flops(self.head, 1) / self.tp
-        return batch * dense + self.prefill_attention_flops(batch, prompt, cached)
+    def prefill_flops(self, batch: int, prompt: int, cached: int = 0, logits: bool = True) -> float:
+        """FLOPs per device of the prefill of tokens cached+1..prompt: each through the matmuls, the lm_head on the
+        last position only (`logits`: a chunk that ends the prompt), causal attention over the whole context
+        (windowed on sliding layers)."""
+        dense = self.matmul_flops(batch, prompt - cached, self.matmul - self.head)
+        head = self.group(batch) * f.matmul_flops(self.head, 1) / self.tp if logits else 0.0
+        return dense + head + self.prefill_attention_flops(batch, prompt, cached)
 
     def prefill_attention_flops(self, batch: int, prompt: int, cached: int = 0) -> float:
         """The attention part of prefill_flops: queries cached+1..prompt, each over its causal keys."""
         pairs = (self.full_layers * (prompt * (prompt + 1) / 2 - cached * (cached + 1) / 2)
                  + self.sliding * (windowed_pairs(prompt, self.window) - windowed_pairs(cached, self.window)))
-        return batch * self.key_flops_prefill * pairs / self.tp
+        return self.group(batch) * self.key_flops_prefill * pairs / self.tp
 
     def prefill_bytes(self, batch: int, prompt: int, cached: int = 0) -> float:
-        """Bytes per device of the prefill: weights its tokens touch, once, the cached tokens' KV read and the
-        rest written."""
+        """Bytes per device of the prefill of tokens cached+1..prompt: weights its tokens touch, once, the cached
+        tokens' KV read and the rest written."""
         kv = self.kv_cached(cached) + (self.kv_cached(prompt) - self.kv_cached(cached))
-        return self.streamed(batch * (prompt - cached)) + batch * kv * self.kv_share
+        return self.streamed(batch * (prompt - cached)) + self.group(batch) * kv * self.kv_share
 
     def verify_flops(self, batch: int, cached: float, tokens: int) -> float:
         """FLOPs per device of one step that runs `tokens` new tokens per sequence (speculative verification,
         a chunk of decodes): each token through the matmuls, attending over the cache and the tokens before it."""
-        return batch * (self.matmul_flops(tokens) + self.key_flops_decode * sum(self.keys(cached + j) for j in range(tokens)) / self.tp)
+        keys = sum(self.keys(cached + j) for j in range(tokens))
+        return self.matmul_flops(batch, tokens) + self.group(batch) * self.key_flops_decode * keys / self.tp
 
     def verify_bytes(self, batch: int, cached: float, tokens: int) -> float:
         """Bytes per device of that step: the weights its tokens touch, once; each sequence's KV read once and
         `tokens` tokens' KV written."""
-        return self.streamed(batch * tokens) + batch * (self.kv_cached(cached) + tokens * self.kv_per_token) * self.kv_share
+        kv = self.kv_cached(cached) + tokens * self.kv_per_token
+        return self.streamed(batch * tokens) + self.group(batch) * kv * self.kv_share
 
     def comm_seconds(self, tokens: int, link_bytes_per_s: float | None, latency_s: float, ep_link: tuple | None = None) -> float:
         """Communication of one step: the tensor-parallel all-reduces plus the expert-parallel all-to-alls."""
         return self.tp_seconds(tokens, link_bytes_per_s, latency_s) + self.ep_seconds(tokens, *(ep_link or (link_bytes_per_s, latency_s)))
 
     def tp_seconds(self, tokens: int, link_bytes_per_s: float | None, latency_s: float) -> float:
-        """Tensor-parallel communication of one step: two all-reduces of the activations per layer."""
+        """Tensor-parallel communication of one step: two all-reduces per layer of the activations of the step's
+        `tokens` tokens that fall in one attention group."""
         if self.tp == 1:
             return 0.0
-        message = tokens * self.hidden * self.activation_bytes
+        message = -(-tokens // self.dp) * self.hidden * self.activation_bytes
         return self.layers * 2 * f.ring_allreduce_seconds(message, self.tp, link_bytes_per_s, latency_s)
 
     def ep_seconds(self, tokens: int, link_bytes_per_s: float | None, latency_s: float) -> float:
-        """Expert-parallel communication of one step: per MoE layer, a dispatch and a combine all-to-all, each
-        moving tokens x hidden x bytes x experts_per_token, of which (ep - 1) / ep leaves the device."""
+        """Expert-parallel communication of one step: per MoE layer a dispatch and a combine all-to-all. Each of
+        the ep devices sends its 1 / ep of the step's `tokens`, k copies of hidden x bytes each, to the experts
+        outside its attention group: a share (ep - tp) / ep of them (ep <= tp: every device holds every token,
+        and the combine is tp's all-reduce)."""
         c = self.counts
-        if self.ep == 1 or c is None or not c.moe_layers:
+        if self.ep <= self.tp or c is None or not c.moe_layers:
             return 0.0
-        per_device = tokens * self.hidden * self.activation_bytes * c.experts_per_token * (self.ep - 1) / self.ep
+        per_device = tokens / self.ep * self.hidden * self.activation_bytes * c.experts_per_token * (self.ep - self.tp) / self.ep
         return c.moe_layers * 2 * (per_device / link_bytes_per_s + latency_s)
 
 

@@ -106,7 +106,7 @@ class Config:
     def sliding(self, layers: str | None = None) -> dict[str, Any]:
         """A sliding window when the config sets one: on `layers`, or as layer_types says."""
         window = self.get("sliding_window")
-        if not window or self.get("use_sliding_window") is False:
+        if not window or self.typed("use_sliding_window", bool, "true or false", None) is False:
             return {}
         types = self.typed("layer_types", list, "a list of attention kinds per layer")
         if types is not None:
@@ -129,11 +129,11 @@ def _mistral(c: Config) -> dict[str, Any]:
 def _qwen2(c: Config) -> dict[str, Any]:
     # Qwen2 has q, k, v biases; its sliding window is off unless use_sliding_window is true.
     keys = {**c.base(tied_default=False), "bias": "qkv"}
-    return {**keys, **(c.sliding() if c.get("use_sliding_window") else {})}
+    return {**keys, **(c.sliding() if c.typed("use_sliding_window", bool, "true or false", False) else {})}
 
 
 def _qwen3(c: Config) -> dict[str, Any]:
-    return {**c.base(tied_default=False), **(c.sliding() if c.get("use_sliding_window") else {})}
+    return {**c.base(tied_default=False), **(c.sliding() if c.typed("use_sliding_window", bool, "true or false", False) else {})}
 
 
 def _moe(c: Config, experts: str, size: str) -> dict[str, Any]:
@@ -205,6 +205,7 @@ def _deepseek_v3(c: Config) -> dict[str, Any]:
         "num_shared_experts": c.get("n_shared_experts", 0),
         "expert_intermediate_size": c["moe_intermediate_size"],
         "first_dense_layers": c.get("first_k_dense_replace", 0),
+        "mtp_layers": c.get("num_nextn_predict_layers", 0),
     }
 
 

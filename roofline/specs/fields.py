@@ -11,7 +11,7 @@ from roofline import units
 from roofline.errors import RooflineError, UsageError, shown
 
 
-MAX_SPEC_BYTES = 1 << 20  # a spec is a page of text; a bigger file is a mistake (or /dev/zero)
+MAX_SPEC_BYTES = 16 << 20  # a spec is a page of text, comments and all; the cap only stops memory bombs (/dev/zero)
 MAX_INT = 2**53  # integers beyond this are not exact as floats, and no model dimension comes near
 
 
@@ -70,7 +70,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
         with path.open("rb") as f:
             raw = f.read(MAX_SPEC_BYTES + 1)
         if len(raw) > MAX_SPEC_BYTES:
-            raise RooflineError(f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB (expected a spec file of a few lines)")
+            raise RooflineError(f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB (expected a spec file; the cap guards against runaway files)")
         data = yaml.load(raw.decode("utf-8"), Loader=_loader())
     except OSError as e:
         raise RooflineError(f"{path}: cannot read ({e.strerror})") from None

@@ -154,7 +154,7 @@ def _parse(buffer, where: str) -> tuple[dict[str, Any], list[Tensor]]:
     for _ in range(n_meta):
         key = r.string()
         metadata[key] = r.value(r.take("<I"))
-    tensors = []
+    tensors, ends = [], []
     for _ in range(n_tensors):
         name = r.string()
         n_dims = r.take("<I")
@@ -162,8 +162,22 @@ def _parse(buffer, where: str) -> tuple[dict[str, Any], list[Tensor]]:
             raise RooflineError(f"{where}: tensor {shown(name)} has {n_dims} dimensions (GGUF allows up to 4)")
         dims = tuple(r.take("<Q") for _ in range(n_dims))
         kind = r.take("<I")
-        r.take("<Q")  # offset into the data section: not needed for sizes
+        offset = r.take("<Q")  # into the data section
         if kind not in TYPES:
             raise RooflineError(f"{where}: tensor {shown(name)} has unknown ggml type id {kind} (known: {', '.join(map(str, sorted(TYPES)))})")
         tensors.append(Tensor(name, dims, kind))
+        ends.append((offset + tensors[-1].bytes, name))
+    _check_data(len(buffer), r.at, metadata.get("general.alignment", 32), ends, where)
     return metadata, tensors
+
+
+def _check_data(size: int, header_end: int, alignment: Any, ends: list[tuple[int, str]], where: str) -> None:
+    """Every tensor's bytes lie inside the file: the data section starts at the header's end rounded up to
+    general.alignment (default 32; ggml's docs/gguf.md), and a tensor ends at its offset + its bytes."""
+    if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0:
+        raise RooflineError(f"{where}: general.alignment: expected a positive integer, got {shown(alignment)}")
+    data = -(-header_end // alignment) * alignment
+    end, name = max(ends, default=(0, ""))
+    if data + end > size:
+        raise RooflineError(f"{where}: tensor {shown(name)} ends at byte {data + end:,} but the file has {size:,} "
+                            "(a truncated or partly downloaded file)")

@@ -17,7 +17,7 @@ ARCH_KEYS = [
     "mlp", "tied_embeddings", "position_embeddings", "norm", "bias", "norms_per_layer",
     "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
     "num_experts", "experts_per_token", "num_shared_experts", "expert_intermediate_size",
-    "shared_expert_intermediate_size", "first_dense_layers", "sliding_window", "sliding_layers",
+    "shared_expert_intermediate_size", "first_dense_layers", "sliding_window", "sliding_layers", "mtp_layers",
 ]
 MODEL_KEYS = [
     "name", "source", "dtype", "kv_dtype", "params", "kv_bytes_per_token", "max_context", "published_params",
@@ -105,6 +105,7 @@ def _architecture(f: Fields, max_context: int | None) -> Architecture:
         norm=f.take("norm", choice("rmsnorm", "layernorm"), one_of("rmsnorm", "layernorm"), "rmsnorm"),
         bias=f.take("bias", choice("none", "qkv", "all"), one_of("none", "qkv", "all"), "none"),
         norms_per_layer=f.take("norms_per_layer", positive_int, "a positive integer (Gemma-2: 4)", 2),
+        mtp_layers=f.take("mtp_layers", non_negative_int, "an integer >= 0 (multi-token-prediction modules: num_nextn_predict_layers)", 0),
         **_mla(f),
         **_moe(f, layers, intermediate),
         **_sliding(f, layers),

@@ -52,6 +52,8 @@ class Architecture(NamedTuple):
     # Sliding-window attention: these layers keep (and attend over) at most `sliding_window` tokens.
     sliding_window: int = 0
     sliding_layers: tuple[int, ...] = ()
+    # Multi-token-prediction modules (DeepSeek-V3's num_nextn_predict_layers): drafters for --mtp, not counted here.
+    mtp_layers: int = 0
 
     @property
     def mla(self) -> bool:
