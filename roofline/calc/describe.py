@@ -34,6 +34,7 @@ def model(m: Model) -> dict[str, Any]:
         "source": m.source,
         "dtype": m.dtype,
         "kv_dtype": m.kv_dtype,
+        "quant": m.quant,  # the published checkpoint's format, estimate's default storage (null: the dtype)
         "params": m.params,
         "published_params": m.published_params,
         "max_context": m.max_context,

@@ -272,6 +272,10 @@ def _engine_result(model: Model, hardware: Hardware, inputs: Inputs, knobs: Knob
         applied = presets.knobs(preset, hardware, inputs.compute_dtype)
         e = estimate(model, hardware, batch=inputs.batch, prompt_tokens=inputs.prompt_tokens, output_tokens=inputs.output_tokens,
                      knobs=knobs._replace(engine=None, compute_dtype=inputs.compute_dtype, **applied))
+        if not e.fits:  # the engine's own memory rule: what its memory fraction cannot hold, it does not serve
+            notes.append(f"engine {name}: no prediction: under the preset's memory fraction {preset.memory_fraction:.2f} "
+                         f"this does not fit ({e.fits_reason})")
+            return None
         ttft, tpot, rate = presets.timings(e, preset.step_overhead_s)
         checked = f", checked on {len(preset.holdout)} held-aside figure(s)" if preset.holdout else ""
         notes.append(f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} "

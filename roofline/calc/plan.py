@@ -79,12 +79,15 @@ def plan(model: Model, devices: list[Hardware], *, prompt_tokens: int, output_to
     found = [_option(model, h, tp, pp, split, prompt_tokens, output_tokens, concurrency, rate, tpot_slo, ttft_slo,
                      prices.get(h.id, h.price_per_hour), options) for h in devices for tp in tps for pp in pps for split in modes]
     good = [o for o in found if o.meets_slo]
-    priced = all(o.cost_per_hour is not None for o in good) and bool(good)
-    key = (lambda o: (o.cost_per_million_tokens, o.devices)) if priced else (lambda o: (o.devices, o.energy_j_per_million_tokens or math.inf, o.tpot_s))
+    # With any price, rank by cost; options without one follow, by devices, and the devices lacking a price are named.
+    priced = any(o.cost_per_hour is not None for o in good)
+    by_devices = lambda o: (o.devices, o.energy_j_per_million_tokens or math.inf, o.tpot_s)  # noqa: E731
+    key = (lambda o: (o.cost_per_hour is None, o.cost_per_million_tokens or 0.0, *by_devices(o))) if priced else by_devices
     ranked = sorted(good, key=key) + [o for o in found if not o.meets_slo]
+    unpriced = sorted({h.id for h in devices if prices.get(h.id, h.price_per_hour) is None}) if priced else []
     inputs = {"model": model.id, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens, "concurrency": concurrency,
               "rate_per_s": rate, "tpot_slo_s": tpot_slo, "ttft_slo_s": ttft_slo, "tp": list(tps), "pp": list(pps), "disagg": disagg,
-              "ranked_by": "cost" if priced else "devices"}
+              "ranked_by": "cost" if priced else "devices", "unpriced": unpriced}
     return Plan(inputs, ranked)
 
 
@@ -116,7 +119,8 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
             d = e.disagg
             load = rate if rate is not None else concurrency / e.request_latency_s  # requests/s through the pools
             x = _count(load / d.prefill_requests_per_s)
-            y = _count(concurrency / batch if concurrency is not None else load / d.decode_requests_per_s)
+            no_decode = d.decode_requests_per_s is None  # output 1: the decode pool has no step to run
+            y = 1 if no_decode else _count(concurrency / batch if concurrency is not None else load / d.decode_requests_per_s)
             replicas, name = x + y, f"{x}P:{y}D"
         else:
             in_flight = concurrency if concurrency is not None else rate * e.request_latency_s

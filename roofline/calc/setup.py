@@ -154,6 +154,11 @@ def inputs_of(model: Model, hardware: Hardware, notes: list[str], args: dict) ->
     quant = args["quant"]
     if quant is not None and quant not in QUANTS:
         raise UsageError(f"unknown format {quant!r} (expected one of: {', '.join(QUANTS)})", "quant")
+    if quant is None and model.quant is not None and args["weight_dtype"] is None and args["bits_per_weight"] is None:
+        if model.quant not in QUANTS:
+            raise UsageError(f"model {model.id}: key 'quant': unknown format {model.quant!r} (expected one of: {', '.join(QUANTS)})")
+        quant = model.quant  # the published checkpoint's storage, unless a dtype or bits are asked for
+        notes.append(f"weights: {model.id}'s published checkpoint format, {quant} (--weight-dtype {model.dtype} for the unquantized model)")
     default_weight = QUANTS[quant].compute if quant else model.dtype
     weight = _dtype("weight_dtype", default_weight if args["weight_dtype"] is None else args["weight_dtype"], DTYPE_BYTES)
     kv = _dtype("kv_dtype", model.kv_dtype if args["kv_dtype"] is None else args["kv_dtype"], {**DTYPE_BYTES, **KV_BYTES})

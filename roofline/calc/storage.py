@@ -8,7 +8,8 @@ Sources: ggml's block sizes (Q4_0: 18 B / 32 weights = 4.5 bits; Q4_K: 144 B / 2
 models, its quantize README), AWQ/GPTQ int4 with group 128 (4 bits + an fp16 scale and a 4-bit zero per 128
 weights = 4.156 bits; embeddings and lm_head kept in 16 bits), FP8 (8 bits; one fp32 scale per tensor, or per
 128 x 128 block: 8.002 bits), NVFP4 (4 bits + an fp8 scale per 16 = 4.5 bits), MXFP4 (4 bits + an 8-bit
-power-of-two scale per 32 = 4.25 bits), the OCP MX and NVIDIA NVFP4 specs.
+power-of-two scale per 32 = 4.25 bits), the OCP MX and NVIDIA NVFP4 specs; mxfp4-moe (gpt-oss's checkpoint): MXFP4
+routed experts, every other tensor in bf16.
 ggml's block formats multiply against activations quantized to 8-bit blocks (ggml-cpu.c type_traits_cpu:
 vec_dot_type Q8_0 for q4_0/q8_0, Q8_K for the k-quants; ggml-cuda's MMQ quantizes activations to q8_1), so
 their matmuls run in int8; AWQ/GPTQ kernels (Marlin, exllama) dequantize to 16 bits.
@@ -28,6 +29,7 @@ class Quant(NamedTuple):
     head_bits: float
     compute: str  # the weight dtype it reports as: int4 / int8 / fp8 / fp4 (weight-only ints compute in 16 bits)
     activations: str | None = None  # the dtype its matmuls run in when the device has a peak for it (ggml: int8)
+    expert_bits: float | None = None  # the routed experts' bits when they differ from the other linears'
 
 
 QUANTS = {
@@ -41,6 +43,8 @@ QUANTS = {
     "fp8": Quant(8.002, 16, 16, "fp8"),
     "nvfp4": Quant(4.5, 16, 16, "fp4"),
     "mxfp4": Quant(4.25, 16, 16, "fp4"),
+    # gpt-oss's published checkpoint: MXFP4 routed experts, everything else bf16 (its model card, sec. 2.1).
+    "mxfp4-moe": Quant(16, 16, 16, "fp4", expert_bits=4.25),
 }
 # KV cache formats beyond the plain dtypes: bytes per element, scales included (ggml's Q8_0 / Q4_0 blocks).
 KV_BYTES = {"q8_0": 34 / 32, "q4_0": 18 / 32}
@@ -72,7 +76,7 @@ def quantized(model: Model, q: Quant) -> Storage:
     lin, emb, head, half = q.linear_bits / 8, q.embedding_bits / 8, q.head_bits / 8, 2.0
     shared = (c.attention + c.dense_mlp + c.shared_experts) * lin + (c.router + c.biases + c.norms) * half
     lm_head = c.head * (emb if c.tied else head)
-    per_expert = c.expert * lin + c.expert_biases * half
+    per_expert = c.expert * (q.expert_bits / 8 if q.expert_bits else lin) + c.expert_biases * half
     resident = c.embedding * emb + c.position * half + shared + c.moe_layers * c.num_experts * per_expert + (0 if c.tied else lm_head)
     return Storage(resident, shared + lm_head, per_expert, 8 * resident / c.total)
 

@@ -229,13 +229,14 @@ COMPARE_COLUMNS = CompareRow._fields
 
 
 class Comparison(NamedTuple):
-    """The result of `compare`: one row per (model, hardware)."""
+    """The result of `compare`: one row per (model, hardware), and the inputs every row shares."""
 
     rows: list[CompareRow]
+    inputs: dict[str, Any]
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": self.schema_version, "rows": plain(self.rows)}
+        return {"schema_version": self.schema_version, "inputs": self.inputs, "rows": plain(self.rows)}
 
     def csv_rows(self) -> list[CompareRow]:
         return self.rows
@@ -246,6 +247,10 @@ def compare(
     tpot_slo: float | None = None, ttft_slo: float | None = None, sort: str | None = None, goodput_of: str = "output", **options: Any,
 ) -> Comparison:
     """One row per (model, hardware): the key figures at `batch`, and the best goodput batch when SLOs are given."""
+    from roofline.calc.knobs import knobs_of
+
+    knobs = knobs_of(options.pop("knobs", None), options)
+    options = {"knobs": knobs}
     rows = []
     for m in models:
         for h in devices:
@@ -260,7 +265,11 @@ def compare(
                 best.best_batch if best else None, best.best_goodput_tokens_per_s if best else None,
                 e.output_tokens_per_s, e.requests_per_s,
             ))
-    return Comparison(sort_rows(rows, sort) if sort is not None else rows)
+    shared = {k: v for k, v in knobs._asdict().items() if k != "draft"}
+    inputs = {"models": [m.id for m in models], "hardware": [h.id for h in devices], "batch": batch, "prompt_tokens": prompt_tokens,
+              "output_tokens": output_tokens, "tpot_slo_s": tpot_slo, "ttft_slo_s": ttft_slo, "goodput_of": goodput_of,
+              "draft": knobs.draft.id if knobs.draft is not None else None, **shared}
+    return Comparison(sort_rows(rows, sort) if sort is not None else rows, inputs)
 
 
 def sort_rows(rows: list[CompareRow], column: str) -> list[CompareRow]:

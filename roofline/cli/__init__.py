@@ -17,6 +17,7 @@ app = typer.Typer(
     help="Roofline napkin math for LLM inference: how fast a model runs on a device, and why.",
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help text is plain: "[engines]" and "[default: 4]" are text, not rich markup
 )
 app.add_typer(estimate.app)
 app.add_typer(measure.app)
@@ -32,16 +33,48 @@ def main() -> None:
 def run(args: list[str] | None = None) -> int:
     """Run the command line on `args` (default: sys.argv[1:]) and return the exit code."""
     args = sys.argv[1:] if args is None else list(args)
+    name = _command_name(args)
     try:
-        code = _app_for(args)(args=args, prog_name="roofline", standalone_mode=False)
+        one = _app_for(args)
+        _refuse_repeats(one, name, args)
+        code = one(args=args, prog_name="roofline", standalone_mode=False)
     except typer.TyperException as e:  # click's usage errors (typer vendors click and re-bases them here)
         message = e.format_message() if hasattr(e, "format_message") else str(e)
-        err(f"roofline: error: {' '.join(message.split())} (see `roofline --help`)")
+        where = f"roofline {name} --help" if name else "roofline --help"
+        err(f"roofline: error: {' '.join(message.split())} (see `{where}`)")
         code = getattr(e, "exit_code", 2)
     except KeyboardInterrupt:
         err("roofline: interrupted")
         code = 130
     return code if isinstance(code, int) else 0
+
+
+def _command_name(args: list[str]) -> str | None:
+    """The command `args` name ('hardware list' for a group's), or None."""
+    words = [a for a in args if not a.startswith("-")][:2]
+    if not words:
+        return None
+    return " ".join(words) if words[0] in ("hardware", "models") and len(words) > 1 else words[0]
+
+
+def _refuse_repeats(one: typer.Typer, name: str | None, args: list[str]) -> None:
+    """A value option given twice is an error, never a silent last-one-wins (--model twice: plot draws one model;
+    compare takes several, as its --help says)."""
+    command = typer.main.get_command(one)
+    for word in (name or "").split():
+        command = getattr(command, "commands", {}).get(word)
+        if command is None:
+            return
+    end = args.index("--") if "--" in args else len(args)
+    for param in command.params:
+        if param.param_type_name != "option" or param.multiple or param.is_flag or param.count:
+            continue
+        given = [a for a in args[:end] if a in param.opts or any(a.startswith(o + "=") for o in param.opts if o.startswith("--"))]
+        if len(given) > 1:
+            flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+            error = typer.TyperException(f"{flag} given {len(given)} times: `roofline {name}` takes one")
+            error.exit_code = 2
+            raise error
 
 
 def _app_for(args: list[str]) -> typer.Typer:
@@ -52,7 +85,7 @@ def _app_for(args: list[str]) -> typer.Typer:
     for group in (estimate.app, measure.app):
         chosen = [c for c in group.registered_commands if (c.name or c.callback.__name__) == name]
         if chosen:
-            one = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=app.info.help)
+            one = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None, help=app.info.help)
             one.registered_callback = app.registered_callback
             one.registered_commands = chosen
             return one

@@ -32,10 +32,14 @@ def note(message: str) -> None:
 
 
 def out(renderable: Any) -> None:
-    """Print a rich renderable to stdout (rich honours NO_COLOR; pipes get plain text, 160 columns, no wrapping)."""
+    """Print a rich renderable to stdout (rich honours NO_COLOR). A terminal's width, or COLUMNS when set, decides
+    which columns a table keeps; a pipe without COLUMNS gets plain text at 160 columns."""
+    import os
+
     from rich.console import Console
 
-    Console(width=None if sys.stdout.isatty() else 160).print(renderable)
+    terminal = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+    Console(width=None if terminal else 160).print(renderable)
 
 
 def emit(result: Any, as_json: bool, as_csv: bool) -> None:
@@ -122,12 +126,15 @@ def text_value(value: Optional[str], flag: str) -> Optional[str]:
     return value.strip() if value is not None else None
 
 
-def duration(text: str | None, flag: str) -> float | None:
-    """A positive, finite duration such as 50ms; None when not given."""
+def duration(text: str | None, flag: str, likely: str = "ms") -> float | None:
+    """A positive, finite duration with its unit, such as 50ms; None when not given. A bare number is refused (is
+    50 fifty seconds or fifty milliseconds?), the message giving the form `likely` meant."""
     from roofline.units import parse
 
     if text is None:
         return None
+    if _bare_number(text):
+        raise UsageError(f"{flag}: a duration needs its unit: did you mean {text.strip()}{likely}? (units: s, ms, us, ns, min; got {text!r})")
     try:
         value = parse(text, "seconds")
     except ValueError as e:
@@ -135,6 +142,36 @@ def duration(text: str | None, flag: str) -> float | None:
     if not 0 < value < float("inf"):
         raise UsageError(f"{flag}: expected a positive, finite duration such as 50ms, got {text!r}")
     return value
+
+
+RATE_UNITS = {"/s": 1.0, "/min": 1 / 60, "/h": 1 / 3600}
+
+
+def rate(text: str | None, flag: str) -> float | None:
+    """Requests per second from '20/s', '1200/min' or '72000/h' ('req' may precede the slash); a bare number is
+    refused with the per-second form it likely meant."""
+    import re
+
+    if text is None:
+        return None
+    if _bare_number(text):
+        raise UsageError(f"{flag}: a rate needs its unit: did you mean {text.strip()}/s? (requests per /s, /min or /h; got {text!r})")
+    match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(?:req(?:uests)?)?\s*(/s|/min|/h)\s*", text)
+    try:
+        value = float(match[1]) * RATE_UNITS[match[2]] if match else None
+    except ValueError:
+        value = None
+    if value is None or not 0 < value < float("inf"):
+        raise UsageError(f"{flag}: expected requests per unit of time such as 20/s, 1200/min or 72000/h, got {text!r}")
+    return value
+
+
+def _bare_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def specs(model: str | None, hardware: str | None, quiet: bool, exact_bytes: bool = False, **more: Any):
@@ -162,29 +199,29 @@ HardwareRef = Annotated[Optional[str], typer.Option("--hardware", "-H", help=f"H
 WeightDtype = Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight dtype. [default: the model's]")]
 KvDtype = Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache dtype (also q8_0, q4_0 with their block scales). [default: the model's]")]
 ComputeDtype = Annotated[Optional[str], typer.Option("--compute-dtype", help="Matmul dtype. [default: the weight dtype if the device has it, else bf16]")]
-Bits = Annotated[Optional[float], typer.Option("--bits-per-weight", help="Override weight storage, e.g. 4.85 for GGUF Q4_K_M.")]
+Bits = Annotated[Optional[float], typer.Option("--bits-per-weight", help="Override weight storage, e.g. 4.85 for GGUF Q4_K_M. [default: the dtype's or format's bits]")]
 MemoryFraction = Annotated[float, typer.Option("--memory-fraction", help="Share of memory for weights + KV cache (vLLM gpu_memory_utilization).")]
 ComputeEfficiency = Annotated[float, typer.Option("--compute-efficiency", help="Achievable share of peak FLOP/s (1.0 = the roofline bound).")]
 BandwidthEfficiency = Annotated[float, typer.Option("--bandwidth-efficiency", help="Achievable share of peak bandwidth (1.0 = the roofline bound).")]
 Tp = Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel devices: weights, KV and FLOPs split; all-reduces added.")]
-Quant = Annotated[Optional[str], typer.Option("--quant", help="Named weight format with its scales and 16-bit tensors: q4_0, q4_k_m, q5_k_m, q6_k, q8_0, awq, gptq, fp8, nvfp4, mxfp4.")]
+Quant = Annotated[Optional[str], typer.Option("--quant", help="Named weight format with its scales and 16-bit tensors: q4_0, q4_k_m, q5_k_m, q6_k, q8_0, awq, gptq, fp8, nvfp4, mxfp4, mxfp4-moe. [default: the model's published checkpoint format, else its dtype]")]
 GoodputOf = Annotated[str, typer.Option("--goodput-of", help="What goodput counts: output (end-to-end output tokens/s, prefill included) or decode (the decode step's B / TPOT).")]
-Draft = Annotated[Optional[str], typer.Option("--draft", help="Speculative decoding: the draft model (id, YAML, config.json).")]
+Draft = Annotated[Optional[str], typer.Option("--draft", help="Speculative decoding: the draft model (id, YAML, config.json). [default: none]")]
 DraftTokens = Annotated[Optional[int], typer.Option("--draft-tokens", help="Tokens drafted per iteration. [default: 4; --mtp: its value]")]
 Acceptance = Annotated[Optional[float], typer.Option("--acceptance", help="I.i.d. acceptance of a drafted token. [default: 0.7; --mtp 0.85]")]
-Mtp = Annotated[Optional[int], typer.Option("--mtp", help="Multi-token prediction: tokens its module drafts (DeepSeek-V3: 1).")]
-CachedTokens = Annotated[Optional[int], typer.Option("--cached-tokens", help="Prefix caching: prompt tokens per sequence whose KV is cached.")]
-PrefixHitRate = Annotated[Optional[float], typer.Option("--prefix-hit-rate", help="Prefix caching: the cached share of the prompt, e.g. 0.5.")]
+Mtp = Annotated[Optional[int], typer.Option("--mtp", help="Multi-token prediction: tokens its module drafts (DeepSeek-V3: 1). [default: off]")]
+CachedTokens = Annotated[Optional[int], typer.Option("--cached-tokens", help="Prefix caching: prompt tokens per sequence whose KV is cached. [default: 0]")]
+PrefixHitRate = Annotated[Optional[float], typer.Option("--prefix-hit-rate", help="Prefix caching: the cached share of the prompt, e.g. 0.5. [default: 0]")]
 SharedPrefix = Annotated[int, typer.Option("--shared-prefix", help="Prompt tokens the batch shares, held once in memory.")]
-ChunkTokens = Annotated[Optional[int], typer.Option("--chunk-tokens", help="Chunked prefill: tokens per engine step (decodes + a prompt chunk).")]
+ChunkTokens = Annotated[Optional[int], typer.Option("--chunk-tokens", help="Chunked prefill: tokens per engine step (decodes + a prompt chunk). [default: off, one-pass prefill]")]
 ExactBytes = Annotated[bool, typer.Option("--exact-bytes", help="For a Hub id not in the local cache: read the checkpoint's safetensors headers from the Hub (range requests) for its exact bytes.")]
 Pp = Annotated[int, typer.Option("--pp", min=1, help="Pipeline stages: layers split over them, micro-batches and the bubble.")]
 MicroBatches = Annotated[Optional[int], typer.Option("--micro-batches", min=1, help="Pipeline micro-batches. [default: min(batch, pp)]")]
-Disagg = Annotated[Optional[str], typer.Option("--disagg", help="Disaggregated prefill/decode pools: instances as xP:yD, e.g. 1P:3D.")]
+Disagg = Annotated[Optional[str], typer.Option("--disagg", help="Disaggregated prefill/decode pools: instances as xP:yD, e.g. 1P:3D. [default: colocated]")]
 Ep = Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel devices (MoE): experts spread over them, all-to-alls added.")]
 Engine = Annotated[Optional[str], typer.Option("--engine", help="Engine whose prediction to print beside the bound: a preset learned from published benchmarks (trtllm; llamacpp, which picks its CUDA or Metal preset by the device), or on a measured profile eager (roofline's own decoder) or one `roofline measure --engine` measured. [default: eager]")]
-TpotSlo = Annotated[Optional[str], typer.Option("--tpot-slo", help="Latency objective per output token, e.g. 50ms.")]
-TtftSlo = Annotated[Optional[str], typer.Option("--ttft-slo", help="Latency objective to the first token, e.g. 2s.")]
+TpotSlo = Annotated[Optional[str], typer.Option("--tpot-slo", help="Latency objective per output token, with its unit: 50ms. [default: none]")]
+TtftSlo = Annotated[Optional[str], typer.Option("--ttft-slo", help="Latency objective to the first token, with its unit: 2s. [default: none]")]
 PromptList = Annotated[str, typer.Option("--prompt", help="Prompt tokens: a value, list or range.")]
 OutputList = Annotated[str, typer.Option("--output", help="Output tokens: a value, list or range.")]
 BatchList = Annotated[Optional[str], typer.Option("--batch", "-b", help="List (1,8,64) or range (1:512 doubling, 8:128:8). [default: powers of two up to the max batch, and the max batch]")]

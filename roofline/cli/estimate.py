@@ -5,12 +5,13 @@ from typing import Annotated, List, Optional
 import typer
 
 from roofline.errors import UsageError
-from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
+from roofline.calc.knobs import BATCH, HARDWARE, MODEL, OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.cli.common import (
     D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, Acceptance, CachedTokens, ChunkTokens, ComputeEfficiency, Csv, Disagg, Draft, DraftTokens, Engine, Ep, ExactBytes, GoodputOf, Mtp, PrefixHitRate, SharedPrefix, HardwareRef, Json, KvDtype,
     MemoryFraction, MicroBatches, ModelRef, Output, OutputList, Pp, Prompt, PromptList, Quant, Quiet, Tp, TpotSlo, TtftSlo, WeightDtype,
     duration, emit, err, handled, knobs_from, specs, text_value,
 )
+from roofline.cli.common import rate as parse_rate
 
 app = typer.Typer()
 
@@ -52,12 +53,10 @@ def estimate(
 ) -> None:
     """Estimate TTFT, TPOT, throughput and memory limits for one model on one device.
 
+    \b
     Examples:
-
       roofline estimate
-
       roofline estimate -m llama-3.1-70b -H h200 -b 32 --prompt 2048 --output 512
-
       roofline estimate -m qwen2.5-7b -H rtx-4090 --weight-dtype int4 --bits-per-weight 4.85 --json
     """
     from roofline.calc.estimate import estimate as run_estimate
@@ -67,6 +66,8 @@ def estimate(
         m, h, batch=BATCH if batch is None else batch, prompt_tokens=PROMPT_TOKENS if prompt_tokens is None else prompt_tokens,
         output_tokens=OUTPUT_TOKENS if output_tokens is None else output_tokens, knobs=knobs_from(locals()),
     )
+    if not result.fits:
+        err(f"roofline: warning: does not fit: {result.fits_reason}")
     for warning in result.warnings:
         err(f"roofline: warning: {warning}")
     emit(result, json, csv)
@@ -111,10 +112,9 @@ def sweep(
 ) -> None:
     """Sweep batch (and prompt/output lengths): throughput, latency, memory and goodput under SLOs.
 
+    \b
     Examples:
-
       roofline sweep -m llama-3.1-8b -H h100-sxm --tpot-slo 20ms
-
       roofline sweep -m llama-3.1-70b -H h200 --batch 1:256 --prompt 512,2048,8192 --csv
     """
     from roofline.calc import sweep as sweeps
@@ -126,7 +126,7 @@ def sweep(
         prompts=sweeps.parse_counts(prompt_tokens, "--prompt"),
         outputs=sweeps.parse_counts(output_tokens, "--output", low=0),
         tpot_slo=duration(tpot_slo, "--tpot-slo"),
-        ttft_slo=duration(ttft_slo, "--ttft-slo"),
+        ttft_slo=duration(ttft_slo, "--ttft-slo", "s"),
         goodput_of=goodput_of,
         knobs=knobs_from(locals()),
     )
@@ -143,7 +143,7 @@ def compare(
     output_tokens: Output = OUTPUT_TOKENS,
     tpot_slo: TpotSlo = None,
     ttft_slo: TtftSlo = None,
-    sort: Annotated[Optional[str], typer.Option("--sort", help="Sort by a column (JSON key); prefix - for descending, e.g. -tokens_per_s.")] = None,
+    sort: Annotated[Optional[str], typer.Option("--sort", help="Sort by a column (JSON key); prefix - for descending, e.g. -tokens_per_s. [default: as given]")] = None,
     goodput_of: GoodputOf = "output",
     weight_dtype: WeightDtype = D.weight_dtype,
     kv_dtype: KvDtype = D.kv_dtype,
@@ -169,13 +169,13 @@ def compare(
     chunk_tokens: ChunkTokens = None,
     json: Json = False,
     csv: Csv = False,
+    quiet: Quiet = False,
 ) -> None:
     """Compare models x devices side by side: fit, max batch, ridge, TTFT, TPOT, tokens/s, best goodput batch.
 
+    \b
     Examples:
-
       roofline compare -m llama-3.1-8b -m qwen2.5-7b -H h100-sxm -H l40s -H rtx-4090 --sort -tokens_per_s
-
       roofline compare -m llama-3.1-70b -H h200 -H mi300x -H b200 -b 32 --tpot-slo 30ms --json
     """
     from roofline.calc import sweep as sweeps
@@ -185,7 +185,7 @@ def compare(
     result = sweeps.compare(
         [load_model(text_value(m, "--model")) for m in model], [load_hardware(text_value(h, "--hardware")) for h in hardware],
         batch=batch, prompt_tokens=prompt_tokens, output_tokens=output_tokens, tpot_slo=duration(tpot_slo, "--tpot-slo"),
-        ttft_slo=duration(ttft_slo, "--ttft-slo"), sort=text_value(sort, "--sort"), goodput_of=goodput_of, knobs=knobs_from(locals()),
+        ttft_slo=duration(ttft_slo, "--ttft-slo", "s"), sort=text_value(sort, "--sort"), goodput_of=goodput_of, knobs=knobs_from(locals()),
     )
     emit(result, json, csv)
 
@@ -193,8 +193,8 @@ def compare(
 @app.command()
 @handled
 def plot(
-    model: ModelRef = None,
-    hardware: HardwareRef = None,
+    model: Annotated[Optional[List[str]], typer.Option("--model", "-m", help="Model id or YAML path; repeat to overlay several. [default: llama-3.1-8b]")] = None,
+    hardware: Annotated[Optional[List[str]], typer.Option("--hardware", "-H", help="Hardware id or YAML path; repeat to overlay several. [default: h100-sxm]")] = None,
     batch: Annotated[Optional[str], typer.Option("--batch", "-b", help="Batches: list or range. [default: 1,8,64; with --sweep, powers of two up to the max batch]")] = None,
     prompt_tokens: PromptList = str(PROMPT_TOKENS),
     output_tokens: Output = OUTPUT_TOKENS,
@@ -215,33 +215,39 @@ def plot(
     engine: Engine = D.engine,
     quiet: Quiet = False,
 ) -> None:
-    """Draw the device's roofline with the model's prefill and decode points (needs matplotlib).
+    """Draw the devices' rooflines with the models' prefill and decode points (needs matplotlib); several -m and -H
+    overlay, each model on each device a series in the legend.
 
+    \b
     Examples:
-
       roofline plot -m llama-3.1-8b -H h100-sxm --batch 1,16,256 -o roofline.png
-
+      roofline plot -m llama-3.1-8b -m qwen2.5-7b -H h100-sxm -H l40s -o compare.png
       roofline plot --sweep -m llama-3.1-70b -H h200 --tpot-slo 50ms -o sweep.svg
     """
     from roofline.calc import sweep as sweeps
     from roofline.calc.estimate import estimate as run_estimate
     from roofline.render import plot as plots
+    from roofline.specs.catalog import load_model
+    from roofline.specs.hardware import load_hardware
 
     knobs = knobs_from(locals())
-    slos = {"tpot_slo": duration(tpot_slo, "--tpot-slo"), "ttft_slo": duration(ttft_slo, "--ttft-slo")}
+    slos = {"tpot_slo": duration(tpot_slo, "--tpot-slo"), "ttft_slo": duration(ttft_slo, "--ttft-slo", "s")}
     prompts = sweeps.parse_counts(prompt_tokens, "--prompt")
     plots.check_path(out_path)
-    m, h = specs(model, hardware, quiet)
+    specs(model[0] if model else None, hardware[0] if hardware else None, quiet)  # names the defaults used
+    models = [load_model(text_value(m, "--model")) for m in model or [MODEL]]
+    devices = [load_hardware(text_value(h, "--hardware")) for h in hardware or [HARDWARE]]
     if sweep_plot:
         batches = sweeps.parse_counts(batch, "--batch") if batch is not None else None
-        result = sweeps.sweep(m, h, batches=batches, prompts=prompts, outputs=[output_tokens], knobs=knobs, **slos)
-        plots.draw_sweep(plots.sweep_data(result), out_path)
+        results = [sweeps.sweep(m, h, batches=batches, prompts=prompts, outputs=[output_tokens], knobs=knobs, **slos) for m in models for h in devices]
+        plots.draw_sweep(plots.sweep_data(results), out_path)
     else:
         batches = sweeps.parse_counts("1,8,64" if batch is None else batch, "--batch")
-        if len(batches) * len(prompts) > 1000:
-            raise UsageError("--batch: at most 1000 points (batches x prompts) fit one plot")
-        estimates = [run_estimate(m, h, batch=b, prompt_tokens=p, output_tokens=output_tokens, knobs=knobs) for p in prompts for b in batches]
-        plots.draw_roofline(plots.roofline_data(h, estimates), out_path)
+        if len(batches) * len(prompts) * len(models) * len(devices) > 1000:
+            raise UsageError("--batch: at most 1000 points (batches x prompts x models x devices) fit one plot")
+        estimates = [run_estimate(m, h, batch=b, prompt_tokens=p, output_tokens=output_tokens, knobs=knobs)
+                     for m in models for h in devices for p in prompts for b in batches]
+        plots.draw_roofline(plots.roofline_data(devices, estimates), out_path)
     if not quiet:
         err(f"roofline: wrote {out_path}")
 
@@ -269,10 +275,9 @@ def fit(
 ) -> None:
     """What fits: the largest context at a batch, the largest batch at a context, the smallest tensor-parallel degree.
 
+    \b
     Examples:
-
       roofline fit -m llama-3.1-70b -H h100-sxm --context 32768
-
       roofline fit -m llama-3.1-8b -H rtx-4090 --quant q4_k_m --kv-dtype q8_0 -b 4 --json
     """
     from roofline.calc.fit import fit as run_fit
@@ -288,16 +293,16 @@ def plan(
     hardware: Annotated[Optional[List[str]], typer.Option("--hardware", "-H", help="Devices to consider; repeat. [default: every bundled device]")] = None,
     prompt_tokens: Prompt = PROMPT_TOKENS,
     output_tokens: Output = OUTPUT_TOKENS,
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Requests in flight at once.")] = None,
-    rate: Annotated[Optional[float], typer.Option("--rate", help="Requests per second (Little's law sizes the fleet).")] = None,
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Requests in flight at once. [default: none: give this or --rate]")] = None,
+    rate: Annotated[Optional[str], typer.Option("--rate", help="Request arrival rate with its unit: 20/s, 1200/min (Little's law sizes the fleet). [default: none: give this or --concurrency]")] = None,
     tpot_slo: TpotSlo = None,
     ttft_slo: TtftSlo = None,
     tp_degrees: Annotated[str, typer.Option("--tp", help="Tensor-parallel degrees to consider.")] = "1,2,4,8",
     pp_degrees: Annotated[str, typer.Option("--pp", help="Pipeline-parallel degrees to consider.")] = "1",
-    disagg: Annotated[Optional[str], typer.Option("--disagg", help="auto: also try disaggregated prefill/decode pools for each option.")] = None,
-    price: Annotated[Optional[List[str]], typer.Option("--price", help="USD per device-hour, ID=USD; repeat (never bundled: prices change weekly).")] = None,
+    disagg: Annotated[Optional[str], typer.Option("--disagg", help="auto: also try disaggregated prefill/decode pools for each option. [default: colocated only]")] = None,
+    price: Annotated[Optional[List[str]], typer.Option("--price", help="USD per device-hour, ID=USD; repeat (never bundled: prices change weekly). [default: none]")] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Also list the options that cannot meet the SLOs, with the reason.")] = False,
-    plot_path: Annotated[Optional[str], typer.Option("--plot", help="Also draw cost (or devices) against TPOT with the frontier: .png or .svg (needs matplotlib).")] = None,
+    plot_path: Annotated[Optional[str], typer.Option("--plot", help="Also draw cost (or devices) against TPOT with the frontier: .png or .svg (needs matplotlib). [default: no plot]")] = None,
     weight_dtype: WeightDtype = D.weight_dtype,
     kv_dtype: KvDtype = D.kv_dtype,
     compute_dtype: ComputeDtype = D.compute_dtype,
@@ -321,10 +326,9 @@ def plan(
 ) -> None:
     """The smallest or cheapest fleet: devices x tensor parallelism x batch for a workload under SLOs.
 
+    \b
     Examples:
-
-      roofline plan -m llama-3.1-70b --rate 20 --prompt 1024 --output 256 --tpot-slo 50ms --ttft-slo 2s
-
+      roofline plan -m llama-3.1-70b --rate 20/s --prompt 1024 --output 256 --tpot-slo 50ms --ttft-slo 2s
       roofline plan -m llama-3.1-8b -H h100-sxm -H l40s --concurrency 256 --tpot-slo 30ms --price h100-sxm=2.5 --price l40s=0.9 --plot plan.png
     """
     from roofline.calc import sweep as sweeps
@@ -352,8 +356,8 @@ def plan(
     unknown = sorted(set(prices) - {d.id for d in devices})
     if unknown:
         raise UsageError(f"--price: {unknown[0]} is not among the devices considered")
-    result = run_plan(m, devices, prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency, rate=rate,
-                      tpot_slo=duration(tpot_slo, "--tpot-slo"), ttft_slo=duration(ttft_slo, "--ttft-slo"),
+    result = run_plan(m, devices, prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency, rate=parse_rate(rate, "--rate"),
+                      tpot_slo=duration(tpot_slo, "--tpot-slo"), ttft_slo=duration(ttft_slo, "--ttft-slo", "s"),
                       tps=tuple(sweeps.parse_counts(tp_degrees, "--tp")), pps=tuple(sweeps.parse_counts(pp_degrees, "--pp")),
                       disagg=text_value(disagg, "--disagg"), prices=prices, knobs=knobs)
     drawing = plots.plan_data(result) if plot_path is not None else None

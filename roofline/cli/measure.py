@@ -20,22 +20,20 @@ def measure(
     quick: Annotated[bool, typer.Option("--quick", help="A run within 5 s (torch's import included): fewer shapes, shorter rounds.")] = False,
     budget_s: Annotated[Optional[str], typer.Option("--budget", help="Time budget of the run, e.g. 60s. [default: 20s, --quick 5s]")] = None,
     weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Dtype of the matrix-vector bandwidth kernel.")] = "bf16",
-    save: Annotated[Optional[str], typer.Option("--save", help="Write a hardware YAML that `roofline estimate -H PATH` takes.")] = None,
+    save: Annotated[Optional[str], typer.Option("--save", help="Write a hardware YAML that `roofline estimate -H PATH` takes. [default: print only]")] = None,
     hardware: Annotated[Optional[str], typer.Option("--hardware", "-H", help="Datasheet to compare with. [default: matched by device name]")] = None,
     collectives: Annotated[bool, typer.Option("--collectives", help="Measure all-reduce bandwidth and latency across processes instead.")] = False,
     devices: Annotated[Optional[int], typer.Option("--devices", min=2, help="Processes for --collectives. [default: the GPUs, or 2 CPU processes]")] = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="Measure an engine's fixed costs instead (eager, transformers); --save adds them to that profile.")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", help="Measure an engine's fixed costs instead (eager, transformers); --save adds them to that profile. [default: none]")] = None,
     json: Json = False,
     csv: Csv = False,
 ) -> None:
     """Measure matmul FLOP/s and memory bandwidth here, and calibrate estimates with them (needs torch).
 
+    \b
     Examples:
-
       roofline measure --quick
-
       roofline measure --device cuda --save my-gpu.yaml && roofline estimate -H my-gpu.yaml
-
       roofline measure --collectives --save my-gpu.yaml   # adds the measured interconnect to that profile
     """
     from roofline.measure import profile
@@ -55,7 +53,7 @@ def measure(
     if dtypes == []:
         raise UsageError("--dtype: expected a comma-separated list such as fp32,bf16")
     with _Progress() as step:
-        seconds = duration(budget_s, "--budget")
+        seconds = duration(budget_s, "--budget", "s")
         result = profile.report(bench.run(device, dtypes, threads, quick, weight_dtype, on_step=step, budget_s=seconds), datasheet)
     if save:
         profile.save(result.data, save)
@@ -141,7 +139,7 @@ def validate(
     prompt: Annotated[int, typer.Option("--prompt", min=1, help="Prompt tokens per sequence.")] = V.VALIDATE_PROMPT,
     output: Annotated[int, typer.Option("--output", min=2, help="Output tokens per sequence (decode steps + 1).")] = V.VALIDATE_OUTPUT,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="fp32, bf16 or fp16. [default: the model's, else bf16]")] = None,
-    layers: Annotated[Optional[int], typer.Option("--layers", min=1, help="Run (and predict) the first N layers only, at full width.")] = None,
+    layers: Annotated[Optional[int], typer.Option("--layers", min=1, help="Run (and predict) the first N layers only, at full width. [default: all]")] = None,
     repeat: Annotated[int, typer.Option("--repeat", min=1, max=100, help="Rounds, interleaving the batches; TPOT is the median with a 90% bootstrap interval.")] = V.VALIDATE_ROUNDS,
     tolerance: Annotated[float, typer.Option("--tolerance", help="The verdict's +- band around a ratio of 1 (0.15: within 15%).")] = V.VALIDATE_TOLERANCE,
     engine: Annotated[str, typer.Option("--engine", help="eager (roofline's own decoder) or transformers (Hugging Face's; pip install 'roofline[engines]').")] = "eager",
@@ -151,12 +149,10 @@ def validate(
 ) -> None:
     """Run a real decode with the model's shapes here and compare it with the prediction (needs torch).
 
+    \b
     Examples:
-
       roofline validate -m gpt2
-
       roofline validate -m llama-3.2-1b --batch 1,4,16 --prompt 128 --output 32 -H here.yaml --json
-
       roofline validate -m ./config.json --engine transformers --repeat 5 --tolerance 0.2
     """
     from roofline.calc.sweep import parse_counts

@@ -78,8 +78,8 @@ def models_show(model: Annotated[str, typer.Argument(help="Model id, YAML, GGUF,
 @handled
 def models_import(
     config: Annotated[str, typer.Argument(help="A Hugging Face config.json, or a model folder holding one.")],
-    name: Annotated[Optional[str], typer.Option("--name", help="The model's name (and the id to save it under).")] = None,
-    out_path: Annotated[Optional[str], typer.Option("--out", "-o", help="Write the YAML here (e.g. models/ID.yaml) instead of stdout.")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="The model's name (and the id to save it under). [default: the config's folder name]")] = None,
+    out_path: Annotated[Optional[str], typer.Option("--out", "-o", help="Write the YAML here (e.g. models/ID.yaml) instead of stdout. [default: stdout]")] = None,
 ) -> None:
     """Convert a config.json into a model YAML (offline: no hub access).
 

@@ -56,3 +56,10 @@ def verdict(low: float, high: float, tolerance: float) -> str:
     if high < 1 - tolerance or low > 1 + tolerance:
         return "outside"
     return "inconclusive"
+
+
+def both(first: str, second: str) -> str:
+    """Two verdicts together: 'outside' if either is, 'within' only if both are, else 'inconclusive'."""
+    if "outside" in (first, second):
+        return "outside"
+    return "within" if first == second == "within" else "inconclusive"

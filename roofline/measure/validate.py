@@ -5,8 +5,9 @@ engine for prompt + output tokens, warm up, time the prefill (TTFT) and every de
 the median TPOT over all steps of all rounds with its 90% bootstrap interval, p10 and p90, and the
 prediction for the same run on the hardware profile given (or a quick `measure` of this device): the pure
 roofline bound, and the calibrated prediction when the profile carries the measured curves and the engine's
-fixed costs. Ratios are predicted / measured; the verdict says whether the ratio's interval lies within the
-tolerance. Engines: roofline's own plain decoder ("eager") or Hugging Face transformers.
+fixed costs. Ratios are predicted / measured; TTFT (one prefill a round: the interval of its median over the
+rounds) and TPOT are judged each, by whether the ratio's interval lies within the tolerance, and a row is
+within only when both are. Engines: roofline's own plain decoder ("eager") or Hugging Face transformers.
 """
 
 import statistics
@@ -173,10 +174,13 @@ def _row(batch: int, runs: list[dict[str, Any]], e, hardware: Hardware, toleranc
     tpot = statistics.median(pooled)
     low, high = stats.median_interval(rounds)
     ttft = statistics.median(r["ttft_s"] for r in runs)
+    ttft_low, ttft_high = stats.median_interval([[r["ttft_s"]] for r in runs])  # one prefill a round
     calibrated = e.calibrated
     predicted_tpot = calibrated.tpot_s if calibrated else e.tpot_s
     predicted_ttft = calibrated.ttft_s if calibrated else e.ttft_s
     ratio_low, ratio_high = predicted_tpot / high, predicted_tpot / low
+    ttft_verdict = stats.verdict(predicted_ttft / ttft_high, predicted_ttft / ttft_low, tolerance)
+    tpot_verdict = stats.verdict(ratio_low, ratio_high, tolerance)
     return {
         "batch": batch,
         "measured_ttft_s": ttft,
@@ -193,8 +197,12 @@ def _row(batch: int, runs: list[dict[str, Any]], e, hardware: Hardware, toleranc
         "tpot_ratio": predicted_tpot / tpot,
         "tpot_ratio_low": ratio_low,
         "tpot_ratio_high": ratio_high,
-        "verdict": stats.verdict(ratio_low, ratio_high, tolerance),
+        "tpot_verdict": tpot_verdict,
+        "verdict": stats.both(ttft_verdict, tpot_verdict),
         "ttft_ratio": predicted_ttft / ttft,
+        "ttft_ratio_low": predicted_ttft / ttft_high,
+        "ttft_ratio_high": predicted_ttft / ttft_low,
+        "ttft_verdict": ttft_verdict,
         "roofline_tpot_ratio": e.tpot_s / tpot,
         "achieved_flop_per_s": e.decode.flops / tpot,
         "achieved_bytes_per_s": e.decode.bytes / tpot,

@@ -73,7 +73,7 @@ def table(result: Any) -> Any:
         if kind == "Fit":
             return tables.fit_table(result)
         if kind == "Comparison":
-            return tables.compare_table(result.rows)
+            return tables.compare_table(result)
         return tables.estimate_table(result) if kind == "Estimate" else tables.sweep_table(result)
     if kind in ("hardware_list", "hardware_detail", "models_list", "model_detail"):
         from roofline.render import specs

@@ -11,8 +11,9 @@ def measure_table(result: dict[str, Any]):
     """A rich renderable of a `measure` result, beside the datasheet's peaks when one is known."""
     datasheet = result.get("datasheet")
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
+
+    from roofline.render.grid import Grid
 
     device = result["device"]
     head = Text.assemble(
@@ -20,27 +21,25 @@ def measure_table(result: dict[str, Any]):
         f" · {device['kind']} · {device['threads']} threads · torch {device['torch_version']} · "
         f"{result['elapsed_s']:.1f} s · {device['date']}",
     )
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    columns = ("", "best", "median", "cv", "at", "datasheet", "of peak")
-    for name in columns:
-        table.add_column(name, justify="left" if name in ("", "at") else "right")
+    rows = []
     peaks = datasheet["peak_flop_per_s"] if datasheet else {}
     for dtype, m in result["matmul"].items():
         fraction = datasheet["matmul_fraction_of_peak"].get(dtype) if datasheet else None
-        table.add_row(
+        rows.append([
             f"matmul {dtype}", si(m["best_flop_per_s"], "FLOP/s"), si(m["median_flop_per_s"], "FLOP/s"), _cv(m),
             "x".join(map(str, m["best_shape"])), si(peaks.get(dtype), "FLOP/s") if dtype in peaks else "-", _fraction(fraction),
-        )
+        ])
     labels = {"copy": "copy (read + write)", "read": "read (sum)", "weights_read": "weights read (decode-like)", "gemv": "matrix-vector"}
     for name, b in result["bandwidth"].items():
         if not b:
             continue
         where = f"{binary(b['buffer_bytes'])}" + (f" {b['dtype']} weights" if "dtype" in b else " buffer")
         fraction = datasheet["bandwidth_fraction_of_peak"].get(name) if datasheet else None
-        table.add_row(
+        rows.append([
             labels.get(name, name), si(b["best_bytes_per_s"], "B/s"), si(b["median_bytes_per_s"], "B/s"), _cv(b), where,
             si(datasheet["memory_bandwidth_bytes_per_s"], "B/s") if datasheet else "-", _fraction(fraction),
-        )
+        ])
+    table = Grid(["", "best", "median", "cv", "at", "datasheet", "of peak"], rows, left=1, drop=("datasheet", "median", "at"))
     lines = [head, Text(""), table, Text("")]
     ridge, dtype = result["ridge_point_flop_per_byte"], result["ridge_dtype"]
     if ridge is not None:
@@ -83,35 +82,30 @@ def _fraction(x: float | None) -> str:
 
 def _curve_table(curves: dict[str, list[dict[str, Any]]]):
     """Decode-shaped matmul: weight bytes/s and FLOP/s against the number of rows M, per dtype and row length k."""
-    from rich.table import Table
+    from roofline.render.grid import Grid
 
     ms = sorted({p["m"] for points in curves.values() for p in points})
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("M")
-    for m in ms:
-        table.add_column(str(m), justify="right")
+    rows = []
     for dtype, points in curves.items():
         series = sorted({(p.get("k", 0), p.get("n", 0)) for p in points})
         for k, n in series:
             by_m = {p["m"]: p for p in points if (p.get("k", 0), p.get("n", 0)) == (k, n)}
             cells = [f"{by_m[m]['bytes_per_s'] / 1e9:.3g} | {by_m[m]['flop_per_s'] / 1e9:.3g}" if m in by_m else "-" for m in ms]
             tall = any(other_k == k and other_n < n for other_k, other_n in series)
-            table.add_row(f"{dtype} k={k}" + (f" n={n} (tall)" if tall else ""), *cells)
-    return table
+            rows.append([f"{dtype} k={k}" + (f" n={n} (tall)" if tall else ""), *cells])
+    return Grid(["M", *map(str, ms)], rows, left=1)
 
 
 def collectives_table(result: dict[str, Any]):
     """All-reduce time, algorithm and bus bandwidth per message size, beside the datasheet's link figure."""
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for name in ("size", "time", "median", "algbw", "busbw"):
-        table.add_column(name, justify="right")
-    for row in result["sizes"]:
-        table.add_row(binary(row["bytes"]), si(row["time_s"], "s"), si(row["median_time_s"], "s"),
-                      si(row["algbw_bytes_per_s"], "B/s"), si(row["busbw_bytes_per_s"], "B/s"))
+    from roofline.render.grid import Grid
+
+    rows = [[binary(row["bytes"]), si(row["time_s"], "s"), si(row["median_time_s"], "s"), si(row["algbw_bytes_per_s"], "B/s"),
+             si(row["busbw_bytes_per_s"], "B/s")] for row in result["sizes"]]
+    table = Grid(["size", "time", "median", "algbw", "busbw"], rows, left=0)
     link = result.get("datasheet_interconnect_bandwidth_bytes_per_s")
     versus = f" (datasheet {si(link, 'B/s')}: {result['bus_bandwidth_bytes_per_s'] / link:.0%})" if link else ""
     return Group(
@@ -125,45 +119,54 @@ def collectives_table(result: dict[str, Any]):
 
 
 def validate_table(result: dict[str, Any]):
-    """Measured against predicted TTFT and TPOT per batch: the TPOT ratio with its 90% interval and verdict,
-    and the roofline bound beside the calibrated figure."""
+    """Measured against predicted TTFT and TPOT per batch, stacked (a TTFT line and a TPOT line a batch): each
+    ratio with its 90% interval and verdict, the roofline bound beside the calibrated figure, and under the table
+    each batch's verdict (within only when TTFT and TPOT both are)."""
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
 
+    from roofline.render.grid import Grid
+
     m, d, h = result["model"], result["device"], result["hardware"]
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    columns = ["batch", "TTFT", "predicted", "ratio", "TPOT median", "p10-p90", "predicted", "ratio [90% interval]", "verdict",
-               "roofline", "ratio", "achieved", "MBU", "bound"]
-    for name in columns:
-        table.add_column(name, justify="right")
+    columns = ["batch", "", "measured", "p10-p90", "predicted", "ratio [90%]", "verdict", "roofline", "ratio", "achieved", "MBU", "bound"]
+    rows = []
     for r in result["rows"]:
-        table.add_row(
-            str(r["batch"]), si(r["measured_ttft_s"], "s"), si(r["predicted_ttft_s"], "s"), f"{r['ttft_ratio']:.2f}",
-            si(r["measured_tpot_s"], "s"), f"{si(r['measured_tpot_p10_s'], 's')}-{si(r['measured_tpot_p90_s'], 's')}",
-            si(r["predicted_tpot_s"], "s"), f"{r['tpot_ratio']:.2f} [{r['tpot_ratio_low']:.2f}, {r['tpot_ratio_high']:.2f}]", r["verdict"],
-            si(r["roofline_tpot_s"], "s"), f"{r['roofline_tpot_ratio']:.2f}", si(r["achieved_bytes_per_s"], "B/s"),
-            f"{r['mbu']:.0%}", r["expected_bound"],
-        )
+        roofline_ttft = r.get("roofline_ttft_s")
+        rows.append([str(r["batch"]), "TTFT", si(r["measured_ttft_s"], "s"), "-", si(r["predicted_ttft_s"], "s"), _ratio(r, "ttft"),
+                     r.get("ttft_verdict", "-"), si(roofline_ttft, "s"),
+                     f"{roofline_ttft / r['measured_ttft_s']:.2f}" if roofline_ttft else "-", "-", "-", "-"])
+        rows.append(["", "TPOT", si(r["measured_tpot_s"], "s"), f"{si(r['measured_tpot_p10_s'], 's')}-{si(r['measured_tpot_p90_s'], 's')}",
+                     si(r["predicted_tpot_s"], "s"), _ratio(r, "tpot"), r.get("tpot_verdict", r["verdict"]), si(r["roofline_tpot_s"], "s"),
+                     f"{r['roofline_tpot_ratio']:.2f}", si(r["achieved_bytes_per_s"], "B/s"), f"{r['mbu']:.0%}", r["expected_bound"]])
     kind = result["rows"][0]["prediction"] if result["rows"] else "roofline"
+    drop = ("p10-p90", "achieved", "bound", "MBU", "ratio", "roofline")
+    verdicts = " · ".join(f"batch {r['batch']} {r['verdict']}" for r in result["rows"])
     return Group(
         Text.assemble((f"{m['name']} ({m['layers']} layers, {m['dtype']})", "bold"),
                       f" on {d['name']} ({d['kind']}, {d['threads']} threads), engine {result.get('engine', 'eager')}"),
         Text(f"prediction: {kind} from {h['name']} ({h['figures']} figures); ratio = predicted / measured; "
              f"{result.get('rounds', 1)} interleaved rounds; verdict at +-{result.get('tolerance', 0.15):.0%}"),
         Text(""),
-        table,
+        Grid(columns, rows, left=2, drop=drop),
+        Text(f"verdict (within only when TTFT and TPOT both are): {verdicts}"),
     )
+
+
+def _ratio(row: dict[str, Any], what: str) -> str:
+    """'0.97 [0.91, 1.03]': a ratio and its interval (older results carry no TTFT interval)."""
+    if f"{what}_ratio_low" not in row:
+        return f"{row[f'{what}_ratio']:.2f}"
+    return f"{row[f'{what}_ratio']:.2f} [{row[f'{what}_ratio_low']:.2f}, {row[f'{what}_ratio_high']:.2f}]"
 
 
 def engine_table(result: dict[str, Any]):
     """An engine's fixed costs per archetype and batch."""
-    from rich.table import Table
+    from rich.console import Group
+    from rich.text import Text
 
-    table = Table(box=None, pad_edge=False, header_style="bold", title=f"{result['engine']} engine fixed costs ({result['device']}, {result['dtype']})")
-    for name in ("archetype", "batch", "per step", "per layer"):
-        table.add_column(name, justify="left" if name == "archetype" else "right")
-    for kind, costs in result["archetypes"].items():
-        for b in costs["per_layer_s"]:
-            table.add_row(kind, b, si(costs["per_step_s"][b], "s"), si(costs["per_layer_s"][b], "s"))
-    return table
+    from roofline.render.grid import Grid
+
+    rows = [[kind, b, si(costs["per_step_s"][b], "s"), si(costs["per_layer_s"][b], "s")]
+            for kind, costs in result["archetypes"].items() for b in costs["per_layer_s"]]
+    return Group(Text(f"{result['engine']} engine fixed costs ({result['device']}, {result['dtype']})", style="bold"),
+                 Grid(["archetype", "batch", "per step", "per layer"], rows, left=1))

@@ -20,22 +20,29 @@ from roofline.calc.sweep import Sweep
 FORMATS = (".png", ".svg")
 
 
-def roofline_data(hardware: Hardware, estimates: list[Estimate]) -> dict[str, Any]:
-    """Roofs and points in (FLOP/byte, FLOP/s): one compute ceiling per dtype, the bandwidth slope, ridges.
+def roofline_data(hardware: "Hardware | list[Hardware]", estimates: list[Estimate]) -> dict[str, Any]:
+    """Roofs and points in (FLOP/byte, FLOP/s): per device, one compute ceiling per dtype, the bandwidth slope, ridges.
 
     A measured profile's figures are drawn dashed ("measured"); the datasheet it was compared with, if any,
-    solid. Each estimate adds its prefill and mean decode step at (intensity, FLOPs / time).
+    solid. Each estimate adds its prefill and mean decode step at (intensity, FLOPs / time), in the series of its
+    model on its device (several models or devices overlay, each series in the legend).
     """
-    roofs = [_roof(hardware.peak_flops, hardware.memory_bandwidth, hardware.origin)]
-    sheet = (hardware.measured or {}).get("datasheet")
-    if sheet:
-        roofs.insert(0, _roof(sheet["peak_flop_per_s"], sheet["memory_bandwidth_bytes_per_s"], "datasheet"))
+    devices = hardware if isinstance(hardware, list) else [hardware]
+    roofs = []
+    for h in devices:
+        sheet = (h.measured or {}).get("datasheet")
+        if sheet:
+            roofs.append(_roof(sheet["peak_flop_per_s"], sheet["memory_bandwidth_bytes_per_s"], "datasheet", h))
+        roofs.append(_roof(h.peak_flops, h.memory_bandwidth, h.origin, h))
+    several = len(devices) > 1
     points = []
     for e in estimates:
         i = e.inputs
+        series = f"{e.model.id} on {e.hardware.id}" if several else e.model.id
         for phase, step in (("prefill", e.prefill), ("decode", e.decode)):
             points.append({
                 "label": f"{phase} b={i.batch} p={i.prompt_tokens}",
+                "series": series,
                 "phase": phase,
                 "intensity_flop_per_byte": step.intensity_flop_per_byte,
                 "flop_per_s": step.flops / step.time_s,
@@ -43,16 +50,19 @@ def roofline_data(hardware: Hardware, estimates: list[Estimate]) -> dict[str, An
             })
     intensities = [p["intensity_flop_per_byte"] for p in points] + [c["ridge_flop_per_byte"] for r in roofs for c in r["ceilings"]]
     low, high = min([*intensities, 1.0]) / 4, max(intensities) * 4
-    return {"title": hardware.name, "x_range": [low, high], "roofs": roofs, "points": points}
+    models = list(dict.fromkeys(e.model.name for e in estimates))
+    title = (", ".join(models) + " on " if models else "") + ", ".join(h.name for h in devices)
+    return {"title": title, "x_range": [low, high], "roofs": roofs, "points": points,
+            "series": list(dict.fromkeys(p["series"] for p in points))}
 
 
-def _roof(peaks: dict[str, float], bandwidth: float, style: str) -> dict[str, Any]:
+def _roof(peaks: dict[str, float], bandwidth: float, style: str, hardware: Hardware) -> dict[str, Any]:
     """One compute ceiling per distinct peak (dtypes sharing a peak, like bf16 and fp16, share a line)."""
     by_peak: dict[float, list[str]] = {}
     for dtype, peak in peaks.items():
         by_peak.setdefault(peak, []).append(dtype)
     ceilings = [{"dtypes": d, "flop_per_s": p, "ridge_flop_per_byte": p / bandwidth} for p, d in sorted(by_peak.items())]
-    return {"style": style, "bandwidth_bytes_per_s": bandwidth, "ceilings": ceilings}
+    return {"style": style, "device": hardware.id, "bandwidth_bytes_per_s": bandwidth, "ceilings": ceilings}
 
 
 def roof_line(bandwidth: float, peak: float, x_range: list[float], samples: int = 64) -> list[tuple[float, float]]:
@@ -62,22 +72,29 @@ def roof_line(bandwidth: float, peak: float, x_range: list[float], samples: int 
     return [(x, min(peak, bandwidth * x)) for x in xs if x_range[0] <= x <= x_range[1]]
 
 
-def sweep_data(s: Sweep) -> dict[str, Any]:
-    """Throughput and TPOT against batch for each (prompt, output) group, with the SLO and the batch marks."""
+def sweep_data(sweeps: "Sweep | list[Sweep]") -> dict[str, Any]:
+    """Throughput and TPOT against batch for each (prompt, output) group of each sweep (one per model x device),
+    with the SLO and the batch marks."""
+    sweeps = sweeps if isinstance(sweeps, list) else [sweeps]
+    several = len(sweeps) > 1
     series = []
-    for g in s.groups:
-        rows = [r for r in s.rows if (r.prompt_tokens, r.output_tokens) == (g.prompt_tokens, g.output_tokens)]
-        series.append({
-            "label": f"prompt {g.prompt_tokens}, output {g.output_tokens}",
-            "batch": [r.batch for r in rows],
-            "tokens_per_s": [r.tokens_per_s for r in rows],
-            "goodput_tokens_per_s": [r.goodput_tokens_per_s for r in rows],
-            "tpot_s": [r.tpot_s for r in rows],
-            "critical_batch": g.critical_batch,
-            "max_batch": g.max_batch,
-            "best_batch": g.best_batch,
-        })
-    return {"title": f"{s.inputs['model']} on {s.inputs['hardware']}", "tpot_slo_s": s.inputs["tpot_slo_s"], "series": series}
+    for s in sweeps:
+        for g in s.groups:
+            rows = [r for r in s.rows if (r.prompt_tokens, r.output_tokens) == (g.prompt_tokens, g.output_tokens)]
+            where = f"{s.inputs['model']} on {s.inputs['hardware']}, " if several else ""
+            series.append({
+                "label": f"{where}prompt {g.prompt_tokens}, output {g.output_tokens}",
+                "batch": [r.batch for r in rows],
+                "tokens_per_s": [r.tokens_per_s for r in rows],
+                "goodput_tokens_per_s": [r.goodput_tokens_per_s for r in rows],
+                "tpot_s": [r.tpot_s for r in rows],
+                "critical_batch": g.critical_batch,
+                "max_batch": g.max_batch,
+                "best_batch": g.best_batch,
+            })
+    models = ", ".join(dict.fromkeys(s.inputs["model"] for s in sweeps))
+    devices = ", ".join(dict.fromkeys(s.inputs["hardware"] for s in sweeps))
+    return {"title": f"{models} on {devices}", "tpot_slo_s": sweeps[0].inputs["tpot_slo_s"], "series": series, "marks": not several}
 
 
 def plan_data(p: Plan) -> dict[str, Any]:
@@ -117,22 +134,36 @@ def draw_roofline(data: dict[str, Any], path: str) -> None:
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     from roofline.units import number, si
 
+    devices = list(dict.fromkeys(r["device"] for r in data["roofs"]))
     for roof in data["roofs"]:
         dashed = roof["style"] == "measured"
         bandwidth = roof["bandwidth_bytes_per_s"]
+        where = f"{roof['device']} " if len(devices) > 1 else ""
         for k, c in enumerate(roof["ceilings"]):
             xy = roof_line(bandwidth, c["flop_per_s"], data["x_range"])
-            color = colors[k % len(colors)]
-            label = f"{', '.join(c['dtypes'])} {si(c['flop_per_s'], 'FLOP/s')} ({roof['style']}), ridge {number(c['ridge_flop_per_byte'])}"
-            ax.plot(*zip(*xy), linestyle="--" if dashed else "-", color=color, linewidth=1.5, label=label)
+            color = colors[(devices.index(roof["device"]) if len(devices) > 1 else k) % len(colors)]
+            label = f"{where}{', '.join(c['dtypes'])} {si(c['flop_per_s'], 'FLOP/s')} ({roof['style']}), ridge {number(c['ridge_flop_per_byte'])}"
+            if len(devices) > 1:  # one legend entry a device: its bandwidth and every ceiling's dtypes
+                label = (f"{roof['device']} ({roof['style']}): {si(bandwidth, 'B/s')}, ceilings "
+                         f"{'; '.join(', '.join(x['dtypes']) for x in roof['ceilings'])}") if k == len(roof["ceilings"]) - 1 else None
+            ax.plot(*zip(*xy), linestyle="--" if dashed else "-", color=color, linewidth=1.5 if len(devices) == 1 else 1.0, label=label)
             ax.plot([c["ridge_flop_per_byte"]], [c["flop_per_s"]], marker="o", color=color, markersize=4)
         x0 = data["x_range"][0] * 1.3
-        ax.annotate(f"{si(bandwidth, 'B/s')} ({roof['style']})", (x0, bandwidth * x0), textcoords="offset points",
+        ax.annotate(f"{where}{si(bandwidth, 'B/s')} ({roof['style']})", (x0, bandwidth * x0), textcoords="offset points",
                     xytext=(-6, 14), rotation=28, fontsize=7)
+    series = data.get("series") or []
+    marks = ["black", *colors[::-1]]
     seen = {"prefill": 0, "decode": 0}
+    legend_done = set()
     for p in data["points"]:
         marker = "s" if p["phase"] == "prefill" else "^"
-        ax.plot([p["intensity_flop_per_byte"]], [p["flop_per_s"]], marker=marker, color="black", markersize=6, linestyle="none")
+        color = marks[series.index(p["series"]) % len(marks)] if p.get("series") in series else "black"
+        name = p.get("series") if len(series) > 1 and p.get("series") not in legend_done else None
+        legend_done.add(p.get("series"))
+        ax.plot([p["intensity_flop_per_byte"]], [p["flop_per_s"]], marker=marker, color=color, markersize=6, linestyle="none",
+                label=f"{name} (square prefill, triangle decode)" if name else None)
+        if series and p.get("series") != series[0]:
+            continue  # overlaid series: the first one's labels say which batch each point is
         ax.annotate(p["label"], (p["intensity_flop_per_byte"], p["flop_per_s"]), textcoords="offset points",
                     xytext=(5, -12 if seen[p["phase"]] % 2 else 6), fontsize=7)  # alternate so neighbours don't collide
         seen[p["phase"]] += 1
@@ -155,7 +186,7 @@ def draw_sweep(data: dict[str, Any], path: str) -> None:
         top.plot(s["batch"], s["tokens_per_s"], marker="o", markersize=3, label=f"tokens/s, {s['label']}")
         bottom.plot(s["batch"], [t * 1e3 for t in s["tpot_s"]], marker="o", markersize=3, label=s["label"])
         for key, style, name in (("critical_batch", ":", "critical batch"), ("max_batch", "--", "memory limit"), ("best_batch", "-.", "best goodput")):
-            if s[key]:
+            if s[key] and data.get("marks", True):  # one series' marks; overlaid series would bury the curves in lines
                 for ax in (top, bottom):
                     ax.axvline(s[key], linestyle=style, color="gray", linewidth=1)
                 top.annotate(f"{name} {s[key]}", (s[key], 0.02), xycoords=("data", "axes fraction"), rotation=90, fontsize=7)

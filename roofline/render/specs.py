@@ -22,7 +22,7 @@ def hardware_list(rows: list[dict[str, Any]]):
         peak = f"{si(r['peak_flop_per_s'][dtype], 'FLOP/s')} {dtype}" if dtype else "-"
         ridge = number(r["ridge_point_flop_per_byte"][dtype]) if dtype else "-"
         table.append([r["id"], r["name"], binary(r["memory_capacity_bytes"]), si(r["memory_bandwidth_bytes_per_s"], "B/s"), peak, ridge])
-    return listing_table(["id", "name", "memory", "bandwidth", "peak (16-bit)", "ridge FLOP/B"], table)
+    return listing_table(["id", "name", "memory", "bandwidth", "peak (16-bit)", "ridge FLOP/B"], table, drop=("name",))
 
 
 def hardware_detail(info: dict[str, Any]):
@@ -42,10 +42,10 @@ def hardware_detail(info: dict[str, Any]):
 def models_list(rows: list[dict[str, Any]]):
     """Models with derived parameter counts and KV cache per token at their dtype."""
     table = [
-        [r["id"], r["name"], si(r["params"], ""), r["dtype"], si(r["kv_bytes_per_token"], "B"), str(r["max_context"] or "-")]
+        [r["id"], r["name"], si(r["params"], ""), r.get("quant") or r["dtype"], si(r["kv_bytes_per_token"], "B"), str(r["max_context"] or "-")]
         for r in rows
     ]
-    return listing_table(["id", "name", "params", "dtype", "KV/token", "max context"], table)
+    return listing_table(["id", "name", "params", "stored as", "KV/token", "max context"], table, drop=("name",))
 
 
 def model_detail(info: dict[str, Any]):
@@ -56,7 +56,7 @@ def model_detail(info: dict[str, Any]):
     published = info["published_params"]
     check = f" (published {published:,.0f}: {info['params'] / published - 1:+.2%})" if published else ""
     head = Text.assemble(
-        (info["name"], "bold"), f" ({info['id']}, {info['dtype']})\n",
+        (info["name"], "bold"), f" ({info['id']}, {info['dtype']}{', stored as ' + info['quant'] if info.get('quant') else ''})\n",
         f"params {info['params']:,.0f}{check}\n"
         f"KV cache {info['kv_bytes_per_token']:,.0f} B/token at {info.get('kv_dtype', info['dtype'])} · max context {info['max_context'] or '-'}\n"
         f"source: {info['source']} ({info.get('source_kind', 'yaml')})\n",

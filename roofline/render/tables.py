@@ -16,6 +16,7 @@ def estimate_table(e: Estimate):
 
     i, p, d = e.inputs, e.prefill, e.decode
     head = Text.assemble(
+        *([(f"does NOT fit: {e.fits_reason}\n", "bold red")] if not e.fits else []),
         (f"{e.model.name}", "bold"), " on ", (e.hardware.name, "bold"), f"  ({e.hardware.figures} figures)\n",
         f"batch {i.batch}, prompt {i.prompt_tokens}, output {i.output_tokens} tokens{_parallel(i)}; "
         f"weights {i.weight_dtype}{_bits(e)}, KV {i.kv_dtype}, compute {i.compute_dtype}\n"
@@ -61,15 +62,18 @@ def _bits(e: Estimate) -> str:
     from roofline.specs.records import DTYPE_BYTES
 
     bits = e.inputs.bits_per_weight
-    return "" if bits == 8 * DTYPE_BYTES[e.inputs.weight_dtype] else f" at {bits:g} bits/weight"
+    return "" if bits == 8 * DTYPE_BYTES[e.inputs.weight_dtype] else f" at {bits:.3g} bits/weight"
 
 
 def summary_lines(e: Estimate) -> list[str]:
-    """The verdict lines under the table, each under 80 columns where the numbers allow."""
+    """The verdict lines under the table, each under 80 columns where the numbers allow. Memory figures say whether
+    they are per device or the whole model's when more than one device serves it."""
     d, i = e.decode, e.inputs
-    fits = "fits" if e.fits else f"does NOT fit: {e.fits_reason}"
     limit = "unbounded (no KV cache)" if e.max_batch is None else str(e.max_batch)
     critical = str(e.critical_batch) if e.critical_batch is not None else "none"
+    several = i.tp > 1 or i.pp > 1 or i.ep > 1
+    whole = " (whole model)" if several else ""
+    per_device = " per device" if several else ""
     return [
         f"TTFT {si(e.ttft_s, 's')} · TPOT {si(e.tpot_s, 's')} · request {si(e.request_latency_s, 's')}",
         *([_pipeline_line(e.pipeline)] if e.pipeline else []),
@@ -79,13 +83,13 @@ def summary_lines(e: Estimate) -> list[str]:
         f"decode {number(d.tokens_per_s)} tokens/s ({number(d.tokens_per_s_per_sequence)} per sequence; B / TPOT) · "
         f"end to end {number(e.output_tokens_per_s)} output tokens/s, {number(e.requests_per_s)} requests/s (prefill included) · "
         f"MBU {_percent(d.mbu)} · MFU {_percent(d.mfu)}",
-        f"weights {si(e.weight_bytes, 'B')} resident"
-        f"{f' ({si(e.weight_bytes_per_device, chr(66))} per device)' if i.tp > 1 or i.pp > 1 else ''}, "
-        f"{si(e.weight_bytes_streamed, 'B')} streamed per decode step",
-        f"KV cache {si(e.kv_bytes_per_token, 'B')}/token, {si(e.kv_bytes_per_sequence, 'B')}/sequence "
+        f"weights {si(e.weight_bytes, 'B')} resident{whole}"
+        f"{f', {si(e.weight_bytes_per_device, chr(66))} per device' if several else ''}, "
+        f"{si(e.weight_bytes_streamed, 'B')} streamed per decode step{' (all devices)' if several else ''}",
+        f"KV cache {si(e.kv_bytes_per_token, 'B')}/token, {si(e.kv_bytes_per_sequence, 'B')}/sequence{whole} "
         f"at {i.prompt_tokens + i.output_tokens} tokens",
-        f"KV budget {si(e.kv_budget_bytes, 'B')} = {i.memory_fraction:g} x {binary(e.hardware.memory_capacity_bytes)} "
-        f"- weights · max batch {limit} · {fits}",
+        f"KV budget {si(e.kv_budget_bytes, 'B')}{per_device} = {i.memory_fraction:g} x {binary(e.hardware.memory_capacity_bytes)} "
+        f"- weights{per_device} · max batch {limit} · {'fits' if e.fits else 'does NOT fit'}",
         f"ridge {number(e.ridge_point_flop_per_byte)} FLOP/B ({i.compute_dtype}) · critical batch {critical}: "
         f"{e.critical_batch_reason}",
         *([f"calibrated (measured curve + per-op cost, plain eager PyTorch): TTFT {si(e.calibrated.ttft_s, 's')} · "
@@ -105,47 +109,40 @@ def _verdict(phase: str, bound: str, intensity: float, ridge: float) -> str:
     return f"{phase} is {bound}-bound: {si(intensity, 'FLOP/byte')} vs ridge {si(ridge, 'FLOP/byte')}"
 
 
-def listing_table(columns: list[str], rows: list[list[str]], left: int = 2):
-    """A plain rich table: the first `left` columns left-aligned (names), the rest right-aligned (numbers)."""
-    from rich.table import Table
+def listing_table(columns: list[str], rows: list[list[str]], left: int = 2, drop: tuple[str, ...] = (), wrap: tuple[str, ...] = ()):
+    """A plain table: the first `left` columns left-aligned (names), the rest right-aligned (numbers); on a narrow
+    terminal the columns in `drop` go first (roofline.render.grid: a number or an id is never cut)."""
+    from roofline.render.grid import Grid
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for k, name in enumerate(columns):
-        table.add_column(name, justify="left" if k < left else "right")
-    for row in rows:
-        table.add_row(*row)
-    return table
-
+    return Grid(columns, rows, left, drop, wrap)
 
 
 def sweep_table(s: Any):
     """The sweep's rows and, under them, each group's critical, max and best-goodput batch."""
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
 
     grid = len(s.groups) > 1
-    columns = ["batch", *(["prompt", "output"] if grid else []), "TTFT", "TPOT", "decode tok/s", "output tok/s", "per seq", "MBU", "MFU", "KV",
-               "fits", "bound", "SLO", "goodput"]
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for name in columns:
-        table.add_column(name, justify="right")
-    for r in s.rows:
-        table.add_row(
-            str(r.batch), *([str(r.prompt_tokens), str(r.output_tokens)] if grid else []),
-            si(r.ttft_s, "s"), si(r.tpot_s, "s"), number(r.tokens_per_s), number(r.output_tokens_per_s), number(r.tokens_per_s_per_sequence),
-            _percent(r.mbu), _percent(r.mfu), si(r.kv_bytes, "B"), "yes" if r.fits else "no", r.bound,
-            "yes" if r.meets_slo else "no", number(r.goodput_tokens_per_s),
-        )
+    columns = ["batch", *(["prompt", "output"] if grid else []), "TTFT", "TPOT", "decode tok/s", "output tok/s", "per seq", "MBU", "MFU",
+               "KV (batch)", "fits", "bound", "SLO", "goodput"]
+    rows = [
+        [str(r.batch), *([str(r.prompt_tokens), str(r.output_tokens)] if grid else []),
+         si(r.ttft_s, "s"), si(r.tpot_s, "s"), number(r.tokens_per_s), number(r.output_tokens_per_s), number(r.tokens_per_s_per_sequence),
+         _percent(r.mbu), _percent(r.mfu), si(r.kv_bytes, "B"), "yes" if r.fits else "no", r.bound,
+         "yes" if r.meets_slo else "no", number(r.goodput_tokens_per_s)]
+        for r in s.rows
+    ]
+    table = listing_table(columns, rows, left=0, drop=("per seq", "MFU", "output tok/s", "bound", "KV (batch)", "SLO"))
     i = s.inputs
     slo = ", ".join(f"{name} <= {si(v, 's')}" for name, v in (("TPOT", i["tpot_slo_s"]), ("TTFT", i["ttft_slo_s"])) if v) or "none"
     head = Text.assemble(
-        (f"{i['model']} on {i['hardware']}", "bold"), f"  ({i['figures']} figures) · SLO: {slo} · "
+        (f"{i['model']} on {i['hardware']}", "bold"), f"  ({i['figures']} figures) · {_layout(i)} · SLO: {slo} · "
         f"weights {i['weight_dtype']}, KV {i['kv_dtype']}, compute {i['compute_dtype']}",
     )
     of = i.get("goodput_of", "output")
     meaning = (Text("decode tok/s = B / TPOT (the decode step); output tok/s = B x O / request latency (end to end, prefill "
-                    f"included); goodput counts {'output' if of == 'output' else 'decode'} tok/s"))
+                    f"included); goodput counts {'output' if of == 'output' else 'decode'} tok/s; KV (batch): the whole batch's "
+                    "cache over all devices"))
     lines = [head, meaning, Text(""), table, Text("")]
     for g in s.groups:
         where = f"prompt {g.prompt_tokens}, output {g.output_tokens}: " if grid else ""
@@ -160,19 +157,36 @@ def sweep_table(s: Any):
     return Group(*lines)
 
 
-def compare_table(rows: list[Any]):
-    """One row per (model, hardware)."""
+def compare_table(c: Any):
+    """One row per (model, hardware), under a line of the inputs every row shares."""
+    from rich.console import Group
+    from rich.text import Text
+
     table = [
         [
             r.model, r.hardware, "yes" if r.fits else "no", si(r.weight_bytes, "B"), "-" if r.max_batch is None else str(r.max_batch),
-            number(r.ridge_point_flop_per_byte), str(r.batch), si(r.ttft_s, "s"), si(r.tpot_s, "s"), number(r.tokens_per_s),
+            number(r.ridge_point_flop_per_byte), si(r.ttft_s, "s"), si(r.tpot_s, "s"), number(r.tokens_per_s),
             r.decode_bound, "-" if r.best_batch is None else str(r.best_batch),
             "-" if r.best_goodput_tokens_per_s is None else number(r.best_goodput_tokens_per_s),
         ]
-        for r in rows
+        for r in c.rows
     ]
-    columns = ["model", "hardware", "fits", "weights", "max batch", "ridge", "batch", "TTFT", "TPOT", "tokens/s", "decode", "best batch", "goodput"]
-    return listing_table(columns, table)
+    i = c.inputs
+    columns = ["model", "hardware", "fits", "weights (total)", "max batch", "ridge", "TTFT", "TPOT", "tokens/s", "decode", "best batch", "goodput"]
+    slo = ", ".join(f"{n} <= {si(v, 's')}" for n, v in (("TPOT", i["tpot_slo_s"]), ("TTFT", i["ttft_slo_s"])) if v)
+    head = Text(f"batch {i['batch']}, prompt {i['prompt_tokens']}, output {i['output_tokens']} tokens · {_layout(i)}"
+                f"{' · SLO ' + slo if slo else ''} · weights are the whole model's, TTFT/TPOT/tokens/s at batch {i['batch']}")
+    if not slo:  # no objective: no best batch and no goodput to show
+        columns, table = columns[:-2], [r[:-2] for r in table]
+    return Group(head, Text(""), listing_table(columns, table, drop=("ridge", "decode", "weights (total)")))
+
+
+def _layout(i: dict) -> str:
+    """'tp 2 x pp 2 = 4 devices' (ep when set) or '1 device'."""
+    tp, pp, ep = i.get("tp", 1), i.get("pp", 1), i.get("ep", 1)
+    parts = [f"tp {tp}"] + ([f"pp {pp}"] if pp > 1 else [])
+    devices = max(tp, ep) * pp
+    return (" x ".join(parts) + (f", ep {ep}" if ep > 1 else "") + f" = {devices} devices") if devices > 1 else "1 device"
 
 
 def fit_table(f: Any):
@@ -181,14 +195,14 @@ def fit_table(f: Any):
     from rich.text import Text
 
     i = f.inputs
-    answer = lambda value, unit: "-" if value is None else f"{value:,} {unit}"  # noqa: E731
-    rows = [["largest context", f"batch {i['batch']}", answer(f.max_context_tokens, "tokens"), f.max_context_reason],
-            ["largest batch", f"context {i['context_tokens']:,}", answer(f.max_batch, "sequences"), f.max_batch_reason],
-            ["smallest tp", f"context {i['context_tokens']:,}", answer(f.min_tp, "devices"), f.min_tp_reason]]
+    answer = lambda value, unit: "-" if value is None else f"{value:,} {unit}{'' if value == 1 else 's'}"  # noqa: E731
+    rows = [["largest context", f"batch {i['batch']}", answer(f.max_context_tokens, "token"), f.max_context_reason],
+            ["largest batch", f"context {i['context_tokens']:,}", answer(f.max_batch, "sequence"), f.max_batch_reason],
+            ["smallest tp", f"context {i['context_tokens']:,}", answer(f.min_tp, "device"), f.min_tp_reason]]
     head = Text.assemble((f"{f.model['name']} on {f.hardware['name']}", "bold"),
                          f"  weights {i['weight_dtype']} at {i['bits_per_weight']:.3g} bits, KV {i['kv_dtype']}, memory fraction "
                          f"{i['memory_fraction']:g}, tp {i['tp']}")
-    return Group(head, Text(""), listing_table(["question", "at", "answer", "why"], rows, left=2))
+    return Group(head, Text(""), listing_table(["question", "at", "answer", "why"], rows, left=2, wrap=("why",)))
 
 
 def plan_table(p: Any):
@@ -199,7 +213,7 @@ def plan_table(p: Any):
     dash = lambda v, f: "-" if v is None else f(v)  # noqa: E731
     rows = [[o.hardware, str(o.tp), str(o.pp), o.disagg or "-", dash(o.replicas, str), dash(o.batch, str), dash(o.devices, str),
              dash(o.ttft_s, lambda v: si(v, "s")), dash(o.tpot_s, lambda v: si(v, "s")), dash(o.output_tokens_per_s, number),
-             dash(o.goodput_per_device, number), dash(o.cost_per_hour, lambda v: f"${v:,.2f}"), dash(o.cost_per_million_tokens, lambda v: f"${v:,.3g}"),
+             dash(o.goodput_per_device, number), dash(o.cost_per_hour, dollars), dash(o.cost_per_million_tokens, dollars),
              dash(o.energy_j_per_million_tokens, lambda v: si(v, "J")), "" if o.meets_slo else o.reason] for o in p.options]
     i = p.inputs
     load = f"{i['concurrency']} in flight" if i["concurrency"] is not None else f"{i['rate_per_s']:g} requests/s"
@@ -215,4 +229,12 @@ def plan_table(p: Any):
         keep[-1] = False
     columns = [c for c, k in zip(columns, keep) if k]
     rows = [[v for v, k in zip(r, keep) if k] for r in rows]
-    return Group(head, Text(""), listing_table(columns, rows, left=1))
+    lines = [head, *([Text(f"no price for {', '.join(i['unpriced'])}: ranked after the priced options (--price ID=USD)")]
+                     if i.get("unpriced") else []), Text("")]
+    drop = ("energy/M tokens", "output tok/s", "TTFT", "replicas", "pp", "pools", "$/hour", "per device")
+    return Group(*lines, listing_table(columns, rows, left=1, drop=drop, wrap=("why not",)))
+
+
+def dollars(v: float) -> str:
+    """US dollars to the cent ($3.80, $2.17, $1,204.00); under a cent, 2 significant figures ($0.0042)."""
+    return f"${v:,.2f}" if v >= 0.01 else f"${v:.2g}"

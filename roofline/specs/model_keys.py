@@ -20,7 +20,7 @@ ARCH_KEYS = [
     "shared_expert_intermediate_size", "first_dense_layers", "sliding_window", "sliding_layers", "mtp_layers",
 ]
 MODEL_KEYS = [
-    "name", "source", "dtype", "kv_dtype", "params", "kv_bytes_per_token", "max_context", "published_params",
+    "name", "source", "dtype", "kv_dtype", "quant", "params", "kv_bytes_per_token", "max_context", "published_params",
     "published_active_params", *ARCH_KEYS,
 ]
 
@@ -35,8 +35,9 @@ def model_from_mapping(data: dict[str, Any], where: str, spec_id: str) -> Model:
     published = f.take("published_params", count, "a positive parameter count such as 8.03e9", None)
     published_active = f.take("published_active_params", count, "a positive parameter count such as 12.9e9", None)
     kv_dtype = f.take("kv_dtype", choice(*DTYPE_BYTES), f"a KV cache dtype: {one_of(*DTYPE_BYTES)}", dtype)
+    quant = f.take("quant", text, "a weight format such as mxfp4-moe (the published checkpoint's; `roofline estimate --help` lists them)", None)
     common = dict(
-        id=spec_id, name=name, source=source, dtype=dtype, kv_dtype=kv_dtype, max_context=max_context,
+        id=spec_id, name=name, source=source, dtype=dtype, kv_dtype=kv_dtype, quant=quant, max_context=max_context,
         published_params=published, published_active_params=published_active,
     )
     if "params" in f.data:

@@ -53,6 +53,7 @@ class Model(NamedTuple):
     counts: ParamCounts | None = None  # derived from arch
     weights_file: Any = None  # roofline.specs.checkpoint.WeightBytes when read from a GGUF or safetensors file
     source_kind: str = "yaml"  # "yaml", "config", "gguf", "safetensors" or "hub"
+    quant: str | None = None  # the published checkpoint's weight format (roofline.calc.storage.QUANTS), when not plain dtype
 
     @property
     def params(self) -> float:
