@@ -41,14 +41,28 @@ import reality  # noqa: E402  (the case mapping lives beside this script)
 HOLDOUT, MORE_TRAINING = reality.HOLDOUT, reality.MORE_TRAINING
 START = {"bandwidth_fraction": 0.8, "compute_fraction": 0.5, "step_overhead_s": 0.001, "memory_fraction": 0.9}
 STRUCTURE = {  # preset -> (its fixed keys, its extra fitted parameters (start values), what a reader should know)
-    "trtllm": ({"backend": "cuda"}, {}, "Fitted on H100 runs only: other NVIDIA devices are extrapolated with the same fractions."),
-    "llamacpp-cuda": ({"backend": "cuda", "compute_peak": "fp32"}, {"bandwidth_cap": 1e12},
-                      ("Prefill priced on the fp32 (CUDA-core) peak, which the MMQ kernels' rate follows across H100, RTX 3090, 4090 "
-                       "and 5090 (1.9-2.3x it; 7-29% of the int8 peak); decode capped in bytes/s (0.32 of an H100's bandwidth, "
-                       "0.6-0.7 of GDDR cards'). Fitted on Q4_0 runs of the 2025 scoreboard; builds from May 2024 differ (see holdout).")),
-    "llamacpp-metal": ({"backend": "metal", "compute_peak": "fp32"}, {},
-                       ("The two training chips decode a 7B at the same 12 ms a token on 546 and 800 GB/s, so bandwidth and the "
-                        "per-step cost are not told apart: the fit puts a fixed cost on full bandwidth. Checked on a 70B (M3 Max).")),
+    "trtllm": (
+        {"backend": "cuda"},
+        {},
+        "Fitted on H100 runs only: other NVIDIA devices are extrapolated with the same fractions.",
+    ),
+    "llamacpp-cuda": (
+        {"backend": "cuda", "compute_peak": "fp32"},
+        {"bandwidth_cap": 1e12},
+        (
+            "Prefill priced on the fp32 (CUDA-core) peak, which the MMQ kernels' rate follows across H100, RTX 3090, 4090 "
+            "and 5090 (1.9-2.3x it; 7-29% of the int8 peak); decode capped in bytes/s (0.32 of an H100's bandwidth, "
+            "0.6-0.7 of GDDR cards'). Fitted on Q4_0 runs of the 2025 scoreboard; builds from May 2024 differ (see holdout)."
+        ),
+    ),
+    "llamacpp-metal": (
+        {"backend": "metal", "compute_peak": "fp32"},
+        {},
+        (
+            "The two training chips decode a 7B at the same 12 ms a token on 546 and 800 GB/s, so bandwidth and the "
+            "per-step cost are not told apart: the fit puts a fixed cost on full bandwidth. Checked on a 70B (M3 Max)."
+        ),
+    ),
 }
 BOUND = reality.BOUND
 
@@ -66,17 +80,32 @@ def points(cases: dict) -> dict[str, list]:
     """preset -> [(case id / figure, predict(params) -> value, measured)] for the training cases."""
     fp8 = {"weight_dtype": "fp8", "kv_dtype": "fp8"}
     trtllm = []
-    for case_id, model, devices, length in (("trtllm-h100-llama31-8b-fp8-128-128", "llama-3.1-8b", 1, 128),
-                                            ("trtllm-h100-llama31-8b-fp8-2048-2048", "llama-3.1-8b", 1, 2048),
-                                            ("trtllm-h100x2-llama33-70b-fp8-1000-1000", "llama-3.1-70b", 2, 1000),
-                                            ("trtllm-h100x8-llama31-405b-fp8-1000-1000", "llama-3.1-405b", 8, 1000)):
-        trtllm.append((f"{case_id} output tok/s", lambda p, a=(model, devices, length): offline(a[0], "h100-sxm", a[1], a[2], a[2], p, **fp8),
-                       cases[case_id]["value"]))
+    for case_id, model, devices, length in (
+        ("trtllm-h100-llama31-8b-fp8-128-128", "llama-3.1-8b", 1, 128),
+        ("trtllm-h100-llama31-8b-fp8-2048-2048", "llama-3.1-8b", 1, 2048),
+        ("trtllm-h100x2-llama33-70b-fp8-1000-1000", "llama-3.1-70b", 2, 1000),
+        ("trtllm-h100x8-llama31-405b-fp8-1000-1000", "llama-3.1-405b", 8, 1000),
+    ):
+        trtllm.append(
+            (
+                f"{case_id} output tok/s",
+                lambda p, a=(model, devices, length): offline(a[0], "h100-sxm", a[1], a[2], a[2], p, **fp8),
+                cases[case_id]["value"],
+            )
+        )
     nim = cases["nim-llama33-70b-2xh100-5000-500-c1"]["value"]  # NIM 1.8 serves Llama-3.3-70B FP8 through TensorRT-LLM
 
     def nim_run(p):
         h = load_hardware("h100-sxm")
-        e = estimate(load_model("llama-3.1-70b"), h, prompt_tokens=5000, output_tokens=500, tp=2, **fp8, **presets.knobs(p, h, "fp8"))
+        e = estimate(
+            load_model("llama-3.1-70b"),
+            h,
+            prompt_tokens=5000,
+            output_tokens=500,
+            tp=2,
+            **fp8,
+            **presets.knobs(p, h, "fp8"),
+        )
         return presets.timings(e, p["step_overhead_s"])
 
     trtllm.append(("nim-llama33-70b-2xh100-5000-500-c1 TTFT s", lambda p: nim_run(p)[0], nim["ttft_ms"] / 1e3))
@@ -92,8 +121,16 @@ def holdout_points() -> dict[str, list]:
     out: dict[str, list] = {}
     for c in json.loads(HOLDOUT.read_text())["cases"]:
         if c["engine"] == "trtllm":
-            predict = lambda p, c=c: offline(c["model"], c["hardware"], c["tp"], c["prompt_tokens"], c["output_tokens"], p,  # noqa: E731
-                                             weight_dtype="fp8", kv_dtype="fp8")
+            predict = lambda p, c=c: offline(
+                c["model"],
+                c["hardware"],
+                c["tp"],
+                c["prompt_tokens"],
+                c["output_tokens"],
+                p,  # noqa: E731
+                weight_dtype="fp8",
+                kv_dtype="fp8",
+            )
             out.setdefault("trtllm", []).append((f"{c['id']} output tok/s", predict, c["value"]))
         elif c["engine"] == "llamacpp":
             out.setdefault(_preset_of(c["hardware"]), []).extend(_llamacpp_points(c))
@@ -117,14 +154,20 @@ def _llamacpp_points(case: dict) -> list:
         test = key.split("_")[0]  # tg128, tg512, pp512
         tokens = int(test[2:])
         if test.startswith("tg"):
+
             def predict(p, n=tokens):
-                e = estimate(model, hardware, prompt_tokens=1, output_tokens=n + 1, **common, **presets.knobs(p, hardware, dtype))
+                e = estimate(
+                    model, hardware, prompt_tokens=1, output_tokens=n + 1, **common, **presets.knobs(p, hardware, dtype)
+                )
                 return presets.timings(e, p["step_overhead_s"])[1]
 
             rows.append((f"{case['id']} {test} s/token", predict, 1 / measured))
         else:
+
             def predict(p, n=tokens):
-                return estimate(model, hardware, prompt_tokens=n, output_tokens=1, **common, **presets.knobs(p, hardware, dtype)).ttft_s
+                return estimate(
+                    model, hardware, prompt_tokens=n, output_tokens=1, **common, **presets.knobs(p, hardware, dtype)
+                ).ttft_s
 
             rows.append((f"{case['id']} {test} s", predict, tokens / measured))
     return rows
@@ -146,15 +189,26 @@ def loss_of(training):
 def roofs() -> None:
     """The evidence for the llama.cpp presets' shape: each case's achieved prefill rate as a multiple of each peak,
     and its decode's share of peak bandwidth, at the bound's accounting (the roofline's FLOPs and bytes)."""
-    print("llama.cpp cases, achieved vs datasheet: prefill FLOP/s as a multiple of each peak; decode bytes/s as a share of bandwidth")
+    print(
+        "llama.cpp cases, achieved vs datasheet: prefill FLOP/s as a multiple of each peak; decode bytes/s as a share of bandwidth"
+    )
     cases = {c["id"]: c for c in json.loads(reality.TRAIN.read_text())}
     for c in reality.llamacpp_cases(cases, MORE_TRAINING, HOLDOUT):
         h = load_hardware(c["hardware"])
-        (_, tg, tg_measured), (_, _, pp_measured) = sorted(_llamacpp_points(c), key=lambda r: r[0].split(" ")[1], reverse=True)
-        rate = estimate(load_model(c["model"]), h, prompt_tokens=512, output_tokens=1, quant=c["quant"]).prefill.flops / pp_measured
-        multiples = "  ".join(f"{d} x{rate / h.peak_flops[d]:.2f}" for d in ("fp32", "fp16", "int8") if d in h.peak_flops)
-        print(f"   {c['id']:42} {'(' + c['build'] + ')' if 'build' in c else '':11} prefill {multiples:36} "
-              f"decode {tg(BOUND) / tg_measured:.2f} of {h.memory_bandwidth / 1e9:.0f} GB/s")
+        (_, tg, tg_measured), (_, _, pp_measured) = sorted(
+            _llamacpp_points(c), key=lambda r: r[0].split(" ")[1], reverse=True
+        )
+        rate = (
+            estimate(load_model(c["model"]), h, prompt_tokens=512, output_tokens=1, quant=c["quant"]).prefill.flops
+            / pp_measured
+        )
+        multiples = "  ".join(
+            f"{d} x{rate / h.peak_flops[d]:.2f}" for d in ("fp32", "fp16", "int8") if d in h.peak_flops
+        )
+        print(
+            f"   {c['id']:42} {'(' + c['build'] + ')' if 'build' in c else '':11} prefill {multiples:36} "
+            f"decode {tg(BOUND) / tg_measured:.2f} of {h.memory_bandwidth / 1e9:.0f} GB/s"
+        )
 
 
 def _row(name: str, predict, measured: float, params: dict) -> str:
@@ -166,7 +220,11 @@ def fit(name: str, training: list) -> dict:
     """The preset's fitted parameters, rounded as stored, with its fixed keys."""
     fixed, extra, _ = STRUCTURE[name]
     ranges = presets.PROXY_RANGES if "compute_peak" in fixed else presets.RANGES
-    fitted = presets.fit(loss_of([(n, lambda p, f=f, x=fixed: f({**p, **x}), m) for n, f, m in training]), {**START, **extra}, ranges=ranges)
+    fitted = presets.fit(
+        loss_of([(n, lambda p, f=f, x=fixed: f({**p, **x}), m) for n, f, m in training]),
+        {**START, **extra},
+        ranges=ranges,
+    )
     return {**{k: round(v, -9) if k == "bandwidth_cap" else round(v, 4) for k, v in fitted.items()}, **fixed}
 
 
@@ -177,16 +235,20 @@ def spread(name: str, training: list, full: dict) -> dict[str, list[float]]:
     if len(cases) < 3:
         return {}
     refits = [fit(name, [t for t in training if t[0].split(" ")[0] != case]) for case in cases]
-    return {k: [min(r[k] for r in [full, *refits]), max(r[k] for r in [full, *refits])] for k in full if k in presets.RANGES}
+    return {
+        k: [min(r[k] for r in [full, *refits]), max(r[k] for r in [full, *refits])] for k in full if k in presets.RANGES
+    }
 
 
 def report(name: str, full: dict, training: list, aside: list, held: dict, older: set, ranges: dict) -> None:
     worst = max(abs(math.log(predict(full) / measured)) for _, predict, measured in training)
     cap = f" up to {full['bandwidth_cap'] / 1e9:.0f} GB/s" if "bandwidth_cap" in full else ""
     roof = f"the {full['compute_peak']} peak" if "compute_peak" in full else "the bound's peak"
-    print(f"\n{name} ({full.get('backend') or 'any device'}): bandwidth x{full['bandwidth_fraction']:.3g}{cap}, compute "
-          f"x{full['compute_fraction']:.3g} of {roof}, +{full['step_overhead_s'] * 1e3:.2g} ms "
-          f"a step, memory fraction {full['memory_fraction']:.3g} · {len(training)} points · worst |residual| {worst:.3f} (x{math.exp(worst):.2f})")
+    print(
+        f"\n{name} ({full.get('backend') or 'any device'}): bandwidth x{full['bandwidth_fraction']:.3g}{cap}, compute "
+        f"x{full['compute_fraction']:.3g} of {roof}, +{full['step_overhead_s'] * 1e3:.2g} ms "
+        f"a step, memory fraction {full['memory_fraction']:.3g} · {len(training)} points · worst |residual| {worst:.3f} (x{math.exp(worst):.2f})"
+    )
     if ranges:
         print("   leave-one-case-out ranges: " + ", ".join(f"{k} {lo:.3g}-{hi:.3g}" for k, (lo, hi) in ranges.items()))
     else:
@@ -194,14 +256,18 @@ def report(name: str, full: dict, training: list, aside: list, held: dict, older
     print(f"   {'case and figure':62} {'measured':>10} {'bound':>10} {'preset':>10} {'error':>7}")
     for n, predict, measured in training:
         print(_row(n, predict, measured, full))
-    for label, group in (("held aside (benchmarks/holdout.json)", [r for r in aside if r[0].split(" ")[0] not in older]),
-                         ("held aside, older build (outside the goal)", [r for r in aside if r[0].split(" ")[0] in older])):
+    for label, group in (
+        ("held aside (benchmarks/holdout.json)", [r for r in aside if r[0].split(" ")[0] not in older]),
+        ("held aside, older build (outside the goal)", [r for r in aside if r[0].split(" ")[0] in older]),
+    ):
         if not group:
             continue
         inside = sum(abs(math.exp(held[n]) - 1) <= 0.25 for n, _, _ in group)
         worst = max((held[n] for n, _, _ in group), key=abs)
-        print(f"   {label}: {inside} of {len(group)} within +-25%, worst {math.exp(worst) - 1:+.0%}; "
-              f"{'the misses' if len(group) > 12 else 'all'}:")
+        print(
+            f"   {label}: {inside} of {len(group)} within +-25%, worst {math.exp(worst) - 1:+.0%}; "
+            f"{'the misses' if len(group) > 12 else 'all'}:"
+        )
         for n, predict, measured in group:
             if abs(math.exp(held[n]) - 1) > 0.25 or len(group) <= 12:
                 print(_row(n, predict, measured, full))
@@ -220,23 +286,36 @@ def main() -> None:
             continue
         full = fit(name, training)
         ranges = spread(name, training, full)
-        residuals = {n: round(math.log(predict(full) / measured), 4) for n, predict, measured in training}  # of the values stored
+        residuals = {
+            n: round(math.log(predict(full) / measured), 4) for n, predict, measured in training
+        }  # of the values stored
         held = {n: round(math.log(predict(full) / measured), 4) for n, predict, measured in aside.get(name, [])}
-        spec = {**full,
-                **({"ranges": ranges} if ranges else {}),
-                "cases": sorted({n.split(" ")[0] for n, _, _ in training}),
-                "residuals": residuals,
-                **({"holdout": held} if held else {}),
-                "source": "benchmarks/fit_engines.py: pattern search minimizing the sum of squared log(predicted / measured) over the cases "
-                          "below, from ../shared/reality/train.json and benchmarks/more_training.json (their sources are there)",
-                "notes": STRUCTURE[name][2]}
+        spec = {
+            **full,
+            **({"ranges": ranges} if ranges else {}),
+            "cases": sorted({n.split(" ")[0] for n, _, _ in training}),
+            "residuals": residuals,
+            **({"holdout": held} if held else {}),
+            "source": "benchmarks/fit_engines.py: pattern search minimizing the sum of squared log(predicted / measured) over the cases "
+            "below, from ../shared/reality/train.json and benchmarks/more_training.json (their sources are there)",
+            "notes": STRUCTURE[name][2],
+        }
         text = "# Fitted by benchmarks/fit_engines.py; never edited by hand. Residual = log(predicted / measured).\n"
         (out / f"{name}.yaml").write_text(text + yaml.safe_dump(spec, sort_keys=False, width=120))
         report(name, full, training, aside.get(name, []), held, older, ranges)
-    lines = ["# Engine presets", "", ("Fitted by `benchmarks/fit_engines.py` on `../shared/reality/train.json` and "
-                                      "`benchmarks/more_training.json`; never edited by hand."), ""]
-    lines += [f"- `{e}`: {n} usable training point(s) in the published data: too few to fit a preset (3 needed), so none is given."
-              for e, n in unsupported]
+    lines = [
+        "# Engine presets",
+        "",
+        (
+            "Fitted by `benchmarks/fit_engines.py` on `../shared/reality/train.json` and "
+            "`benchmarks/more_training.json`; never edited by hand."
+        ),
+        "",
+    ]
+    lines += [
+        f"- `{e}`: {n} usable training point(s) in the published data: too few to fit a preset (3 needed), so none is given."
+        for e, n in unsupported
+    ]
     (out / "README.md").write_text("\n".join(lines) + "\n")
 
 

@@ -23,8 +23,14 @@ def write(path: Path) -> None:
     T = gguf.GGMLQuantizationType
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name("Llama-3.1-70B-shaped")
-    for add, value in ((w.add_block_count, LAYERS), (w.add_embedding_length, HIDDEN), (w.add_head_count, 64),
-                       (w.add_head_count_kv, 8), (w.add_feed_forward_length, FFN), (w.add_context_length, 131072)):
+    for add, value in (
+        (w.add_block_count, LAYERS),
+        (w.add_embedding_length, HIDDEN),
+        (w.add_head_count, 64),
+        (w.add_head_count_kv, 8),
+        (w.add_feed_forward_length, FFN),
+        (w.add_context_length, 131072),
+    ):
         add(value)
     w.add_token_list([f"token{i}" for i in range(VOCAB)])
     w.add_token_scores([0.0] * VOCAB)
@@ -52,9 +58,17 @@ def write(path: Path) -> None:
     info("output.weight", (VOCAB, HIDDEN), T.Q6_K)
     for i in range(LAYERS):
         heavy = T.Q6_K if i % 2 == 0 else T.Q4_K  # Q4_K_M: half the layers' attn_v and ffn_down at Q6_K
-        for name, shape, qtype in (("attn_norm", (HIDDEN,), T.F32), ("ffn_norm", (HIDDEN,), T.F32), ("attn_q", (HIDDEN, HIDDEN), T.Q4_K),
-                                   ("attn_k", (KV, HIDDEN), T.Q4_K), ("attn_v", (KV, HIDDEN), heavy), ("attn_output", (HIDDEN, HIDDEN), T.Q4_K),
-                                   ("ffn_gate", (FFN, HIDDEN), T.Q4_K), ("ffn_up", (FFN, HIDDEN), T.Q4_K), ("ffn_down", (HIDDEN, FFN), heavy)):
+        for name, shape, qtype in (
+            ("attn_norm", (HIDDEN,), T.F32),
+            ("ffn_norm", (HIDDEN,), T.F32),
+            ("attn_q", (HIDDEN, HIDDEN), T.Q4_K),
+            ("attn_k", (KV, HIDDEN), T.Q4_K),
+            ("attn_v", (KV, HIDDEN), heavy),
+            ("attn_output", (HIDDEN, HIDDEN), T.Q4_K),
+            ("ffn_gate", (FFN, HIDDEN), T.Q4_K),
+            ("ffn_up", (FFN, HIDDEN), T.Q4_K),
+            ("ffn_down", (HIDDEN, FFN), heavy),
+        ):
             info(f"blk.{i}.{name}.weight", shape, qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -79,10 +93,14 @@ def main() -> None:
         gguf_model(path)
         peaks = [tracemalloc.get_traced_memory()[1]]
         tracemalloc.stop()
-        print(f"header file {path.stat().st_size / 1e6:.1f} MB; {keys['layers']} layers, vocab {keys['vocab_size']}, "
-              f"{weights.total_bytes / 1e9:.2f} GB of weights at {weights.bits_per_weight:.3f} bits per weight")
-        print(f"read in {statistics.median(times) * 1e3:.0f} ms median ({min(times) * 1e3:.0f}-{max(times) * 1e3:.0f} ms over 5), "
-              f"peak Python allocations {max(peaks) / 1e6:.1f} MB (target <= 300 ms, <= 50 MB)")
+        print(
+            f"header file {path.stat().st_size / 1e6:.1f} MB; {keys['layers']} layers, vocab {keys['vocab_size']}, "
+            f"{weights.total_bytes / 1e9:.2f} GB of weights at {weights.bits_per_weight:.3f} bits per weight"
+        )
+        print(
+            f"read in {statistics.median(times) * 1e3:.0f} ms median ({min(times) * 1e3:.0f}-{max(times) * 1e3:.0f} ms over 5), "
+            f"peak Python allocations {max(peaks) / 1e6:.1f} MB (target <= 300 ms, <= 50 MB)"
+        )
 
 
 if __name__ == "__main__":

@@ -25,16 +25,25 @@ def main(folder: str) -> None:
             print(f"{name}: no result (see {name}.log)")
             continue
         sheet = r.get("datasheet") or {}
-        print(f"\n{name}: {r['device']['name']}, {r['elapsed_s']:.1f} s, budget {r['plan']['budget_s']} s, datasheet {sheet.get('id', '-')}")
+        print(
+            f"\n{name}: {r['device']['name']}, {r['elapsed_s']:.1f} s, budget {r['plan']['budget_s']} s, datasheet {sheet.get('id', '-')}"
+        )
         for d, m in r["matmul"].items():
             frac = (sheet.get("matmul_fraction_of_peak") or {}).get(d)
-            print(f"  matmul {d:5} {m['best_flop_per_s'] / 1e12:8.1f} TFLOP/s  cv {m.get('cv', 0):.1%}  at {m['best_shape']}"
-                  + (f"  {frac:.0%} of datasheet" if frac else ""))
+            print(
+                f"  matmul {d:5} {m['best_flop_per_s'] / 1e12:8.1f} TFLOP/s  cv {m.get('cv', 0):.1%}  at {m['best_shape']}"
+                + (f"  {frac:.0%} of datasheet" if frac else "")
+            )
         for k, b in r["bandwidth"].items():
             if b:
                 frac = (sheet.get("bandwidth_fraction_of_peak") or {}).get(k)
-                print(f"  {k:13} {b['best_bytes_per_s'] / 1e12:8.2f} TB/s    cv {b.get('cv', 0):.1%}" + (f"  {frac:.0%} of datasheet" if frac else ""))
-        print(f"  ridge {r['ridge_point_flop_per_byte']:.0f} FLOP/B ({r['ridge_dtype']}); decode bandwidth from {r['decode_bandwidth']}")
+                print(
+                    f"  {k:13} {b['best_bytes_per_s'] / 1e12:8.2f} TB/s    cv {b.get('cv', 0):.1%}"
+                    + (f"  {frac:.0%} of datasheet" if frac else "")
+                )
+        print(
+            f"  ridge {r['ridge_point_flop_per_byte']:.0f} FLOP/B ({r['ridge_dtype']}); decode bandwidth from {r['decode_bandwidth']}"
+        )
     for name in ("validate-gpt2", "validate-llama-3.2-1b"):
         r = load(out / f"{name}.json")
         if not r:
@@ -42,11 +51,15 @@ def main(folder: str) -> None:
             continue
         print(f"\n{name}: {r['model']['name']} {r['model']['dtype']} on {r['device']['name']}")
         for row in r["rows"]:
-            print(f"  batch {row['batch']:3}  TPOT {row['measured_tpot_s'] * 1e3:7.2f} ms  predicted/measured {row['tpot_ratio']:.2f}"
-                  f"  roofline {row['roofline_tpot_ratio']:.2f}  MBU {row['mbu']:.0%}")
+            print(
+                f"  batch {row['batch']:3}  TPOT {row['measured_tpot_s'] * 1e3:7.2f} ms  predicted/measured {row['tpot_ratio']:.2f}"
+                f"  roofline {row['roofline_tpot_ratio']:.2f}  MBU {row['mbu']:.0%}"
+            )
     r = load(out / "collectives.json")
     if r:
-        print(f"\ncollectives: {r['devices']} x {r['device_name']}: busbw {r['bus_bandwidth_bytes_per_s'] / 1e9:.0f} GB/s, latency {r['latency_s'] * 1e6:.1f} us")
+        print(
+            f"\ncollectives: {r['devices']} x {r['device_name']}: busbw {r['bus_bandwidth_bytes_per_s'] / 1e9:.0f} GB/s, latency {r['latency_s'] * 1e6:.1f} us"
+        )
 
 
 if __name__ == "__main__":

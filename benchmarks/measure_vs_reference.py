@@ -17,8 +17,8 @@ import time
 import numpy as np
 import torch
 
-from roofline.measure import machine
 from roofline.measure import bench as measure
+from roofline.measure import machine
 
 
 def best_seconds(fn, reps: int = 7, min_time: float = 0.3) -> float:
@@ -43,7 +43,14 @@ def numpy_matmul() -> tuple[float, str]:
 
 def torch_matmul() -> tuple[float, str]:
     shapes = [(n, n, n) for n in (256, 384, 512, 768, 1000, 1024, 1280, 1536, 1792, 2000, 2048, 2560, 3000, 3072, 4096)]
-    shapes += [(256, 4096, 4096), (512, 4096, 4096), (1024, 4096, 4096), (4096, 4096, 1024), (2000, 4000, 2000), (1000, 8000, 1000)]
+    shapes += [
+        (256, 4096, 4096),
+        (512, 4096, 4096),
+        (1024, 4096, 4096),
+        (4096, 4096, 1024),
+        (2000, 4000, 2000),
+        (1000, 8000, 1000),
+    ]
     best = (0.0, "")
     for m, k, n in shapes:
         a, b = torch.rand(m, k), torch.rand(k, n)
@@ -68,12 +75,18 @@ def main() -> None:
     ours_mm = result["matmul"]["fp32"]["best_flop_per_s"]
     ours_copy = result["bandwidth"]["copy"]["best_bytes_per_s"]
     best_mm = max(np_mm, torch_mm)
-    print(f"machine: {machine.cpu_name()}, torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__}")
+    print(
+        f"machine: {machine.cpu_name()}, torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__}"
+    )
     print(f"{'figure':46} {'reference':>14} {'measure':>14} {'ratio':>7}")
     print(f"{'fp32 matmul, numpy best (' + np_shape + ')':46} {np_mm / 1e9:10.1f} GF/s")
     print(f"{'fp32 matmul, torch wide scan (' + torch_shape + ')':46} {torch_mm / 1e9:10.1f} GF/s")
-    print(f"{'fp32 matmul vs best reference':46} {best_mm / 1e9:10.1f} GF/s {ours_mm / 1e9:10.1f} GF/s {ours_mm / best_mm:7.1%}")
-    print(f"{'copy, numpy copyto (r+w)':46} {np_copy / 1e9:10.1f} GB/s {ours_copy / 1e9:10.1f} GB/s {ours_copy / np_copy:7.1%}")
+    print(
+        f"{'fp32 matmul vs best reference':46} {best_mm / 1e9:10.1f} GF/s {ours_mm / 1e9:10.1f} GF/s {ours_mm / best_mm:7.1%}"
+    )
+    print(
+        f"{'copy, numpy copyto (r+w)':46} {np_copy / 1e9:10.1f} GB/s {ours_copy / 1e9:10.1f} GB/s {ours_copy / np_copy:7.1%}"
+    )
     print("target: >= 95% for both")
 
 

@@ -15,7 +15,22 @@ from roofline import load_hardware, load_model
 from roofline.calc.plan import plan
 from roofline.specs.catalog import catalog
 
-ARGS = ["-m", "llama-3.1-70b", "--rate", "20", "--prompt", "1024", "--output", "256", "--tpot-slo", "50ms", "--ttft-slo", "2s", "--tp", "1,2,4,8"]
+ARGS = [
+    "-m",
+    "llama-3.1-70b",
+    "--rate",
+    "20",
+    "--prompt",
+    "1024",
+    "--output",
+    "256",
+    "--tpot-slo",
+    "50ms",
+    "--ttft-slo",
+    "2s",
+    "--tp",
+    "1,2,4,8",
+]
 
 
 def main() -> None:
@@ -24,14 +39,27 @@ def main() -> None:
     library, cli = [], []
     for _ in range(5):
         start = time.perf_counter()
-        result = plan(model, devices, prompt_tokens=1024, output_tokens=256, rate=20.0, tpot_slo=0.05, ttft_slo=2.0, tps=(1, 2, 4, 8))
+        result = plan(
+            model,
+            devices,
+            prompt_tokens=1024,
+            output_tokens=256,
+            rate=20.0,
+            tpot_slo=0.05,
+            ttft_slo=2.0,
+            tps=(1, 2, 4, 8),
+        )
         library.append(time.perf_counter() - start)
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "roofline", "plan", "-q", "--json", *ARGS], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "roofline", "plan", "-q", "--json", *ARGS], check=True, capture_output=True
+        )
         cli.append(time.perf_counter() - start)
     print(f"{len(devices)} devices x 4 tp degrees -> {len(result.options)} options")
     for name, times in (("library", library), ("CLI (interpreter start included)", cli)):
-        print(f"{name}: median {statistics.median(times):.3f} s, range {min(times):.3f}-{max(times):.3f} s over {len(times)} rounds")
+        print(
+            f"{name}: median {statistics.median(times):.3f} s, range {min(times):.3f}-{max(times):.3f} s over {len(times)} rounds"
+        )
     print("target: <= 1 s")
 
 

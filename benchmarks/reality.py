@@ -25,15 +25,18 @@ from roofline.calc.sweep import default_batches
 
 TRAIN = Path(__file__).resolve().parents[2] / "shared" / "reality" / "train.json"
 HOLDOUT = Path(__file__).resolve().parent / "holdout.json"  # published figures held aside (benchmarks/fit_engines.py)
-MORE_TRAINING = Path(__file__).resolve().parent / "more_training.json"  # published figures this project added to training
+MORE_TRAINING = (
+    Path(__file__).resolve().parent / "more_training.json"
+)  # published figures this project added to training
 
 
 # The roofline itself as a preset: full efficiency, no step cost, the offline runs' memory fraction.
 BOUND = {"bandwidth_fraction": 1.0, "compute_fraction": 1.0, "step_overhead_s": 0.0, "memory_fraction": 0.95}
 
 
-def best_throughput(model: str, device: str, devices: int, prompt: int, output: int, params: dict | None = None,
-                    **knobs) -> tuple[float, str]:
+def best_throughput(
+    model: str, device: str, devices: int, prompt: int, output: int, params: dict | None = None, **knobs
+) -> tuple[float, str]:
     """The largest end-to-end output tokens/s of `devices` devices split into tp-replicas, over batches that fit,
     at a preset's `params` (default: the bound). benchmarks/fit_engines.py predicts the offline cases with it."""
     params = params or BOUND
@@ -55,20 +58,28 @@ def best_throughput(model: str, device: str, devices: int, prompt: int, output: 
 
 
 # train.json's llama.cpp cases: Llama-2-7B Q4_0 from the CUDA and Metal scoreboards, on these devices.
-LLAMACPP_TRAIN = {"llamacpp-h100-llama2-7b-q4_0": "h100-sxm", "llamacpp-rtx4090-llama2-7b-q4_0": "rtx-4090",
-                  "llamacpp-m4max-llama2-7b-q4_0": "apple-m4-max"}
+LLAMACPP_TRAIN = {
+    "llamacpp-h100-llama2-7b-q4_0": "h100-sxm",
+    "llamacpp-rtx4090-llama2-7b-q4_0": "rtx-4090",
+    "llamacpp-m4max-llama2-7b-q4_0": "apple-m4-max",
+}
 
 
 def llamacpp_cases(cases: dict[str, dict], *files: Path) -> list[dict]:
     """train.json's llama.cpp cases in the shape of the JSON files' (id, model, hardware, quant, value), then each
     llama.cpp case of `files` (more_training.json, holdout.json)."""
-    out = [{"id": i, "model": "llama-2-7b", "hardware": d, "quant": "q4_0", "value": cases[i]["value"]}
-           for i, d in LLAMACPP_TRAIN.items() if i in cases]
+    out = [
+        {"id": i, "model": "llama-2-7b", "hardware": d, "quant": "q4_0", "value": cases[i]["value"]}
+        for i, d in LLAMACPP_TRAIN.items()
+        if i in cases
+    ]
     return out + [c for f in files for c in json.loads(f.read_text())["cases"] if c["engine"] == "llamacpp"]
 
 
 def decode_case(model: str, device: str, prompt: int, output: int, tp: int = 1, **knobs):
-    return estimate(load_model(model), load_hardware(device), batch=1, prompt_tokens=prompt, output_tokens=output, tp=tp, **knobs)
+    return estimate(
+        load_model(model), load_hardware(device), batch=1, prompt_tokens=prompt, output_tokens=output, tp=tp, **knobs
+    )
 
 
 def rows(cases: dict[str, dict]) -> list[tuple[str, str, float, float, str]]:
@@ -82,17 +93,30 @@ def rows(cases: dict[str, dict]) -> list[tuple[str, str, float, float, str]]:
             out.append((case_id, f"output tok/s, prompt {prompt}", bound, value, how))
 
     offline("mlperf41-h100x8-llama2-70b-offline", "llama-2-70b", "h100-sxm", 8, 290, weight_dtype="fp8", kv_dtype="fp8")
-    offline("mlperf41-b200x1-llama2-70b-offline", "llama-2-70b", "b200", 1, 274, weight_dtype="fp4", compute_dtype="fp4", kv_dtype="fp8")
+    offline(
+        "mlperf41-b200x1-llama2-70b-offline",
+        "llama-2-70b",
+        "b200",
+        1,
+        274,
+        weight_dtype="fp4",
+        compute_dtype="fp4",
+        kv_dtype="fp8",
+    )
     offline("mlperf41-mi300x8-llama2-70b-offline", "llama-2-70b", "mi300x", 8, 293, weight_dtype="fp8", kv_dtype="fp8")
-    for case_id, model, devices, length in (("trtllm-h100-llama31-8b-fp8-128-128", "llama-3.1-8b", 1, 128),
-                                            ("trtllm-h100-llama31-8b-fp8-2048-2048", "llama-3.1-8b", 1, 2048),
-                                            ("trtllm-h100x2-llama33-70b-fp8-1000-1000", "llama-3.1-70b", 2, 1000),
-                                            ("trtllm-h100x8-llama31-405b-fp8-1000-1000", "llama-3.1-405b", 8, 1000)):
+    for case_id, model, devices, length in (
+        ("trtllm-h100-llama31-8b-fp8-128-128", "llama-3.1-8b", 1, 128),
+        ("trtllm-h100-llama31-8b-fp8-2048-2048", "llama-3.1-8b", 1, 2048),
+        ("trtllm-h100x2-llama33-70b-fp8-1000-1000", "llama-3.1-70b", 2, 1000),
+        ("trtllm-h100x8-llama31-405b-fp8-1000-1000", "llama-3.1-405b", 8, 1000),
+    ):
         bound, how = best_throughput(model, "h100-sxm", devices, length, length, weight_dtype="fp8", kv_dtype="fp8")
         out.append((case_id, f"output tok/s, {length}/{length}", bound, cases[case_id]["value"], how))
     nim = cases["nim-llama33-70b-2xh100-5000-500-c1"]["value"]
     e = decode_case("llama-3.1-70b", "h100-sxm", 5000, 500, tp=2, weight_dtype="fp8", kv_dtype="fp8")
-    out.append(("nim-llama33-70b-2xh100-5000-500-c1", "TTFT s (latency)", e.ttft_s, nim["ttft_ms"] / 1e3, "tp2 batch 1"))
+    out.append(
+        ("nim-llama33-70b-2xh100-5000-500-c1", "TTFT s (latency)", e.ttft_s, nim["ttft_ms"] / 1e3, "tp2 batch 1")
+    )
     out.append(("nim-llama33-70b-2xh100-5000-500-c1", "ITL s (latency)", e.tpot_s, nim["itl_ms"] / 1e3, "tp2 batch 1"))
     # llama.cpp's llama-bench: tgN is N tokens generated from an empty context, ppN one N-token prefill. The bound's
     # compute dtype is the library default for a ggml format: int8 where the device lists it (llama.cpp multiplies
@@ -123,7 +147,9 @@ def main(path: str | None = None) -> None:
         latency = "latency" in figure
         ratio = measured / bound if latency else bound / measured
         broken += ratio < 1
-        print(f"{case_id:44} {figure:30} {bound:12.4g} {measured:12.4g} {ratio:6.2f}  {'yes' if ratio >= 1 else 'NO ':5}  {how}")
+        print(
+            f"{case_id:44} {figure:30} {bound:12.4g} {measured:12.4g} {ratio:6.2f}  {'yes' if ratio >= 1 else 'NO ':5}  {how}"
+        )
     print(f"\n{broken} figure(s) beat the bound (ratio < 1)")
 
 

@@ -32,7 +32,10 @@ def main() -> None:
     import roofline
 
     compileall.compile_dir(str(Path(roofline.__file__).parent), quiet=1)
-    commands = {"baseline": [python, "-c", "import typer, yaml"], "ours": [python, "-m", "roofline", "estimate", "--json", "-q"]}
+    commands = {
+        "baseline": [python, "-c", "import typer, yaml"],
+        "ours": [python, "-m", "roofline", "estimate", "--json", "-q"],
+    }
     for command in commands.values():
         seconds(command)  # warm the file cache
     times: dict[str, list[float]] = {name: [] for name in commands}

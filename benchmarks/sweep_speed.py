@@ -26,10 +26,25 @@ def main() -> None:
         best = min(best, time.perf_counter() - start)
     print(f"library: {len(result.rows)} points in {best:.3f} s (sweep + to_dict + json.dumps, best of 3)")
     start = time.perf_counter()
-    command = [sys.executable, "-m", "roofline", "sweep", "-q", "--json", "--batch", "1:100:1", "--prompt", "128:12800:128", "--tpot-slo", "50ms"]
+    command = [
+        sys.executable,
+        "-m",
+        "roofline",
+        "sweep",
+        "-q",
+        "--json",
+        "--batch",
+        "1:100:1",
+        "--prompt",
+        "128:12800:128",
+        "--tpot-slo",
+        "50ms",
+    ]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     elapsed = time.perf_counter() - start
-    print(f"CLI:     {len(json.loads(out)['rows'])} points in {elapsed:.3f} s (roofline sweep --json, interpreter start included)")
+    print(
+        f"CLI:     {len(json.loads(out)['rows'])} points in {elapsed:.3f} s (roofline sweep --json, interpreter start included)"
+    )
     print("target: <= 1 s")
 
 

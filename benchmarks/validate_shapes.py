@@ -27,7 +27,11 @@ LAYERS = {"gpt2-large": 12, "tinyllama-1.1b": 8, "qwen3-0.6b": 14}  # slices tha
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dtype", default="fp32", help="fp32 (default: CPUs without native 16-bit matmul run bf16 at ~1%% of fp32), bf16 or fp16")
+    parser.add_argument(
+        "--dtype",
+        default="fp32",
+        help="fp32 (default: CPUs without native 16-bit matmul run bf16 at ~1%% of fp32), bf16 or fp16",
+    )
     parser.add_argument("--batch", default="1,4,16")
     parser.add_argument("--shapes", default=None, help="comma-separated names from benchmarks/shapes (default: all)")
     parser.add_argument("--device", default="auto")
@@ -44,29 +48,49 @@ def main() -> None:
     for engine in engines[1:] if engines[0] == "eager" else engines:
         measured["engines"][engine] = engine_costs.of(engine, measured["device"]["kind"], args.dtype, quick=True)
     hardware = hardware_from_mapping(profile.hardware_spec(measured), "a quick measure of this device", "measured-here")
-    print(f"quick profile: {measured['device']['name']}, memory_bandwidth {hardware.memory_bandwidth / 1e9:.1f} GB/s "
-          f"({measured['decode_bandwidth']}), {args.dtype} matmul {hardware.peak_flops[args.dtype] / 1e9:.0f} GFLOP/s")
-    print(f"{'engine':12} {'shape':16} {'layers':>6} {'batch':>5} {'TPOT':>9} {'predicted':>9} {'ratio':>6} {'90% interval':>13} "
-          f"{'verdict':>12} {'roofline':>8} {'MBU':>5}", flush=True)
+    print(
+        f"quick profile: {measured['device']['name']}, memory_bandwidth {hardware.memory_bandwidth / 1e9:.1f} GB/s "
+        f"({measured['decode_bandwidth']}), {args.dtype} matmul {hardware.peak_flops[args.dtype] / 1e9:.0f} GFLOP/s"
+    )
+    print(
+        f"{'engine':12} {'shape':16} {'layers':>6} {'batch':>5} {'TPOT':>9} {'predicted':>9} {'ratio':>6} {'90% interval':>13} "
+        f"{'verdict':>12} {'roofline':>8} {'MBU':>5}",
+        flush=True,
+    )
     rows = []
     for name in names:
         model = validate.sliced(load_model(str(SHAPES / f"{name}.yaml")), LAYERS.get(name))
         for engine in engines:
-            report = validate.run(model, hardware, args.device, batches, dtype=args.dtype, repeat=args.repeat, tolerance=args.tolerance,
-                                  engine=engine)
+            report = validate.run(
+                model,
+                hardware,
+                args.device,
+                batches,
+                dtype=args.dtype,
+                repeat=args.repeat,
+                tolerance=args.tolerance,
+                engine=engine,
+            )
             for row in report.rows:
                 rows.append({"engine": engine, "shape": name, "layers": model.arch.layers, **row})
-                print(f"{engine:12} {name:16} {model.arch.layers:6} {row['batch']:5} {row['measured_tpot_s'] * 1e3:7.1f}ms "
-                      f"{row['predicted_tpot_s'] * 1e3:7.1f}ms {row['tpot_ratio']:6.2f}  [{row['tpot_ratio_low']:.2f}, {row['tpot_ratio_high']:.2f}] "
-                      f"{row['verdict']:>12} {row['roofline_tpot_ratio']:8.2f} {row['mbu']:5.0%}", flush=True)
+                print(
+                    f"{engine:12} {name:16} {model.arch.layers:6} {row['batch']:5} {row['measured_tpot_s'] * 1e3:7.1f}ms "
+                    f"{row['predicted_tpot_s'] * 1e3:7.1f}ms {row['tpot_ratio']:6.2f}  [{row['tpot_ratio_low']:.2f}, {row['tpot_ratio_high']:.2f}] "
+                    f"{row['verdict']:>12} {row['roofline_tpot_ratio']:8.2f} {row['mbu']:5.0%}",
+                    flush=True,
+                )
     over = [r for r in rows if r["mbu"] > 1.05]
-    print(f"\nMBU above 105% of the saved bandwidth: {len(over)} of {len(rows)} rows"
-          + (": " + ", ".join(f"{r['shape']} b{r['batch']} {r['mbu']:.0%}" for r in over) if over else ""))
+    print(
+        f"\nMBU above 105% of the saved bandwidth: {len(over)} of {len(rows)} rows"
+        + (": " + ", ".join(f"{r['shape']} b{r['batch']} {r['mbu']:.0%}" for r in over) if over else "")
+    )
     for engine in engines:
         mine = [r for r in rows if r["engine"] == engine]
         within = [r for r in mine if abs(r["tpot_ratio"] - 1) <= args.tolerance]
         verdicts = {v: sum(r["verdict"] == v for r in mine) for v in ("within", "inconclusive", "outside")}
-        print(f"{engine}: median decode ratio within +-{args.tolerance:.0%}: {len(within)} of {len(mine)} rows; verdicts {verdicts}")
+        print(
+            f"{engine}: median decode ratio within +-{args.tolerance:.0%}: {len(within)} of {len(mine)} rows; verdicts {verdicts}"
+        )
     print(f"{time.perf_counter() - started:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps({"profile": measured, "rows": rows}, indent=2))

@@ -19,7 +19,19 @@ from roofline.specs.catalog import load_model
 from roofline.specs.hardware import load_hardware
 from roofline.specs.records import Hardware, Model
 
-__all__ = ["Estimate", "Hardware", "Knobs", "Model", "RooflineError", "UsageError", "compare", "estimate", "load_hardware", "load_model", "sweep"]
+__all__ = [
+    "Estimate",
+    "Hardware",
+    "Knobs",
+    "Model",
+    "RooflineError",
+    "UsageError",
+    "compare",
+    "estimate",
+    "load_hardware",
+    "load_model",
+    "sweep",
+]
 
 
 def __getattr__(name: str):

@@ -2,9 +2,10 @@
 
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from roofline.errors import UsageError, shown
 

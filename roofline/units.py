@@ -56,7 +56,7 @@ def parse(value: object, kind: str) -> float:
         raise ValueError(f"unknown duration unit {unit!r} in {shown(value)} (use s, ms, us or ns)")
     prefixes = {**DECIMAL, **(BINARY if binary_ok else {})}
     for prefix, scale in sorted(prefixes.items(), key=lambda p: -len(p[0])):
-        if unit.startswith(prefix) and re.fullmatch(unit_re, unit[len(prefix):]):
+        if unit.startswith(prefix) and re.fullmatch(unit_re, unit[len(prefix) :]):
             return number * scale
     raise ValueError(f"cannot read the unit {unit!r} in {shown(value)}: expected {expected}")
 
@@ -74,7 +74,7 @@ def si(value: float | None, unit: str = "", digits: int = 3) -> str:
     magnitude = abs(value)
     table = _PREFIXES if magnitude >= 1 or unit not in ("s",) else _SMALL
     for scale, prefix in table:
-        if magnitude >= scale * (1 - 0.5 * 10 ** -digits) or scale == table[-1][0]:
+        if magnitude >= scale * (1 - 0.5 * 10**-digits) or scale == table[-1][0]:
             return f"{_sig(value / scale, digits)} {prefix}{unit}".rstrip()
     raise AssertionError("unreachable")
 

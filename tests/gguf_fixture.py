@@ -13,11 +13,17 @@ def tensors(tied: bool) -> list[tuple[str, tuple[int, int] | tuple[int]]]:
     if not tied:
         out.append(("output.weight", (VOCAB, HIDDEN)))
     for i in range(LAYERS):
-        out += [(f"blk.{i}.attn_norm.weight", (HIDDEN,)), (f"blk.{i}.ffn_norm.weight", (HIDDEN,)),
-                (f"blk.{i}.attn_q.weight", (HIDDEN, HIDDEN)), (f"blk.{i}.attn_k.weight", (kv, HIDDEN)),
-                (f"blk.{i}.attn_v.weight", (kv, HIDDEN)), (f"blk.{i}.attn_output.weight", (HIDDEN, HIDDEN)),
-                (f"blk.{i}.ffn_gate.weight", (FFN, HIDDEN)), (f"blk.{i}.ffn_up.weight", (FFN, HIDDEN)),
-                (f"blk.{i}.ffn_down.weight", (HIDDEN, FFN))]
+        out += [
+            (f"blk.{i}.attn_norm.weight", (HIDDEN,)),
+            (f"blk.{i}.ffn_norm.weight", (HIDDEN,)),
+            (f"blk.{i}.attn_q.weight", (HIDDEN, HIDDEN)),
+            (f"blk.{i}.attn_k.weight", (kv, HIDDEN)),
+            (f"blk.{i}.attn_v.weight", (kv, HIDDEN)),
+            (f"blk.{i}.attn_output.weight", (HIDDEN, HIDDEN)),
+            (f"blk.{i}.ffn_gate.weight", (FFN, HIDDEN)),
+            (f"blk.{i}.ffn_up.weight", (FFN, HIDDEN)),
+            (f"blk.{i}.ffn_down.weight", (HIDDEN, FFN)),
+        ]
     return out
 
 

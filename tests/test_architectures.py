@@ -6,10 +6,10 @@ import pytest
 from typer.testing import CliRunner
 
 from roofline import estimate, load_hardware, load_model
+from roofline.calc.shape import Shape, windowed_pairs
 from roofline.cli import app
 from roofline.errors import RooflineError, UsageError
 from roofline.specs.params import expected_experts
-from roofline.calc.shape import Shape, windowed_pairs
 
 runner = CliRunner()
 
@@ -65,7 +65,10 @@ def test_kv_bytes_per_token(model_id, kind, kv):
 
 def test_mqa_kv_bytes(write_yaml):
     # MQA is num_kv_heads = 1: 2 x 32 layers x 1 x 128 x 2 B = 16,384 B/token.
-    path = write_yaml("mqa.yaml", "name: mqa\nsource: t\ndtype: bf16\nlayers: 32\nhidden_size: 4096\nnum_heads: 32\nnum_kv_heads: 1\nintermediate_size: 11008\nvocab_size: 32000\n")
+    path = write_yaml(
+        "mqa.yaml",
+        "name: mqa\nsource: t\ndtype: bf16\nlayers: 32\nhidden_size: 4096\nnum_heads: 32\nnum_kv_heads: 1\nintermediate_size: 11008\nvocab_size: 32000\n",
+    )
     assert estimate(load_model(path), load_hardware("h100-sxm")).kv_bytes_per_token == 16_384
 
 
@@ -161,7 +164,9 @@ def test_tp_needs_an_interconnect():
 
 
 def test_tp_json_keys():
-    data = json.loads(runner.invoke(app, ["estimate", "-q", "--json", "-m", "deepseek-v3", "-H", "h200", "--tp", "8"]).stdout)
+    data = json.loads(
+        runner.invoke(app, ["estimate", "-q", "--json", "-m", "deepseek-v3", "-H", "h200", "--tp", "8"]).stdout
+    )
     assert data["inputs"]["tp"] == 8 and data["weight_bytes_per_device"] == pytest.approx(data["weight_bytes"] / 8)
     assert data["prefill"]["comm_s"] > 0 and data["decode"]["comm_s"] > 0 and "kv_budget_bytes" in data
     assert data["model"]["active_params"] < data["model"]["params"]
@@ -171,40 +176,153 @@ def test_tp_json_keys():
 
 # Small config.json fixtures, written as the families publish them (field names and defaults differ).
 CONFIGS = {
-    "llama-3.1-8b": {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
-                     "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
-                     "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16"},
-    "mistral-7b": {"model_type": "mistral", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
-                   "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, "sliding_window": 4096,
-                   "max_position_embeddings": 32768, "torch_dtype": "bfloat16"},
-    "mixtral-8x7b": {"model_type": "mixtral", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
-                     "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, "num_local_experts": 8,
-                     "num_experts_per_tok": 2, "sliding_window": None, "max_position_embeddings": 32768, "torch_dtype": "bfloat16"},
-    "qwen2.5-7b": {"model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584, "num_attention_heads": 28,
-                   "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064, "tie_word_embeddings": False,
-                   "use_sliding_window": False, "sliding_window": 131072, "max_position_embeddings": 131072, "torch_dtype": "bfloat16"},
-    "qwen3-30b-a3b": {"model_type": "qwen3_moe", "num_hidden_layers": 48, "hidden_size": 2048, "num_attention_heads": 32,
-                      "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144, "moe_intermediate_size": 768,
-                      "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
-                      "vocab_size": 151936, "tie_word_embeddings": False, "max_position_embeddings": 40960, "torch_dtype": "bfloat16"},
-    "gemma-2-9b": {"model_type": "gemma2", "num_hidden_layers": 42, "hidden_size": 3584, "num_attention_heads": 16,
-                   "num_key_value_heads": 8, "head_dim": 256, "intermediate_size": 14336, "vocab_size": 256000,
-                   "sliding_window": 4096, "max_position_embeddings": 8192, "torch_dtype": "float32"},
-    "phi-3-mini": {"model_type": "phi3", "num_hidden_layers": 32, "hidden_size": 3072, "num_attention_heads": 32,
-                   "num_key_value_heads": 32, "intermediate_size": 8192, "vocab_size": 32064, "sliding_window": 2047,
-                   "max_position_embeddings": 4096, "tie_word_embeddings": False, "torch_dtype": "bfloat16"},
-    "gpt2": {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "n_inner": None, "n_positions": 1024,
-             "vocab_size": 50257},
-    "deepseek-v3": {"model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128,
-                    "num_key_value_heads": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048, "vocab_size": 129280,
-                    "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
-                    "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 3, "num_nextn_predict_layers": 1,
-                    "max_position_embeddings": 163840, "torch_dtype": "bfloat16", "quantization_config": {"quant_method": "fp8"}},
-    "gpt-oss-20b": {"model_type": "gpt_oss", "num_hidden_layers": 24, "hidden_size": 2880, "num_attention_heads": 64,
-                    "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 32,
-                    "num_experts_per_tok": 4, "experts_per_token": 4, "vocab_size": 201088, "attention_bias": True,
-                    "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 12,
-                    "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16"},
+    "llama-3.1-8b": {
+        "model_type": "llama",
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    },
+    "mistral-7b": {
+        "model_type": "mistral",
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 32000,
+        "sliding_window": 4096,
+        "max_position_embeddings": 32768,
+        "torch_dtype": "bfloat16",
+    },
+    "mixtral-8x7b": {
+        "model_type": "mixtral",
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 32000,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "sliding_window": None,
+        "max_position_embeddings": 32768,
+        "torch_dtype": "bfloat16",
+    },
+    "qwen2.5-7b": {
+        "model_type": "qwen2",
+        "num_hidden_layers": 28,
+        "hidden_size": 3584,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "intermediate_size": 18944,
+        "vocab_size": 152064,
+        "tie_word_embeddings": False,
+        "use_sliding_window": False,
+        "sliding_window": 131072,
+        "max_position_embeddings": 131072,
+        "torch_dtype": "bfloat16",
+    },
+    "qwen3-30b-a3b": {
+        "model_type": "qwen3_moe",
+        "num_hidden_layers": 48,
+        "hidden_size": 2048,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "intermediate_size": 6144,
+        "moe_intermediate_size": 768,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "vocab_size": 151936,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 40960,
+        "torch_dtype": "bfloat16",
+    },
+    "gemma-2-9b": {
+        "model_type": "gemma2",
+        "num_hidden_layers": 42,
+        "hidden_size": 3584,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 256,
+        "intermediate_size": 14336,
+        "vocab_size": 256000,
+        "sliding_window": 4096,
+        "max_position_embeddings": 8192,
+        "torch_dtype": "float32",
+    },
+    "phi-3-mini": {
+        "model_type": "phi3",
+        "num_hidden_layers": 32,
+        "hidden_size": 3072,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "intermediate_size": 8192,
+        "vocab_size": 32064,
+        "sliding_window": 2047,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    },
+    "gpt2": {
+        "model_type": "gpt2",
+        "n_layer": 12,
+        "n_embd": 768,
+        "n_head": 12,
+        "n_inner": None,
+        "n_positions": 1024,
+        "vocab_size": 50257,
+    },
+    "deepseek-v3": {
+        "model_type": "deepseek_v3",
+        "num_hidden_layers": 61,
+        "hidden_size": 7168,
+        "num_attention_heads": 128,
+        "num_key_value_heads": 128,
+        "intermediate_size": 18432,
+        "moe_intermediate_size": 2048,
+        "vocab_size": 129280,
+        "kv_lora_rank": 512,
+        "q_lora_rank": 1536,
+        "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128,
+        "v_head_dim": 128,
+        "n_routed_experts": 256,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 8,
+        "first_k_dense_replace": 3,
+        "num_nextn_predict_layers": 1,
+        "max_position_embeddings": 163840,
+        "torch_dtype": "bfloat16",
+        "quantization_config": {"quant_method": "fp8"},
+    },
+    "gpt-oss-20b": {
+        "model_type": "gpt_oss",
+        "num_hidden_layers": 24,
+        "hidden_size": 2880,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "intermediate_size": 2880,
+        "num_local_experts": 32,
+        "num_experts_per_tok": 4,
+        "experts_per_token": 4,
+        "vocab_size": 201088,
+        "attention_bias": True,
+        "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention"] * 12,
+        "max_position_embeddings": 131072,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    },
 }
 
 
@@ -216,7 +334,10 @@ def test_config_json_round_trips_to_the_bundled_yaml(model_id, tmp_path):
     from_config, bundled = load_model(str(folder)), load_model(model_id)
     assert from_config.arch == bundled.arch
     assert from_config.counts == bundled.counts
-    assert (from_config.dtype, from_config.kv_dtype) == (bundled.dtype, bundled.kv_dtype) or model_id == "gemma-2-9b"  # fp32 on the hub
+    assert (from_config.dtype, from_config.kv_dtype) == (
+        bundled.dtype,
+        bundled.kv_dtype,
+    ) or model_id == "gemma-2-9b"  # fp32 on the hub
     assert load_model(str(folder / "config.json")).counts.total == bundled.counts.total
 
 
@@ -224,10 +345,21 @@ def test_qwen2_moe_and_qwen3_by_hand(tmp_path):
     # Qwen1.5-MoE-A2.7B: per layer attention 4 x 2048^2 + qkv biases 3 x 2048 = 16,783,360; 60 experts x
     # 3 x 2048 x 1408 = 519,045,120; shared 3 x 2048 x 5632 = 34,603,008; router 60 x 2048; norms 4,096:
     # 570,558,464 x 24 + 2 x 151936 x 2048 + 2048 = 14,315,735,040 (published 14.3B; 2.7B active).
-    moe = {"model_type": "qwen2_moe", "num_hidden_layers": 24, "hidden_size": 2048, "num_attention_heads": 16,
-           "num_key_value_heads": 16, "intermediate_size": 5632, "moe_intermediate_size": 1408, "num_experts": 60,
-           "num_experts_per_tok": 4, "shared_expert_intermediate_size": 5632, "vocab_size": 151936,
-           "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+    moe = {
+        "model_type": "qwen2_moe",
+        "num_hidden_layers": 24,
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "intermediate_size": 5632,
+        "moe_intermediate_size": 1408,
+        "num_experts": 60,
+        "num_experts_per_tok": 4,
+        "shared_expert_intermediate_size": 5632,
+        "vocab_size": 151936,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
     (tmp_path / "moe.json").write_text(json.dumps(moe))
     c = load_model(str(tmp_path / "moe.json")).counts
     assert c.total == 14_315_735_040
@@ -235,8 +367,17 @@ def test_qwen2_moe_and_qwen3_by_hand(tmp_path):
     # A tiny qwen3: 2 layers, hidden 64, 4 heads x head_dim 32 (explicit), 2 KV heads, MLP 128, vocab 100:
     # attention 64 x (128 + 2 x 64) + 128 x 64 = 24,576; MLP 3 x 64 x 128 = 24,576; norms 2 x 64 -> 49,280 per layer;
     # x 2 + embedding 6,400 + untied head 6,400 + final norm 64 = 111,424.
-    tiny = {"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "head_dim": 32,
-            "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100, "tie_word_embeddings": False}
+    tiny = {
+        "model_type": "qwen3",
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "head_dim": 32,
+        "num_key_value_heads": 2,
+        "intermediate_size": 128,
+        "vocab_size": 100,
+        "tie_word_embeddings": False,
+    }
     (tmp_path / "tiny.json").write_text(json.dumps(tiny))
     assert load_model(str(tmp_path / "tiny.json")).counts.total == 111_424
 

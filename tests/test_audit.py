@@ -170,23 +170,32 @@ def test_expert_parallelism_wider_than_tp_runs_attention_data_parallel():
 
 def test_disaggregated_single_output_token_is_valid_json_and_csv():
     # Audit item 8: --output 1 has no decode step, so the decode pool never limits: null, not infinity.
-    r = runner.invoke(app, ["estimate", "--disagg", "1P:1D", "--output", "1", "-b", "1", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--json"])
+    r = runner.invoke(
+        app,
+        ["estimate", "--disagg", "1P:1D", "--output", "1", "-b", "1", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--json"],
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)["disagg"]
     assert d["decode_requests_per_s"] is None and d["bottleneck"] == "prefill"
     assert d["requests_per_s"] == pytest.approx(d["prefill_requests_per_s"])
-    r = runner.invoke(app, ["estimate", "--disagg", "1P:1D", "--output", "1", "-b", "1", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--csv"])
+    r = runner.invoke(
+        app,
+        ["estimate", "--disagg", "1P:1D", "--output", "1", "-b", "1", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--csv"],
+    )
     assert r.exit_code == 0 and "inf" not in r.stdout
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["-m", "llama-3.1-8b", "--pp", "33"], "32 layers.*valid: 1 to 32"),
-    (["-m", "llama-3.1-8b", "--pp", "1000000000"], "32 layers"),
-    (["-m", "qwen2.5-7b", "--tp", "8"], "28 attention heads and 4 KV heads.*valid: 1, 2, 4, 28"),
-    (["-m", "mixtral-8x7b", "--ep", "3"], "8 experts.*valid: 1, 2, 4, 8"),
-    (["-m", "llama-3.1-8b", "--mtp", "1"], "no multi-token-prediction module"),
-    (["-m", "llama-3.1-8b", "--draft", "qwen2.5-7b"], "vocabulary of 152,064 tokens, llama-3.1-8b 128,256"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["-m", "llama-3.1-8b", "--pp", "33"], "32 layers.*valid: 1 to 32"),
+        (["-m", "llama-3.1-8b", "--pp", "1000000000"], "32 layers"),
+        (["-m", "qwen2.5-7b", "--tp", "8"], "28 attention heads and 4 KV heads.*valid: 1, 2, 4, 28"),
+        (["-m", "mixtral-8x7b", "--ep", "3"], "8 experts.*valid: 1, 2, 4, 8"),
+        (["-m", "llama-3.1-8b", "--mtp", "1"], "no multi-token-prediction module"),
+        (["-m", "llama-3.1-8b", "--draft", "qwen2.5-7b"], "vocabulary of 152,064 tokens, llama-3.1-8b 128,256"),
+    ],
+)
 def test_impossible_layouts_and_drafters_are_refused(flags, message):
     # Audit items 9 and 14: one line on stderr naming the flag, the model's count and the valid values.
     r = runner.invoke(app, ["estimate", "-H", "h100-sxm", *flags])
@@ -204,9 +213,13 @@ def test_notes_name_the_group_that_spans_nodes():
     # Audit item 11: tp 4 x pp 4 is 16 devices (two nodes of 8); 2P:4D pools of tp 4 are 24 devices.
     m = load_model("llama-3.1-70b")
     notes = estimate(m, H100, tp=4, pp=4, batch=8).notes
-    assert any(n.startswith("pp 4 x tp 4 = 16 devices spans nodes") for n in notes) and not any("tp 16" in n for n in notes)
+    assert any(n.startswith("pp 4 x tp 4 = 16 devices spans nodes") for n in notes) and not any(
+        "tp 16" in n for n in notes
+    )
     notes = estimate(m, H100, tp=4, disagg="2P:4D", batch=8).notes
-    assert any(n.startswith("the 2P:4D pools' 24 devices spans nodes") for n in notes) and not any("tp 24" in n for n in notes)
+    assert any(n.startswith("the 2P:4D pools' 24 devices spans nodes") for n in notes) and not any(
+        "tp 24" in n for n in notes
+    )
 
 
 def test_a_truncated_gguf_is_refused(tmp_path):
@@ -235,21 +248,31 @@ def test_fit_answers_within_the_models_max_context():
 
 def test_a_spec_with_a_long_comment_loads(tmp_path):
     # Also in the audit: a valid spec over 1 MiB (a long comment) is a spec; the cap only guards against runaways.
-    body = (tmp_path / "big.yaml")
+    body = tmp_path / "big.yaml"
     body.write_text("# " + "x" * (2 << 20) + "\nname: Big\nsource: test\ndtype: bf16\nparams: 7e9\n")
     assert load_model(str(body)).params == 7e9
 
 
 def test_qwen2_use_sliding_window_must_be_a_boolean(tmp_path):
-    config = {"model_type": "qwen2", "hidden_size": 896, "num_attention_heads": 14, "num_key_value_heads": 2,
-              "num_hidden_layers": 24, "intermediate_size": 4864, "vocab_size": 151936, "use_sliding_window": "false",
-              "sliding_window": 4096, "torch_dtype": "bfloat16"}
+    config = {
+        "model_type": "qwen2",
+        "hidden_size": 896,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 24,
+        "intermediate_size": 4864,
+        "vocab_size": 151936,
+        "use_sliding_window": "false",
+        "sliding_window": 4096,
+        "torch_dtype": "bfloat16",
+    }
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(RooflineError, match="use_sliding_window.*true or false"):
         load_model(str(tmp_path))
 
 
 # ---- properties the audit asked for
+
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 64), st.integers(1, 40_000), st.integers(1, 2048), st.integers(1, 16_384))
@@ -260,20 +283,49 @@ def test_chunking_never_makes_a_prompts_prefill_faster_than_one_pass(batch, prom
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 256), st.integers(1, 16_384), st.integers(2, 2048), st.integers(1, 8), st.floats(0, 1),
-       st.sampled_from([None, 4096, 65_536]))
+@given(
+    st.integers(1, 256),
+    st.integers(1, 16_384),
+    st.integers(2, 2048),
+    st.integers(1, 8),
+    st.floats(0, 1),
+    st.sampled_from([None, 4096, 65_536]),
+)
 def test_utilization_never_exceeds_one_at_the_bound(batch, prompt, output, k, a, chunk):
     draft = load_model("llama-3.2-1b")
     chunk = chunk if chunk is None or chunk > batch * (k + 1) else None
-    for e in (estimate(M8, H100, batch=batch, prompt_tokens=prompt, output_tokens=output, draft=draft, draft_tokens=k,
-                       acceptance=a, chunk_tokens=chunk),
-              estimate(M8, H100, batch=batch, prompt_tokens=prompt, output_tokens=output, chunk_tokens=chunk if chunk and chunk > batch else None)):
+    for e in (
+        estimate(
+            M8,
+            H100,
+            batch=batch,
+            prompt_tokens=prompt,
+            output_tokens=output,
+            draft=draft,
+            draft_tokens=k,
+            acceptance=a,
+            chunk_tokens=chunk,
+        ),
+        estimate(
+            M8,
+            H100,
+            batch=batch,
+            prompt_tokens=prompt,
+            output_tokens=output,
+            chunk_tokens=chunk if chunk and chunk > batch else None,
+        ),
+    ):
         assert 0 < e.decode.mbu <= 1 + 1e-9 and 0 < e.decode.mfu <= 1 + 1e-9
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 4096), st.integers(1, 4096), st.integers(0, 4096), st.integers(0, 8192),
-       st.sampled_from([{}, {"draft": "llama-3.2-1b"}, {"ep": 4}, {"tp": 2, "ep": 8}]))
+@given(
+    st.integers(1, 4096),
+    st.integers(1, 4096),
+    st.integers(0, 4096),
+    st.integers(0, 8192),
+    st.sampled_from([{}, {"draft": "llama-3.2-1b"}, {"ep": 4}, {"tp": 2, "ep": 8}]),
+)
 def test_max_batch_never_depends_on_the_requested_batch(a, b, prompt, shared, knobs):
     m = load_model("qwen3-30b-a3b") if "ep" in knobs else M8
     knobs = {**knobs, "draft": load_model(knobs["draft"])} if "draft" in knobs else knobs

@@ -63,7 +63,9 @@ def test_toy_estimate_by_hand(toy):
 
 def test_efficiencies_scale_the_peaks(toy):
     model, device = toy
-    e = estimate(model, device, batch=4, prompt_tokens=100, output_tokens=11, bandwidth_efficiency=0.5, compute_efficiency=0.5)
+    e = estimate(
+        model, device, batch=4, prompt_tokens=100, output_tokens=11, bandwidth_efficiency=0.5, compute_efficiency=0.5
+    )
     # Half the bandwidth doubles the memory-bound TPOT (2.0422 -> 4.0844 ms); MBU against the raw peak is 0.5.
     assert e.tpot_s == pytest.approx(4.0844e-3)
     assert e.decode.mbu == pytest.approx(0.5)
@@ -119,8 +121,15 @@ def test_int4_weights_compute_in_bf16_and_bits_override():
     assert any("weight-only" in n for n in e.notes)
 
 
-@pytest.mark.parametrize("quant, hardware, expected", [
-    ("q4_0", "rtx-4090", "int8"), ("q8_0", "h100-sxm", "int8"), ("q4_k_m", "apple-m4-max", "fp16"), ("awq", "h100-sxm", "bf16")])
+@pytest.mark.parametrize(
+    "quant, hardware, expected",
+    [
+        ("q4_0", "rtx-4090", "int8"),
+        ("q8_0", "h100-sxm", "int8"),
+        ("q4_k_m", "apple-m4-max", "fp16"),
+        ("awq", "h100-sxm", "bf16"),
+    ],
+)
 def test_ggml_formats_compute_in_int8_where_the_device_has_it(quant, hardware, expected):
     # ggml multiplies its block formats against activations quantized to 8-bit blocks (ggml-cpu.c type_traits_cpu:
     # vec_dot_type Q8_0 / Q8_K; CUDA MMQ: q8_1), so their bound is the int8 peak; Apple's GPUs list none (fp16).

@@ -14,13 +14,35 @@ runner = CliRunner()
 
 PHASE_KEYS = {"flops", "bytes", "intensity_flop_per_byte", "compute_s", "memory_s", "time_s", "bound"}
 TOP_KEYS = {
-    "schema_version", "model", "hardware", "inputs", "weight_bytes", "weight_bytes_streamed", "kv_bytes_per_token",
-    "kv_bytes_per_sequence", "kv_budget_bytes", "max_batch", "fits", "critical_batch", "ridge_point_flop_per_byte",
-    "prefill", "decode", "ttft_s", "tpot_s", "request_latency_s",
+    "schema_version",
+    "model",
+    "hardware",
+    "inputs",
+    "weight_bytes",
+    "weight_bytes_streamed",
+    "kv_bytes_per_token",
+    "kv_bytes_per_sequence",
+    "kv_budget_bytes",
+    "max_batch",
+    "fits",
+    "critical_batch",
+    "ridge_point_flop_per_byte",
+    "prefill",
+    "decode",
+    "ttft_s",
+    "tpot_s",
+    "request_latency_s",
 }
 INPUT_KEYS = {
-    "batch", "prompt_tokens", "output_tokens", "weight_dtype", "kv_dtype", "compute_dtype", "memory_fraction",
-    "compute_efficiency", "bandwidth_efficiency",
+    "batch",
+    "prompt_tokens",
+    "output_tokens",
+    "weight_dtype",
+    "kv_dtype",
+    "compute_dtype",
+    "memory_fraction",
+    "compute_efficiency",
+    "bandwidth_efficiency",
 }
 
 
@@ -85,10 +107,15 @@ def test_errors_are_one_line_on_stderr(args, code, words):
 
 def test_bad_spec_file_is_exit_1(tmp_path):
     path = tmp_path / "dev.yaml"
-    path.write_text("name: x\nsource: y\nmemory_capacity: 1 GB\nmemory_bandwidth: fast\npeak_flops: {bf16: 1 TFLOP/s}\n")
+    path.write_text(
+        "name: x\nsource: y\nmemory_capacity: 1 GB\nmemory_bandwidth: fast\npeak_flops: {bf16: 1 TFLOP/s}\n"
+    )
     r = run("estimate", "-q", "-H", str(path))
     assert r.exit_code == 1
-    assert r.stderr.strip() == f"roofline: error: {path}: key 'memory_bandwidth': expected a bytes/s quantity such as '3.35 TB/s' or a plain SI number, got 'fast'"
+    assert (
+        r.stderr.strip()
+        == f"roofline: error: {path}: key 'memory_bandwidth': expected a bytes/s quantity such as '3.35 TB/s' or a plain SI number, got 'fast'"
+    )
 
 
 @pytest.mark.parametrize("args", [["estimate", "-b", "0"], ["estimate", "--batch", "many"], ["estimate", "--bogus"]])
@@ -107,8 +134,22 @@ def test_version():
 
 @pytest.mark.parametrize(
     "args",
-    [[], ["estimate"], ["sweep"], ["compare"], ["plot"], ["measure"], ["validate"], ["hardware"], ["hardware", "list"],
-     ["hardware", "show"], ["models"], ["models", "list"], ["models", "show"], ["models", "import"]],
+    [
+        [],
+        ["estimate"],
+        ["sweep"],
+        ["compare"],
+        ["plot"],
+        ["measure"],
+        ["validate"],
+        ["hardware"],
+        ["hardware", "list"],
+        ["hardware", "show"],
+        ["models"],
+        ["models", "list"],
+        ["models", "show"],
+        ["models", "import"],
+    ],
 )
 def test_every_command_has_help(args):
     r = run(*args, "--help")

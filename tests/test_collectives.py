@@ -7,10 +7,10 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from roofline.calc.formulas import ring_allreduce_seconds
+from roofline.cli import app
 from roofline.errors import UsageError
 from roofline.measure import collectives, profile
-from roofline.cli import app
-from roofline.calc.formulas import ring_allreduce_seconds
 from roofline.specs.hardware import load_hardware
 
 runner = CliRunner()
@@ -47,15 +47,22 @@ def test_cli_collectives_save_updates_a_copy_of_the_datasheet(monkeypatch, tmp_p
     pytest.importorskip("torch")
     monkeypatch.setattr(collectives, "QUICK_SIZES", [4096, 65536])
     path = tmp_path / "cpu.yaml"
-    r = runner.invoke(app, ["measure", "--collectives", "--quick", "--device", "cpu", "--json", "--save", str(path), "-H", "epyc-9755"])
+    r = runner.invoke(
+        app,
+        ["measure", "--collectives", "--quick", "--device", "cpu", "--json", "--save", str(path), "-H", "epyc-9755"],
+    )
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     saved = load_hardware(str(path))
     assert saved.interconnect_bandwidth == pytest.approx(data["bus_bandwidth_bytes_per_s"])
     assert saved.interconnect_latency == pytest.approx(data["latency_s"])
     assert saved.peak_flops == load_hardware("epyc-9755").peak_flops and saved.measured["collectives"]["devices"] == 2
-    e = runner.invoke(app, ["estimate", "-q", "--json", "-H", str(path), "-m", "gpt2", "--tp", "2", "--prompt", "64", "--output", "4"])
-    assert e.exit_code == 0 and json.loads(e.stdout)["inputs"]["collective_latency_s"] == pytest.approx(data["latency_s"])
+    e = runner.invoke(
+        app, ["estimate", "-q", "--json", "-H", str(path), "-m", "gpt2", "--tp", "2", "--prompt", "64", "--output", "4"]
+    )
+    assert e.exit_code == 0 and json.loads(e.stdout)["inputs"]["collective_latency_s"] == pytest.approx(
+        data["latency_s"]
+    )
 
 
 def test_cli_collectives_errors(tmp_path):
@@ -85,7 +92,14 @@ def test_devices_is_refused_under_a_launcher(monkeypatch):
 
 def test_a_measurement_across_nodes_saves_the_internode_tier(tmp_path):
     base = load_hardware("h100-sxm")
-    result = {"backend": "nccl", "devices": 16, "nodes": 2, "bus_bandwidth_bytes_per_s": 45e9, "latency_s": 30e-6, "sizes": []}
+    result = {
+        "backend": "nccl",
+        "devices": 16,
+        "nodes": 2,
+        "bus_bandwidth_bytes_per_s": 45e9,
+        "latency_s": 30e-6,
+        "sizes": [],
+    }
     path = tmp_path / "two-nodes.yaml"
     profile.save_collectives(result, str(path), base)
     saved = load_hardware(str(path))
@@ -96,8 +110,22 @@ def test_a_measurement_across_nodes_saves_the_internode_tier(tmp_path):
 def test_torchrun_two_gloo_processes():
     # What CI runs: torch.distributed's own launcher, 2 CPU processes, only rank 0 prints.
     pytest.importorskip("torch")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-               "-m", "roofline", "measure", "--collectives", "--quick", "--device", "cpu", "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "roofline",
+        "measure",
+        "--collectives",
+        "--quick",
+        "--device",
+        "cpu",
+        "--json",
+    ]
     r = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     data = json.loads(r.stdout)  # one JSON document: rank 1 printed nothing

@@ -24,11 +24,39 @@ def console_script(args: list[str]):
         sys.stderr.flush()
         return code, stdout.getvalue().decode(), stderr.getvalue().decode()
 
+
 WIDE_COMMANDS = [
     ["sweep", "-m", "llama-3.1-8b", "-H", "h100-sxm"],
     ["sweep", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--tp", "2", "--prompt", "512,2048", "--tpot-slo", "50ms"],
-    ["compare", "-m", "llama-3.1-8b", "-m", "qwen2.5-7b", "-m", "mixtral-8x7b", "-H", "h100-sxm", "-H", "l40s", "--tpot-slo", "30ms"],
-    ["plan", "-m", "llama-3.1-8b", "--rate", "5/s", "--tpot-slo", "50ms", "--price", "h100-sxm=2.5", "--price", "mi300x=2.2", "--all"],
+    [
+        "compare",
+        "-m",
+        "llama-3.1-8b",
+        "-m",
+        "qwen2.5-7b",
+        "-m",
+        "mixtral-8x7b",
+        "-H",
+        "h100-sxm",
+        "-H",
+        "l40s",
+        "--tpot-slo",
+        "30ms",
+    ],
+    [
+        "plan",
+        "-m",
+        "llama-3.1-8b",
+        "--rate",
+        "5/s",
+        "--tpot-slo",
+        "50ms",
+        "--price",
+        "h100-sxm=2.5",
+        "--price",
+        "mi300x=2.2",
+        "--all",
+    ],
     ["fit", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--context", "32768"],
     ["estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--tp", "2", "-b", "16", "--prompt", "2048"],
     ["models", "list"],
@@ -45,7 +73,9 @@ def test_no_number_or_id_is_cut_at_80_or_120_columns(args):
     wide = runner.invoke(app, [*args, "-q"] if args[0] not in ("models", "hardware") else args, env={"COLUMNS": "400"})
     assert wide.exit_code == 0, wide.stderr
     for width in (80, 120):
-        r = runner.invoke(app, [*args, "-q"] if args[0] not in ("models", "hardware") else args, env={"COLUMNS": str(width)})
+        r = runner.invoke(
+            app, [*args, "-q"] if args[0] not in ("models", "hardware") else args, env={"COLUMNS": str(width)}
+        )
         assert r.exit_code == 0, r.stderr
         assert "…" not in r.stdout  # rich's ellipsis: a cell cut short
         assert max(len(line) for line in r.stdout.splitlines()) <= width
@@ -59,13 +89,16 @@ def test_a_narrow_sweep_says_which_columns_it_dropped():
     assert re.search(r"not shown at 80 columns: .*per seq", r.stdout)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["sweep", "--tpot-slo", "50"], "--tpot-slo: a duration needs its unit: did you mean 50ms?"),
-    (["sweep", "--ttft-slo", "2"], "--ttft-slo: a duration needs its unit: did you mean 2s?"),
-    (["compare", "-m", "gpt2", "-H", "a10", "--tpot-slo", "30"], "did you mean 30ms?"),
-    (["plan", "-m", "llama-3.1-8b", "--rate", "20"], "--rate: a rate needs its unit: did you mean 20/s?"),
-    (["plan", "-m", "llama-3.1-8b", "--rate", "fast"], "--rate: expected requests per unit of time"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["sweep", "--tpot-slo", "50"], "--tpot-slo: a duration needs its unit: did you mean 50ms?"),
+        (["sweep", "--ttft-slo", "2"], "--ttft-slo: a duration needs its unit: did you mean 2s?"),
+        (["compare", "-m", "gpt2", "-H", "a10", "--tpot-slo", "30"], "did you mean 30ms?"),
+        (["plan", "-m", "llama-3.1-8b", "--rate", "20"], "--rate: a rate needs its unit: did you mean 20/s?"),
+        (["plan", "-m", "llama-3.1-8b", "--rate", "fast"], "--rate: expected requests per unit of time"),
+    ],
+)
 def test_a_duration_or_rate_without_a_unit_is_refused(args, message):
     r = runner.invoke(app, args)
     assert r.exit_code == 2 and r.stdout == "" and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
@@ -75,7 +108,11 @@ def test_rates_take_their_units():
     # 1,200 requests a minute is 20 a second: the same plan.
     per_second = runner.invoke(app, ["plan", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--rate", "20/s", "--json"])
     per_minute = runner.invoke(app, ["plan", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--rate", "1200/min", "--json"])
-    assert json.loads(per_second.stdout)["inputs"]["rate_per_s"] == json.loads(per_minute.stdout)["inputs"]["rate_per_s"] == 20
+    assert (
+        json.loads(per_second.stdout)["inputs"]["rate_per_s"]
+        == json.loads(per_minute.stdout)["inputs"]["rate_per_s"]
+        == 20
+    )
 
 
 def test_a_misfit_is_said_first_and_on_stderr():
@@ -93,11 +130,18 @@ def test_an_engine_prediction_applies_the_engines_memory_rule():
 
 
 def test_memory_figures_say_per_device_or_whole_model():
-    r = runner.invoke(app, ["estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--tp", "2", "-b", "16", "--prompt", "2048", "-q"])
+    r = runner.invoke(
+        app, ["estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--tp", "2", "-b", "16", "--prompt", "2048", "-q"]
+    )
     kv = next(line for line in r.stdout.splitlines() if line.startswith("KV cache"))
     budget = next(line for line in r.stdout.splitlines() if line.startswith("KV budget"))
     weights = next(line for line in r.stdout.splitlines() if line.startswith("weights"))
-    assert "/sequence (whole model)" in kv and "per device =" in budget and "(whole model)" in weights and "per device" in weights
+    assert (
+        "/sequence (whole model)" in kv
+        and "per device =" in budget
+        and "(whole model)" in weights
+        and "per device" in weights
+    )
     sweep = runner.invoke(app, ["sweep", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--tp", "2", "-q"])
     assert "tp 2 = 2 devices" in sweep.stdout.splitlines()[0]
     compare = runner.invoke(app, ["compare", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--tp", "2", "--json"])
@@ -124,28 +168,60 @@ def test_validate_table_at_80_columns_keeps_both_verdicts():
 
     from roofline.render.measure import validate_table
 
-    row = {"batch": 16, "measured_ttft_s": 0.0123, "predicted_ttft_s": 0.0111, "ttft_ratio": 0.9, "ttft_ratio_low": 0.85,
-           "ttft_ratio_high": 0.95, "ttft_verdict": "inconclusive", "measured_tpot_s": 0.0456, "measured_tpot_p10_s": 0.044,
-           "measured_tpot_p90_s": 0.047, "predicted_tpot_s": 0.0444, "tpot_ratio": 0.97, "tpot_ratio_low": 0.95,
-           "tpot_ratio_high": 0.99, "tpot_verdict": "within", "verdict": "inconclusive", "roofline_tpot_s": 0.02,
-           "roofline_tpot_ratio": 0.44, "roofline_ttft_s": 0.005, "achieved_bytes_per_s": 2.3e10, "mbu": 0.5, "expected_bound": "memory", "prediction": "calibrated"}
-    result = {"model": {"name": "GPT-2", "layers": 12, "dtype": "fp32"}, "device": {"name": "cpu", "kind": "cpu", "threads": 2},
-              "hardware": {"name": "here", "figures": "measured"}, "rows": [row]}
+    row = {
+        "batch": 16,
+        "measured_ttft_s": 0.0123,
+        "predicted_ttft_s": 0.0111,
+        "ttft_ratio": 0.9,
+        "ttft_ratio_low": 0.85,
+        "ttft_ratio_high": 0.95,
+        "ttft_verdict": "inconclusive",
+        "measured_tpot_s": 0.0456,
+        "measured_tpot_p10_s": 0.044,
+        "measured_tpot_p90_s": 0.047,
+        "predicted_tpot_s": 0.0444,
+        "tpot_ratio": 0.97,
+        "tpot_ratio_low": 0.95,
+        "tpot_ratio_high": 0.99,
+        "tpot_verdict": "within",
+        "verdict": "inconclusive",
+        "roofline_tpot_s": 0.02,
+        "roofline_tpot_ratio": 0.44,
+        "roofline_ttft_s": 0.005,
+        "achieved_bytes_per_s": 2.3e10,
+        "mbu": 0.5,
+        "expected_bound": "memory",
+        "prediction": "calibrated",
+    }
+    result = {
+        "model": {"name": "GPT-2", "layers": 12, "dtype": "fp32"},
+        "device": {"name": "cpu", "kind": "cpu", "threads": 2},
+        "hardware": {"name": "here", "figures": "measured"},
+        "rows": [row],
+    }
     for width in (80, 120):
         console = Console(width=width, record=True)
         console.print(validate_table(result))
         text = console.export_text()
         ttft = next(line for line in text.splitlines() if "TTFT " in line and "[" in line)
         tpot = next(line for line in text.splitlines() if "TPOT " in line and "[" in line)
-        assert "0.90 [0.85, 0.95]" in ttft and "inconclusive" in ttft and "0.97 [0.95, 0.99]" in tpot and "within" in tpot
+        assert (
+            "0.90 [0.85, 0.95]" in ttft and "inconclusive" in ttft and "0.97 [0.95, 0.99]" in tpot and "within" in tpot
+        )
         assert "…" not in text and "batch 16 inconclusive" in " ".join(text.split())
 
 
 def test_help_shows_defaults_and_escapes_brackets():
     estimate_help = runner.invoke(app, ["estimate", "--help"]).stdout
-    options = estimate_help[estimate_help.index("Options:"):]
-    for flag, default in (("--batch", "1"), ("--prompt", "1024"), ("--output", "256"), ("--draft-tokens", "4"), ("--acceptance", "0.7")):
-        block = options[options.index(flag + " "):][:300]
+    options = estimate_help[estimate_help.index("Options:") :]
+    for flag, default in (
+        ("--batch", "1"),
+        ("--prompt", "1024"),
+        ("--output", "256"),
+        ("--draft-tokens", "4"),
+        ("--acceptance", "0.7"),
+    ):
+        block = options[options.index(flag + " ") :][:300]
         assert f"[default: {default}" in " ".join(block.split()), flag
     assert "pip install 'roofline[engines]'" in " ".join(runner.invoke(app, ["validate", "--help"]).stdout.split())
 
@@ -156,41 +232,88 @@ def test_usage_errors_point_at_the_commands_help():
     assert runner.invoke(app, ["compare", "-q", "-m", "gpt2", "-H", "a10"]).exit_code == 0  # -q, as every command takes
 
 
-@pytest.mark.parametrize("args", [
-    ["estimate", "-m", "llama-3.1-8b", "-m", "qwen2.5-7b"],
-    ["sweep", "--batch", "1,2", "--batch=4"],
-    ["fit", "-H", "h100-sxm", "--hardware", "l40s"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["estimate", "-m", "llama-3.1-8b", "-m", "qwen2.5-7b"],
+        ["sweep", "--batch", "1,2", "--batch=4"],
+        ["fit", "-H", "h100-sxm", "--hardware", "l40s"],
+    ],
+)
 def test_a_repeated_single_value_flag_is_refused(args):
     code, stdout, stderr = console_script(args)
     assert code == 2 and "given 2 times" in stderr and stdout == ""
 
 
 def test_plot_overlays_models_and_devices():
-    from roofline.render.plot import roofline_data, sweep_data
     from roofline.calc.sweep import sweep
+    from roofline.render.plot import roofline_data, sweep_data
 
     h100, l40s = load_hardware("h100-sxm"), load_hardware("l40s")
     models = [load_model("llama-3.1-8b"), load_model("qwen2.5-7b")]
     estimates = [estimate(m, h, batch=8) for m in models for h in (h100, l40s)]
     data = roofline_data([h100, l40s], estimates)
     assert [r["device"] for r in data["roofs"]] == ["h100-sxm", "l40s"]
-    assert data["series"] == ["llama-3.1-8b on h100-sxm", "llama-3.1-8b on l40s", "qwen2.5-7b on h100-sxm", "qwen2.5-7b on l40s"]
+    assert data["series"] == [
+        "llama-3.1-8b on h100-sxm",
+        "llama-3.1-8b on l40s",
+        "qwen2.5-7b on h100-sxm",
+        "qwen2.5-7b on l40s",
+    ]
     assert data["title"].startswith("Llama-3.1-8B, Qwen2.5-7B on ")
     series = sweep_data([sweep(m, h100, batches=[1, 8]) for m in models])["series"]
     assert [s["label"].split(",")[0] for s in series] == ["llama-3.1-8b on h100-sxm", "qwen2.5-7b on h100-sxm"]
 
 
 def test_plan_with_partial_prices_ranks_by_cost_and_names_the_unpriced():
-    r = runner.invoke(app, ["plan", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-H", "mi300x", "-H", "l40s", "--rate", "5/s",
-                            "--price", "h100-sxm=2.5", "--price", "mi300x=2.2", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "plan",
+            "-m",
+            "llama-3.1-8b",
+            "-H",
+            "h100-sxm",
+            "-H",
+            "mi300x",
+            "-H",
+            "l40s",
+            "--rate",
+            "5/s",
+            "--price",
+            "h100-sxm=2.5",
+            "--price",
+            "mi300x=2.2",
+            "--json",
+        ],
+    )
     p = json.loads(r.stdout)
     assert p["inputs"]["ranked_by"] == "cost" and p["inputs"]["unpriced"] == ["l40s"]
     costs = [o["cost_per_million_tokens"] for o in p["options"] if o["meets_slo"]]
     priced = [c for c in costs if c is not None]
     assert priced == sorted(priced) and costs[: len(priced)] == priced  # the priced first, cheapest first
-    table = runner.invoke(app, ["plan", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-H", "mi300x", "-H", "l40s", "--rate", "5/s",
-                                "--price", "h100-sxm=2.5", "--price", "mi300x=2.2", "-q"], env={"COLUMNS": "200"})
+    table = runner.invoke(
+        app,
+        [
+            "plan",
+            "-m",
+            "llama-3.1-8b",
+            "-H",
+            "h100-sxm",
+            "-H",
+            "mi300x",
+            "-H",
+            "l40s",
+            "--rate",
+            "5/s",
+            "--price",
+            "h100-sxm=2.5",
+            "--price",
+            "mi300x=2.2",
+            "-q",
+        ],
+        env={"COLUMNS": "200"},
+    )
     assert "no price for l40s" in table.stdout
     assert not re.search(r"\$\d+\.\d(?!\d)", table.stdout)  # $3.80, never $3.8
 
@@ -203,4 +326,7 @@ def test_gpt_oss_is_bundled_as_its_published_checkpoint():
     e = estimate(load_model("gpt-oss-20b"), load_hardware("rtx-4090"))
     assert e.weight_bytes == 13_761_261_696 and e.fits and e.inputs.quant == "mxfp4-moe"
     assert any("published checkpoint format" in n for n in e.notes)
-    assert estimate(load_model("gpt-oss-20b"), load_hardware("rtx-4090"), weight_dtype="bf16").weight_bytes == 20_914_755_648 * 2
+    assert (
+        estimate(load_model("gpt-oss-20b"), load_hardware("rtx-4090"), weight_dtype="bf16").weight_bytes
+        == 20_914_755_648 * 2
+    )

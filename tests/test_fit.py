@@ -30,10 +30,14 @@ def test_sliding_windows_cap_the_kv_and_the_context():
     m = load_model("gemma-2-9b")
     budget = 0.9 * 24 * 2**30 - m.params * 2  # L4: 24 GiB
     f = fit(m, load_hardware("l4"), batch=1, context=8192)
-    assert f.memory_context_tokens == int(budget / (8192 * 21) - 4096) and f.max_context_tokens == 8192  # its max_context
+    assert (
+        f.memory_context_tokens == int(budget / (8192 * 21) - 4096) and f.max_context_tokens == 8192
+    )  # its max_context
     # Mistral-7B windows every layer (4096): its KV stops growing, so memory sets no limit; its max_context does.
     g = fit(load_model("mistral-7b"), load_hardware("l4"), batch=1)
-    assert g.memory_context_tokens is None and g.max_context_tokens == 32_768 and "not the limit" in g.max_context_reason
+    assert (
+        g.memory_context_tokens is None and g.max_context_tokens == 32_768 and "not the limit" in g.max_context_reason
+    )
 
 
 def test_the_tp_that_just_fits():
@@ -52,7 +56,9 @@ def test_mla_and_moe_by_hand():
     # x 2 B = 70,272 B per token, and the latent has no heads to split, so every device holds all of it.
     budget = 0.9 * 141 * 2**30 - 671_026_404_352 / 8
     f = fit(load_model("deepseek-v3"), load_hardware("h200"), tp=8)
-    assert f.memory_context_tokens == int(budget // 70_272) and f.max_context_tokens == 163_840  # 745,382, then its own limit
+    assert (
+        f.memory_context_tokens == int(budget // 70_272) and f.max_context_tokens == 163_840
+    )  # 745,382, then its own limit
     assert f.max_batch == int(budget // (70_272 * 163_840))  # 4 sequences of the full 160k context
     # At tp 4 the weights (167.8 GB per device) exceed 0.9 x 141 GiB = 136.3 GB: tp 8 is the smallest that fits.
     assert f.min_tp == 8
@@ -77,7 +83,14 @@ def test_fit_cli_json_contract():
 
 def test_end_to_end_throughput_counts_the_prefill():
     # output tokens/s = B x O / (TTFT + (O - 1) x TPOT), below the decode step's B / TPOT.
-    e = estimate(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=64, prompt_tokens=128, output_tokens=128, weight_dtype="fp8")
+    e = estimate(
+        load_model("llama-3.1-8b"),
+        load_hardware("h100-sxm"),
+        batch=64,
+        prompt_tokens=128,
+        output_tokens=128,
+        weight_dtype="fp8",
+    )
     assert e.output_tokens_per_s == pytest.approx(64 * 128 / (e.ttft_s + 127 * e.tpot_s))
     assert e.requests_per_s == pytest.approx(64 / e.request_latency_s)
     assert e.output_tokens_per_s < e.decode.tokens_per_s
@@ -86,8 +99,13 @@ def test_end_to_end_throughput_counts_the_prefill():
 def toy_device(write_yaml, power=None, price=None):
     # 1 TB/s, 100 TFLOP/s bf16, 80 GiB: a napkin device for plan's arithmetic.
     extra = (f"power: {power}\n" if power else "") + (f"price_per_hour: {price}\n" if price else "")
-    return load_hardware(write_yaml("toy.yaml", "name: toy\nsource: test\nmemory_capacity: 80 GiB\nmemory_bandwidth: 1 TB/s\n"
-                                                "peak_flops:\n  bf16: 100 TFLOP/s\n" + extra))
+    return load_hardware(
+        write_yaml(
+            "toy.yaml",
+            "name: toy\nsource: test\nmemory_capacity: 80 GiB\nmemory_bandwidth: 1 TB/s\n"
+            "peak_flops:\n  bf16: 100 TFLOP/s\n" + extra,
+        )
+    )
 
 
 def test_plan_littles_law_by_hand(write_yaml):
@@ -114,19 +132,60 @@ def test_plan_concurrency_and_refusals(write_yaml):
     m = load_model("llama-3.1-8b")
     # 100 requests in flight, no SLO: the largest batch up to 100 that fits (64, powers of two) -> ceil(100 / 64) = 2.
     p = plan(m, [h], prompt_tokens=128, output_tokens=64, concurrency=100, tps=(1,))
-    assert p.best.batch == 64 and p.best.replicas == 2 and p.best.cost_per_hour is None and p.inputs["ranked_by"] == "devices"
+    assert (
+        p.best.batch == 64
+        and p.best.replicas == 2
+        and p.best.cost_per_hour is None
+        and p.inputs["ranked_by"] == "devices"
+    )
     # A TPOT under the weights' read time (16 GB / 1 TB/s = 16 ms) cannot be met; tp 2 needs an interconnect.
     p = plan(m, [h], prompt_tokens=128, output_tokens=64, concurrency=1, tpot_slo=0.010, tps=(1, 2))
-    assert p.best is None and {o.reason.split(" (")[0] for o in p.options} == {"no batch meets the SLOs", "no interconnect_bandwidth for tp, pp or disaggregation"}
+    assert p.best is None and {o.reason.split(" (")[0] for o in p.options} == {
+        "no batch meets the SLOs",
+        "no interconnect_bandwidth for tp, pp or disaggregation",
+    }
 
 
 def test_plan_cli_json_contract():
-    r = runner.invoke(app, ["plan", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-H", "l40s", "--concurrency", "64", "--tpot-slo", "30ms",
-                            "--price", "h100-sxm=2.5", "--price", "l40s=0.9", "--json", "-q"])
+    r = runner.invoke(
+        app,
+        [
+            "plan",
+            "-m",
+            "llama-3.1-8b",
+            "-H",
+            "h100-sxm",
+            "-H",
+            "l40s",
+            "--concurrency",
+            "64",
+            "--tpot-slo",
+            "30ms",
+            "--price",
+            "h100-sxm=2.5",
+            "--price",
+            "l40s=0.9",
+            "--json",
+            "-q",
+        ],
+    )
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
-    keys = {"hardware", "tp", "replicas", "batch", "devices", "ttft_s", "tpot_s", "meets_slo", "output_tokens_per_s", "goodput_per_device",
-            "cost_per_hour", "cost_per_million_tokens", "energy_j_per_million_tokens"}
+    keys = {
+        "hardware",
+        "tp",
+        "replicas",
+        "batch",
+        "devices",
+        "ttft_s",
+        "tpot_s",
+        "meets_slo",
+        "output_tokens_per_s",
+        "goodput_per_device",
+        "cost_per_hour",
+        "cost_per_million_tokens",
+        "energy_j_per_million_tokens",
+    }
     assert {"schema_version", "inputs", "options", "best"} <= set(data) and all(keys <= set(o) for o in data["options"])
     assert data["inputs"]["ranked_by"] == "cost" and data["best"] == data["options"][0]
     bad = runner.invoke(app, ["plan", "-m", "llama-3.1-8b", "--concurrency", "4", "--price", "nope=1"])

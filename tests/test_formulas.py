@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline.calc import formulas as f
-from roofline.specs.params import Architecture, count_params
 from roofline.calc.shape import windowed_pairs
 from roofline.specs.catalog import load_model
+from roofline.specs.params import Architecture, count_params
 
 
 def test_ridge_point_h100():
@@ -70,7 +70,11 @@ def test_critical_batch_none_when_kv_alone_is_under_the_ridge():
 
 @settings(max_examples=1000)
 @given(
-    st.floats(0, 10), st.floats(-1, 1), st.floats(0, 10), st.floats(-1, 1), st.integers(1, 300),
+    st.floats(0, 10),
+    st.floats(-1, 1),
+    st.floats(0, 10),
+    st.floats(-1, 1),
+    st.integers(1, 300),
 )
 def test_mean_of_max_linear_equals_brute_force(a0, a1, b0, b1, n):
     brute = sum(max(a0 + a1 * j, b0 + b1 * j) for j in range(n)) / n
@@ -102,7 +106,9 @@ def test_llama_3_1_8b_params_by_hand():
 
 def test_explicit_head_dim_is_used():
     # Gemma-2-9B style: 16 heads x head_dim 256 = 4096 wide attention on a 3584 hidden size (not 3584 / 16 = 224).
-    a = Architecture(layers=1, hidden_size=3584, num_heads=16, num_kv_heads=8, head_dim=256, intermediate_size=1, vocab_size=1)
+    a = Architecture(
+        layers=1, hidden_size=3584, num_heads=16, num_kv_heads=8, head_dim=256, intermediate_size=1, vocab_size=1
+    )
     counts = count_params(a)
     assert counts.attention == 3584 * (4096 + 2 * 2048) + 4096 * 3584
 

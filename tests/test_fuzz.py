@@ -13,8 +13,8 @@ import os
 import signal
 import sys
 from contextlib import contextmanager
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -33,18 +33,88 @@ FULL = bool(os.environ.get("ROOFLINE_TEST_ALL"))
 
 
 def fuzz(examples: int):
-    return settings(derandomize=True, deadline=None, suppress_health_check=list(HealthCheck), database=None,
-                    max_examples=examples if FULL else examples // 3)
+    return settings(
+        derandomize=True,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+        max_examples=examples if FULL else examples // 3,
+    )
+
 
 # Values a mistaken or hostile file or flag might hold.
 WILD = [
-    None, "", " ", "\t", 0, -1, -0.5, 1e-320, 1e-300, 1e30, 1e308, 10**400, float("nan"), float("inf"), float("-inf"),
-    True, False, "abc", "1e999 TB/s", "-3 GB", "nan", ".nan", "1 ZiB", "5 furlongs", [1, 2], {"a": 1}, [], {},
-    "x" * 300, "\x00", "\u2603", "0x10",
+    None,
+    "",
+    " ",
+    "\t",
+    0,
+    -1,
+    -0.5,
+    1e-320,
+    1e-300,
+    1e30,
+    1e308,
+    10**400,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    True,
+    False,
+    "abc",
+    "1e999 TB/s",
+    "-3 GB",
+    "nan",
+    ".nan",
+    "1 ZiB",
+    "5 furlongs",
+    [1, 2],
+    {"a": 1},
+    [],
+    {},
+    "x" * 300,
+    "\x00",
+    "\u2603",
+    "0x10",
 ]
-TEXT_WILD = ["", " ", "0", "-1", "1e30", "nan", "inf", "-inf", "1e-320", "x" * 300, "1:100000000:1", "1:1000000:1",
-             "0:8", "8:1", "1:8:0", ",", "1,,2", "\u2603", "1.5", "10" * 30, "~nosuchuser/x", "/dev/zero", "/", ".",
-             "50ms", "0ms", "1e999s", "-5s", "2s", "bf16", "fp8", "int4", "h100-sxm", "gpt2", "-tokens_per_s", "tpot_s"]
+TEXT_WILD = [
+    "",
+    " ",
+    "0",
+    "-1",
+    "1e30",
+    "nan",
+    "inf",
+    "-inf",
+    "1e-320",
+    "x" * 300,
+    "1:100000000:1",
+    "1:1000000:1",
+    "0:8",
+    "8:1",
+    "1:8:0",
+    ",",
+    "1,,2",
+    "\u2603",
+    "1.5",
+    "10" * 30,
+    "~nosuchuser/x",
+    "/dev/zero",
+    "/",
+    ".",
+    "50ms",
+    "0ms",
+    "1e999s",
+    "-5s",
+    "2s",
+    "bf16",
+    "fp8",
+    "int4",
+    "h100-sxm",
+    "gpt2",
+    "-tokens_per_s",
+    "tpot_s",
+]
 
 
 @contextmanager
@@ -111,7 +181,9 @@ def check(args: list[str], outputs: list[Path] = ()):
 
 def spec_text(base: dict, data) -> bytes:
     """A mutated spec: drop, replace or add keys; or raw bytes, aliases, tags, deep nesting, duplicates."""
-    kind = data.draw(st.sampled_from(["replace", "drop", "add", "nested", "raw", "dup", "alias", "tag", "deep", "nonstr"]))
+    kind = data.draw(
+        st.sampled_from(["replace", "drop", "add", "nested", "raw", "dup", "alias", "tag", "deep", "nonstr"])
+    )
     spec = dict(base)
     key = data.draw(st.sampled_from(sorted(spec)))
     if kind == "replace":
@@ -121,9 +193,16 @@ def spec_text(base: dict, data) -> bytes:
     elif kind == "add":
         spec[data.draw(st.sampled_from(["layer", "extra", "x" * 200, "peak_flop"]))] = 1
     elif kind == "nested" and isinstance(spec.get("peak_flops"), dict):
-        spec["peak_flops"] = {**spec["peak_flops"], data.draw(st.sampled_from(["bf16", "fp64", "x"])): data.draw(st.sampled_from(WILD))}
+        spec["peak_flops"] = {
+            **spec["peak_flops"],
+            data.draw(st.sampled_from(["bf16", "fp64", "x"])): data.draw(st.sampled_from(WILD)),
+        }
     elif kind == "raw":
-        return data.draw(st.sampled_from([b"\xff\xfe\x00bad", bytes(range(256)), b"", b"- a\n- b\n", b"just text", b"\x00" * 64, b"a: [\n"]))
+        return data.draw(
+            st.sampled_from(
+                [b"\xff\xfe\x00bad", bytes(range(256)), b"", b"- a\n- b\n", b"just text", b"\x00" * 64, b"a: [\n"]
+            )
+        )
     elif kind == "dup":
         text = yaml.safe_dump(spec, sort_keys=False)
         return (text + f"{key}: {json.dumps(spec[key]) if not isinstance(spec[key], dict) else '{}'}\n").encode()
@@ -134,7 +213,9 @@ def spec_text(base: dict, data) -> bytes:
     elif kind == "deep":
         return b"name: " + b"[" * 3000 + b"]" * 3000 + b"\n"
     elif kind == "nonstr":
-        return yaml.safe_dump(spec).encode() + data.draw(st.sampled_from([b"1: 1\n", b"[1, 2]: 3\n", b"null: 1\n", b"true: 2\n"]))
+        return yaml.safe_dump(spec).encode() + data.draw(
+            st.sampled_from([b"1: 1\n", b"[1, 2]: 3\n", b"null: 1\n", b"true: 2\n"])
+        )
     try:
         return yaml.safe_dump(spec, sort_keys=False, allow_unicode=True).encode()
     except (yaml.YAMLError, OverflowError, ValueError):
@@ -144,10 +225,22 @@ def spec_text(base: dict, data) -> bytes:
 HARDWARE = yaml.safe_load((ROOT / "hardware" / "h100-sxm.yaml").read_text())
 MODEL = yaml.safe_load((ROOT / "models" / "mistral-7b.yaml").read_text())
 CONFIG = {
-    "model_type": "gpt_oss", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "head_dim": 16, "intermediate_size": 128, "vocab_size": 1000, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-    "max_position_embeddings": 4096, "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 2,
-    "num_local_experts": 8, "num_experts_per_tok": 2, "attention_bias": True,
+    "model_type": "gpt_oss",
+    "hidden_size": 64,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 128,
+    "vocab_size": 1000,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 4096,
+    "sliding_window": 128,
+    "layer_types": ["sliding_attention", "full_attention"] * 2,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "attention_bias": True,
 }
 
 
@@ -164,7 +257,11 @@ def test_fuzz_hardware_specs(tmp_path_factory, data):
 def test_fuzz_model_specs(tmp_path_factory, data):
     path = tmp_path_factory.mktemp("m") / "model.yaml"
     path.write_bytes(spec_text(MODEL, data))
-    command = data.draw(st.sampled_from([["estimate", "-q", "--json"], ["models", "show", "--json"], ["sweep", "-q", "--json", "-b", "1,8"]]))
+    command = data.draw(
+        st.sampled_from(
+            [["estimate", "-q", "--json"], ["models", "show", "--json"], ["sweep", "-q", "--json", "-b", "1,8"]]
+        )
+    )
     check([*command, *(["-m"] if command[0] != "models" else []), str(path)])
 
 
@@ -182,32 +279,110 @@ def test_fuzz_config_json(tmp_path_factory, data):
     elif kind == "type":
         config[key] = data.draw(st.sampled_from([[config[key]], str(config[key]), {"v": config[key]}, "false", 5]))
     if kind == "raw":
-        body = data.draw(st.sampled_from([b"\xff\xfe{}", b"{", b"[]", b"null", b'{"model_type": ' + b"9" * 5000 + b"}"]))
+        body = data.draw(
+            st.sampled_from([b"\xff\xfe{}", b"{", b"[]", b"null", b'{"model_type": ' + b"9" * 5000 + b"}"])
+        )
     elif kind == "deep":
         body = b"[" * 5000 + b"]" * 5000
     else:
         body = json.dumps(config, default=str).encode().replace(b"Infinity", b"1e999")
     (folder / "config.json").write_bytes(body)
     out = folder / "out.yaml"
-    command = data.draw(st.sampled_from([["estimate", "-q", "--json", "-m"], ["models", "show", "--json"], ["models", "import", "-o", str(out)]]))
+    command = data.draw(
+        st.sampled_from(
+            [["estimate", "-q", "--json", "-m"], ["models", "show", "--json"], ["models", "import", "-o", str(out)]]
+        )
+    )
     check([*command, str(folder)], outputs=[out] if "import" in command else [])
 
 
 FLAGS = {
-    "estimate": ["--model", "--hardware", "--batch", "--prompt", "--output", "--weight-dtype", "--kv-dtype", "--compute-dtype", "--draft", "--quant", "--ep",
-                 "--draft-tokens", "--acceptance", "--mtp", "--cached-tokens", "--prefix-hit-rate", "--shared-prefix", "--chunk-tokens",
-                 "--bits-per-weight", "--memory-fraction", "--compute-efficiency", "--bandwidth-efficiency", "--tp", "--pp", "--micro-batches",
-                 "--disagg"],
-    "sweep": ["--model", "--hardware", "--batch", "--prompt", "--output", "--tpot-slo", "--ttft-slo", "--weight-dtype", "--tp", "--pp", "--disagg",
-              "--memory-fraction", "--bits-per-weight"],
-    "compare": ["--batch", "--prompt", "--output", "--tpot-slo", "--ttft-slo", "--sort", "--kv-dtype", "--compute-efficiency"],
+    "estimate": [
+        "--model",
+        "--hardware",
+        "--batch",
+        "--prompt",
+        "--output",
+        "--weight-dtype",
+        "--kv-dtype",
+        "--compute-dtype",
+        "--draft",
+        "--quant",
+        "--ep",
+        "--draft-tokens",
+        "--acceptance",
+        "--mtp",
+        "--cached-tokens",
+        "--prefix-hit-rate",
+        "--shared-prefix",
+        "--chunk-tokens",
+        "--bits-per-weight",
+        "--memory-fraction",
+        "--compute-efficiency",
+        "--bandwidth-efficiency",
+        "--tp",
+        "--pp",
+        "--micro-batches",
+        "--disagg",
+    ],
+    "sweep": [
+        "--model",
+        "--hardware",
+        "--batch",
+        "--prompt",
+        "--output",
+        "--tpot-slo",
+        "--ttft-slo",
+        "--weight-dtype",
+        "--tp",
+        "--pp",
+        "--disagg",
+        "--memory-fraction",
+        "--bits-per-weight",
+    ],
+    "compare": [
+        "--batch",
+        "--prompt",
+        "--output",
+        "--tpot-slo",
+        "--ttft-slo",
+        "--sort",
+        "--kv-dtype",
+        "--compute-efficiency",
+    ],
     "plot": ["--model", "--hardware", "--batch", "--prompt", "--output", "--out", "--tpot-slo"],
-    "models show": [], "hardware show": [], "models import": ["--name", "--out"],
+    "models show": [],
+    "hardware show": [],
+    "models import": ["--name", "--out"],
     "fit": ["--model", "--hardware", "--batch", "--context", "--quant", "--kv-dtype", "--tp", "--memory-fraction"],
-    "plan": ["--model", "--hardware", "--concurrency", "--rate", "--tpot-slo", "--ttft-slo", "--tp", "--price", "--prompt", "--plot", "--pp", "--disagg"],
+    "plan": [
+        "--model",
+        "--hardware",
+        "--concurrency",
+        "--rate",
+        "--tpot-slo",
+        "--ttft-slo",
+        "--tp",
+        "--price",
+        "--prompt",
+        "--plot",
+        "--pp",
+        "--disagg",
+    ],
     "measure": ["--device", "--dtype", "--threads", "--weight-dtype", "--save", "--hardware", "--devices", "--budget"],
-    "validate": ["--model", "--device", "--batch", "--prompt", "--output", "--dtype", "--layers", "--hardware", "--repeat", "--tolerance",
-                 "--engine"],
+    "validate": [
+        "--model",
+        "--device",
+        "--batch",
+        "--prompt",
+        "--output",
+        "--dtype",
+        "--layers",
+        "--hardware",
+        "--repeat",
+        "--tolerance",
+        "--engine",
+    ],
 }
 BLANKS = ["", " "]
 
@@ -237,7 +412,9 @@ def quick_plots(monkeypatch):
 
     monkeypatch.setattr(plot, "draw_roofline", write)
     monkeypatch.setattr(plot, "draw_sweep", write)
-    monkeypatch.setattr(plot, "draw_plan", lambda data, path: write(data, path) if data["points"] else plot.draw_plan(data, path))
+    monkeypatch.setattr(
+        plot, "draw_plan", lambda data, path: write(data, path) if data["points"] else plot.draw_plan(data, path)
+    )
 
 
 @fuzz(400)
@@ -249,21 +426,47 @@ def test_fuzz_flags(tmp_path_factory, no_torch, quick_plots, data):
     if command == "compare":
         args += ["-m", "gpt2", "-H", "a10"]
     if command in ("models show", "hardware show", "models import"):
-        args.append(data.draw(st.sampled_from([*TEXT_WILD, "gpt2" if "models" in command else "h100-sxm", str(folder)])))
+        args.append(
+            data.draw(st.sampled_from([*TEXT_WILD, "gpt2" if "models" in command else "h100-sxm", str(folder)]))
+        )
     outputs = []
     for _ in range(data.draw(st.integers(1, 3)) if FLAGS[command] else 0):
         flag = data.draw(st.sampled_from(FLAGS[command]))
         value = data.draw(st.sampled_from([*TEXT_WILD, str(folder), str(folder / "missing" / "x.png")]))
         if flag in ("--out", "--save", "--plot"):
-            value = data.draw(st.sampled_from([str(folder / "r.png"), str(folder / "r.svg"), str(folder / "p.yaml"), str(folder),
-                                               str(folder / "no" / "r.png"), "/proc/r.png", str(folder / ("y" * 300 + ".png")), ""]))
+            value = data.draw(
+                st.sampled_from(
+                    [
+                        str(folder / "r.png"),
+                        str(folder / "r.svg"),
+                        str(folder / "p.yaml"),
+                        str(folder),
+                        str(folder / "no" / "r.png"),
+                        "/proc/r.png",
+                        str(folder / ("y" * 300 + ".png")),
+                        "",
+                    ]
+                )
+            )
             outputs.append(Path(value))
         args += [flag, value]
-    if command in ("estimate", "sweep", "compare", "models show", "hardware show", "measure", "validate", "fit", "plan"):
+    if command in (
+        "estimate",
+        "sweep",
+        "compare",
+        "models show",
+        "hardware show",
+        "measure",
+        "validate",
+        "fit",
+        "plan",
+    ):
         args += data.draw(st.sampled_from([[], ["--json"], ["--csv"]]))
     if command in ("estimate", "sweep") and data.draw(st.booleans()):  # a model far bigger than the device
         args += ["-m", "llama-3.1-405b", "-H", "l4"]
-    r = check(args, outputs=[p for p in outputs if p.suffix and len(p.name) < 255 and p.parent.is_dir() and not p.exists()])
+    r = check(
+        args, outputs=[p for p in outputs if p.suffix and len(p.name) < 255 and p.parent.is_dir() and not p.exists()]
+    )
     last = dict(zip(args, args[1:]))  # a repeated flag: its last value is the one that counts
     for flag, value in last.items():
         if value in BLANKS and flag.startswith("--") and flag not in ("--out", "--save", "--plot"):
@@ -278,7 +481,9 @@ def test_fuzz_gguf_files(tmp_path_factory, data):
     import gguf_fixture
 
     folder = tmp_path_factory.mktemp("g")
-    valid = bytearray(gguf_fixture.write(folder / "valid.gguf", data.draw(st.sampled_from(["Q4_0", "Q8_0", "Q4_K"]))).read_bytes())
+    valid = bytearray(
+        gguf_fixture.write(folder / "valid.gguf", data.draw(st.sampled_from(["Q4_0", "Q8_0", "Q4_K"]))).read_bytes()
+    )
     kind = data.draw(st.sampled_from(["cut", "flip", "counts", "magic"]))
     if kind == "cut":
         valid = valid[: data.draw(st.integers(0, len(valid)))]
@@ -287,7 +492,7 @@ def test_fuzz_gguf_files(tmp_path_factory, data):
             valid[data.draw(st.integers(0, len(valid) - 1))] = data.draw(st.integers(0, 255))
     elif kind == "counts":
         at = data.draw(st.sampled_from([8, 16]))  # the tensor count or the metadata count
-        valid[at:at + 8] = data.draw(st.sampled_from([2**63, 2**40, 10**6, 0])).to_bytes(8, "little")
+        valid[at : at + 8] = data.draw(st.sampled_from([2**63, 2**40, 10**6, 0])).to_bytes(8, "little")
     else:
         valid[:4] = b"GGUX"
     path = folder / "model.gguf"

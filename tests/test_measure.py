@@ -6,17 +6,28 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from roofline.measure import bench, planner, timing
-from roofline.measure import kernels as measure_kernels
-from roofline.measure import profile
 from roofline.cli import app
 from roofline.errors import RooflineError
+from roofline.measure import bench, planner, profile, timing
+from roofline.measure import kernels as measure_kernels
 from roofline.specs.hardware import load_hardware
 
 runner = CliRunner()
 TINY = planner.Plan(
-    squares=(64, 96), shapes=((32, 64, 48),), decode_m=(1, 2, 4), decode_ks=(128, 256), buffer_bytes=1 << 20, rounds=3,
-    min_reps=2, min_time=0.0, max_time=0.05, max_call=1.0, round_time=0.005, curve_time=0.02, attention_time=0.01, budget_s=10.0,
+    squares=(64, 96),
+    shapes=((32, 64, 48),),
+    decode_m=(1, 2, 4),
+    decode_ks=(128, 256),
+    buffer_bytes=1 << 20,
+    rounds=3,
+    min_reps=2,
+    min_time=0.0,
+    max_time=0.05,
+    max_call=1.0,
+    round_time=0.005,
+    curve_time=0.02,
+    attention_time=0.01,
+    budget_s=10.0,
     curve_window=60.0,  # a loaded machine must not cut the curve short: the test checks its shape, not its speed
 )
 
@@ -50,7 +61,15 @@ def test_verification_fails_on_a_corrupted_result():
 
 def test_tiny_run_json_contract(tiny_result):
     r = json.loads(json.dumps(tiny_result))  # plain JSON, no NaN or objects
-    assert {"schema_version", "device", "matmul", "bandwidth", "decode_matmul", "ridge_point_flop_per_byte", "elapsed_s"} <= set(r)
+    assert {
+        "schema_version",
+        "device",
+        "matmul",
+        "bandwidth",
+        "decode_matmul",
+        "ridge_point_flop_per_byte",
+        "elapsed_s",
+    } <= set(r)
     assert {"kind", "name", "threads", "torch_version", "memory_capacity_bytes"} <= set(r["device"])
     assert r["device"]["kind"] == "cpu" and r["device"]["memory_capacity_bytes"] > 0
     for dtype in ("fp32", "bf16"):
@@ -77,7 +96,9 @@ def test_tiny_run_json_contract(tiny_result):
         assert b["best_bytes_per_s"] >= b["median_bytes_per_s"] * 0.999
     for m in r["matmul"].values():
         assert m["rounds"] == 3 and m["unstable"] == (m["cv"] > 0.10)
-    assert r["bandwidth"]["copy"]["counts"] == "read + write" and r["bandwidth"]["weights_read"]["counts"] == "weight read"
+    assert (
+        r["bandwidth"]["copy"]["counts"] == "read + write" and r["bandwidth"]["weights_read"]["counts"] == "weight read"
+    )
     assert r["bandwidth"]["copy"]["buffer_bytes"] == TINY.buffer_bytes
     assert {"budget_s", "buffer_bytes", "last_level_cache_bytes", "note"} <= set(r["plan"])
     # A ridge per measured dtype; the headline one is the fastest dtype's.
@@ -104,7 +125,9 @@ def test_saved_profile_loads_as_hardware(tiny_result, tmp_path):
     assert hw.measured["decode_matmul"]["bf16"][0]["m"] == 1
     assert "memory_bandwidth is the best *read* bandwidth" in path.read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["here.yaml"]  # no temp file left behind
-    r = runner.invoke(app, ["estimate", "-q", "--json", "-H", str(path), "-m", "gpt2", "--prompt", "100", "--output", "10"])
+    r = runner.invoke(
+        app, ["estimate", "-q", "--json", "-H", str(path), "-m", "gpt2", "--prompt", "100", "--output", "10"]
+    )
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["hardware"]["figures"] == "measured"
@@ -112,12 +135,19 @@ def test_saved_profile_loads_as_hardware(tiny_result, tmp_path):
     # beside (never instead of) the roofline bound.
     assert data["calibrated"]["tpot_s"] > 0 and data["tpot_s"] > 0
     assert data["calibrated"]["tpot_s"] == pytest.approx(
-        data["calibrated"]["decode_linear_s"] + data["calibrated"]["decode_attention_s"] + data["calibrated"]["decode_overhead_s"])
+        data["calibrated"]["decode_linear_s"]
+        + data["calibrated"]["decode_attention_s"]
+        + data["calibrated"]["decode_overhead_s"]
+    )
 
 
 def test_decode_bandwidth_prefers_the_best_read():
-    bandwidth = {"copy": {"best_bytes_per_s": 50.0}, "read": {"best_bytes_per_s": 30.0}, "gemv": {"best_bytes_per_s": 40.0},
-                 "weights_read": {"best_bytes_per_s": 45.0}}
+    bandwidth = {
+        "copy": {"best_bytes_per_s": 50.0},
+        "read": {"best_bytes_per_s": 30.0},
+        "gemv": {"best_bytes_per_s": 40.0},
+        "weights_read": {"best_bytes_per_s": 45.0},
+    }
     assert bench.decode_bandwidth(bandwidth) == ("weights_read", 45.0)  # reads only: copy is not a decode-like kernel
     del bandwidth["weights_read"]
     assert bench.decode_bandwidth(bandwidth) == ("gemv", 40.0)
@@ -132,7 +162,11 @@ def test_ridges_per_dtype_and_the_slow_16_bit_note():
     assert r["ridge_dtype"] == "fp32" and r["ridge_point_flop_per_byte"] == pytest.approx(15.0)
     assert any("slower than fp32" in n for n in notes)
     notes = []
-    r = bench.ridges({"fp32": {"best_flop_per_s": 200e9}, "bf16": {"best_flop_per_s": 400e9}}, {"read": {"best_bytes_per_s": 20e9}}, notes)
+    r = bench.ridges(
+        {"fp32": {"best_flop_per_s": 200e9}, "bf16": {"best_flop_per_s": 400e9}},
+        {"read": {"best_bytes_per_s": 20e9}},
+        notes,
+    )
     assert r["ridge_dtype"] == "bf16" and r["ridge_point_flop_per_byte"] == pytest.approx(20.0) and notes == []
 
 
@@ -207,7 +241,10 @@ def test_datasheet_matching_and_comparison():
     assert profile.match_datasheet("nvidia  H200").id == "h200"
     assert profile.match_datasheet("NVIDIA A10").id == "a10"  # exact names: not confused with A100
     assert profile.match_datasheet("Some Future GPU") is None
-    result = {"matmul": {"bf16": {"best_flop_per_s": 742e12}, "fp16": {"best_flop_per_s": 1e12}}, "bandwidth": {"read": {"best_bytes_per_s": 2.68e12}, "gemv": None}}
+    result = {
+        "matmul": {"bf16": {"best_flop_per_s": 742e12}, "fp16": {"best_flop_per_s": 1e12}},
+        "bandwidth": {"read": {"best_bytes_per_s": 2.68e12}, "gemv": None},
+    }
     c = profile.comparison(result, load_hardware("h100-sxm"))
     # 742 / 989.4 = 75.0% of the dense bf16 peak; 2.68 / 3.35 TB/s = 80%.
     assert c["matmul_fraction_of_peak"]["bf16"] == pytest.approx(0.74995, abs=1e-4)
@@ -218,7 +255,10 @@ def test_cli_measure_json_and_save(monkeypatch, tmp_path):
     pytest.importorskip("torch")
     monkeypatch.setattr(planner, "plan", lambda *args: TINY)
     path = tmp_path / "p.yaml"
-    r = runner.invoke(app, ["measure", "--quick", "--device", "cpu", "--dtype", "fp32", "--json", "--save", str(path), "-H", "epyc-9755"])
+    r = runner.invoke(
+        app,
+        ["measure", "--quick", "--device", "cpu", "--dtype", "fp32", "--json", "--save", str(path), "-H", "epyc-9755"],
+    )
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["datasheet"]["id"] == "epyc-9755" and set(data["matmul"]) == {"fp32"}

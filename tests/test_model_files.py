@@ -4,10 +4,10 @@ Hugging Face Hub ids from a cache laid out by hand, and named quantization forma
 import json
 from pathlib import Path
 
+import gguf_fixture as g  # noqa: E402 (tests/ is on the path: conftest)
 import pytest
 from typer.testing import CliRunner
 
-import gguf_fixture as g  # noqa: E402 (tests/ is on the path: conftest)
 from roofline import estimate, load_hardware, load_model
 from roofline.calc.storage import QUANTS
 from roofline.cli import app
@@ -21,8 +21,10 @@ runner = CliRunner()
 PARAMS, NORMS = 1_705_216, 2 * 2 * 256 + 256
 
 
-@pytest.mark.parametrize("qtype, block, size", [("Q4_0", 32, 18), ("Q8_0", 32, 34), ("Q4_K", 256, 144), ("Q6_K", 256, 210),
-                                                ("MXFP4", 32, 17), ("BF16", 1, 2)])
+@pytest.mark.parametrize(
+    "qtype, block, size",
+    [("Q4_0", 32, 18), ("Q8_0", 32, 34), ("Q4_K", 256, 144), ("Q6_K", 256, 210), ("MXFP4", 32, 17), ("BF16", 1, 2)],
+)
 def test_gguf_bytes_per_type(tmp_path, qtype, block, size):
     pytest.importorskip("gguf")
     path = g.write(tmp_path / f"tiny-{qtype}.gguf", qtype)
@@ -55,7 +57,7 @@ def test_gguf_unknown_type_and_bad_files(tmp_path):
     # Corrupt the first tensor's type id (after its name, n_dims and dims) to 99: find "token_embd.weight".
     at = data.index(b"token_embd.weight") + len("token_embd.weight")
     at += 4 + 8 * 2  # n_dims u32, two u64 dims
-    data[at:at + 4] = (99).to_bytes(4, "little")
+    data[at : at + 4] = (99).to_bytes(4, "little")
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(bytes(data))
     with pytest.raises(RooflineError, match="unknown ggml type id 99"):
@@ -99,14 +101,33 @@ def write_checkpoint(folder: Path, sharded: bool = True) -> None:
     np = pytest.importorskip("numpy")
     st = pytest.importorskip("safetensors.numpy")
     h, kv, ffn, vocab = 256, 128, 512, 1024
-    config = {"model_type": "llama", "hidden_size": h, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-              "intermediate_size": ffn, "vocab_size": vocab, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-              "max_position_embeddings": 2048}
+    config = {
+        "model_type": "llama",
+        "hidden_size": h,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": ffn,
+        "vocab_size": vocab,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "max_position_embeddings": 2048,
+    }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config))
-    shapes = {"q_proj": (h, h), "k_proj": (kv, h), "v_proj": (kv, h), "o_proj": (h, h),
-              "gate_proj": (ffn, h), "up_proj": (ffn, h), "down_proj": (h, ffn)}
-    first = {"model.embed_tokens.weight": np.zeros((vocab, h), np.float16), "model.norm.weight": np.zeros(h, np.float16)}
+    shapes = {
+        "q_proj": (h, h),
+        "k_proj": (kv, h),
+        "v_proj": (kv, h),
+        "o_proj": (h, h),
+        "gate_proj": (ffn, h),
+        "up_proj": (ffn, h),
+        "down_proj": (h, ffn),
+    }
+    first = {
+        "model.embed_tokens.weight": np.zeros((vocab, h), np.float16),
+        "model.norm.weight": np.zeros(h, np.float16),
+    }
     second = {"lm_head.weight": ("BF16", (vocab, h), vocab * h * 2)}
     for i in (0, 1):
         for norm in ("input_layernorm", "post_attention_layernorm"):
@@ -125,9 +146,14 @@ def write_checkpoint(folder: Path, sharded: bool = True) -> None:
                 second[f"{base}.weight_scale"] = ("F32", (1,), 4)
     st.save_file(first, str(folder / "model-00001-of-00002.safetensors"))
     write_raw_safetensors(folder / "model-00002-of-00002.safetensors", second)
-    index = {**{t: "model-00001-of-00002.safetensors" for t in first}, **{t: "model-00002-of-00002.safetensors" for t in second}}
+    index = {
+        **{t: "model-00001-of-00002.safetensors" for t in first},
+        **{t: "model-00002-of-00002.safetensors" for t in second},
+    }
     if sharded:
-        (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 1}, "weight_map": index}))
+        (folder / "model.safetensors.index.json").write_text(
+            json.dumps({"metadata": {"total_size": 1}, "weight_map": index})
+        )
 
 
 LAYER = 2 * 256 * 256 + 2 * 128 * 256 + 3 * 512 * 256  # 589,824 weights in one layer's linears
@@ -137,20 +163,33 @@ def test_safetensors_checkpoint_bytes_by_hand(tmp_path):
     write_checkpoint(tmp_path / "ckpt")
     m = load_model(str(tmp_path / "ckpt"))
     assert m.source_kind == "safetensors"
-    qweight, scales, qzeros = LAYER // 2, LAYER // 128 * 2, LAYER // 128 // 8 * 4  # int4 x 8 per int32; fp16 and int4 per 128
+    qweight, scales, qzeros = (
+        LAYER // 2,
+        LAYER // 128 * 2,
+        LAYER // 128 // 8 * 4,
+    )  # int4 x 8 per int32; fp16 and int4 per 128
     fp8, fp8_scales = LAYER, 7 * 4
     sixteen = (2 * 1024 * 256 + 5 * 256) * 2  # embedding, lm_head, 5 norms
     w = m.weights_file
-    assert w.total_bytes == qweight + scales + qzeros + fp8 + fp8_scales + sixteen  # data_offsets, not the index's total_size (1)
-    assert w.by_dtype == {"F16": 1024 * 256 * 2 + 3 * 256 * 2 + scales, "I32": qweight + qzeros, "F8_E4M3": fp8,
-                          "F32": fp8_scales, "BF16": 1024 * 256 * 2 + 2 * 256 * 2}
+    assert (
+        w.total_bytes == qweight + scales + qzeros + fp8 + fp8_scales + sixteen
+    )  # data_offsets, not the index's total_size (1)
+    assert w.by_dtype == {
+        "F16": 1024 * 256 * 2 + 3 * 256 * 2 + scales,
+        "I32": qweight + qzeros,
+        "F8_E4M3": fp8,
+        "F32": fp8_scales,
+        "BF16": 1024 * 256 * 2 + 2 * 256 * 2,
+    }
     assert w.by_role["scales"] == scales + qzeros + fp8_scales
     assert w.elements == 2 * LAYER + 2 * 1024 * 256 + 5 * 256  # a qweight int32 holds 8 weights
     assert w.streamed_bytes == w.total_bytes - 1024 * 256 * 2  # all but the embedding lookup
     shown = json.loads(runner.invoke(app, ["models", "show", str(tmp_path / "ckpt"), "--json"]).stdout)
     assert shown["weight_bytes_by_dtype"] == w.by_dtype and shown["bits_per_weight"] == pytest.approx(w.bits_per_weight)
     assert shown["weight_bytes_by_role"]["scales"] == w.by_role["scales"]
-    r = runner.invoke(app, ["estimate", "-q", "-m", str(tmp_path / "ckpt"), "-H", "h100-sxm", "--output", "2", "--json"])
+    r = runner.invoke(
+        app, ["estimate", "-q", "-m", str(tmp_path / "ckpt"), "-H", "h100-sxm", "--output", "2", "--json"]
+    )
     data = json.loads(r.stdout)
     assert data["weight_bytes"] == w.total_bytes and data["model"]["source_kind"] == "safetensors"
 
@@ -179,7 +218,11 @@ def test_hub_miss_without_huggingface_hub_says_what_to_do(tmp_path, monkeypatch)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
     r = runner.invoke(app, ["estimate", "-q", "-m", "acme/missing"])
-    assert r.exit_code == 2 and "pip install 'roofline[hub]'" in r.stderr and "hf download acme/missing config.json" in r.stderr
+    assert (
+        r.exit_code == 2
+        and "pip install 'roofline[hub]'" in r.stderr
+        and "hf download acme/missing config.json" in r.stderr
+    )
 
 
 def test_named_quant_formats_by_hand():
@@ -212,16 +255,32 @@ def test_exact_bytes_from_the_hub_by_range_reads(tmp_path, monkeypatch):
 
     config = tmp_path / "remote" / "config.json"
     config.parent.mkdir()
-    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
-                                  "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1024, "torch_dtype": "bfloat16"}))
+    config.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 256,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "intermediate_size": 512,
+                "vocab_size": 1024,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
     info = lambda dtype, shape, start, end: types.SimpleNamespace(dtype=dtype, shape=shape, data_offsets=(start, end))  # noqa: E731
-    tensors = {"model.embed_tokens.weight": info("F16", [1024, 256], 0, 524_288),
-               "model.layers.0.self_attn.q_proj.weight": info("F8_E4M3", [256, 256], 524_288, 589_824),
-               "model.layers.0.self_attn.q_proj.weight_scale": info("F32", [1], 589_824, 589_828)}
+    tensors = {
+        "model.embed_tokens.weight": info("F16", [1024, 256], 0, 524_288),
+        "model.layers.0.self_attn.q_proj.weight": info("F8_E4M3", [256, 256], 524_288, 589_824),
+        "model.layers.0.self_attn.q_proj.weight_scale": info("F32", [1], 589_824, 589_828),
+    }
     fake = types.SimpleNamespace(
         hf_hub_download=lambda repo, name, revision=None: str(config),
         get_safetensors_metadata=lambda repo, revision=None: types.SimpleNamespace(
-            files_metadata={"model.safetensors": types.SimpleNamespace(tensors=tensors)}))
+            files_metadata={"model.safetensors": types.SimpleNamespace(tensors=tensors)}
+        ),
+    )
     monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
     assert load_model("acme/remote").weights_file is None  # config.json only, unless asked

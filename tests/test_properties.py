@@ -33,7 +33,9 @@ def models(draw):
 @st.composite
 def devices(draw):
     return Hardware(
-        "d", "d", "test",
+        "d",
+        "d",
+        "test",
         memory_capacity=draw(st.floats(1e9, 1e13)),
         memory_bandwidth=draw(st.floats(1e10, 1e13)),
         peak_flops={d: draw(st.floats(1e11, 1e16)) for d in ("fp32", "bf16", "fp8")},
@@ -79,8 +81,12 @@ def test_max_batch_fits_in_the_budget(model, device, prompt, output, fraction):
     e = estimate(model, device, prompt_tokens=prompt, output_tokens=output, memory_fraction=fraction)
     if e.max_batch:
         assert e.max_batch * e.kv_bytes_per_sequence <= e.kv_budget_bytes * (1 + 1e-9)
-        assert (e.max_batch + 1) * e.kv_bytes_per_sequence > e.kv_budget_bytes or e.max_batch == MAX_COUNT  # counts stop at 1e9
-        at_limit = estimate(model, device, batch=e.max_batch, prompt_tokens=prompt, output_tokens=output, memory_fraction=fraction)
+        assert (
+            e.max_batch + 1
+        ) * e.kv_bytes_per_sequence > e.kv_budget_bytes or e.max_batch == MAX_COUNT  # counts stop at 1e9
+        at_limit = estimate(
+            model, device, batch=e.max_batch, prompt_tokens=prompt, output_tokens=output, memory_fraction=fraction
+        )
         assert at_limit.fits
 
 
@@ -112,10 +118,17 @@ def test_expected_experts_lies_between_k_and_e_and_grows(experts, data):
 def moe_models(draw):
     experts = draw(st.integers(2, 64))
     arch = Architecture(
-        layers=draw(st.integers(1, 48)), hidden_size=draw(st.integers(64, 8192)), num_heads=8, num_kv_heads=8,
-        head_dim=64, intermediate_size=draw(st.integers(64, 16384)), vocab_size=32000,
-        num_experts=experts, experts_per_token=draw(st.integers(1, experts)),
-        expert_intermediate_size=draw(st.integers(64, 8192)), first_dense_layers=0,
+        layers=draw(st.integers(1, 48)),
+        hidden_size=draw(st.integers(64, 8192)),
+        num_heads=8,
+        num_kv_heads=8,
+        head_dim=64,
+        intermediate_size=draw(st.integers(64, 16384)),
+        vocab_size=32000,
+        num_experts=experts,
+        experts_per_token=draw(st.integers(1, experts)),
+        expert_intermediate_size=draw(st.integers(64, 8192)),
+        first_dense_layers=0,
     )
     return Model("moe", "moe", "test", "bf16", "bf16", arch=arch, counts=count_params(arch))
 
@@ -133,7 +146,9 @@ def test_moe_reads_more_experts_with_more_batch_but_never_more_than_all(model, d
 @settings(max_examples=100, deadline=None)
 @given(models(), devices(), st.integers(16, 8192), lengths, st.integers(0, 4096))
 def test_a_sliding_window_never_adds_kv_or_time(model, device, window, prompt, output):
-    windowed = model._replace(arch=model.arch._replace(sliding_window=window, sliding_layers=tuple(range(0, model.arch.layers, 2))))
+    windowed = model._replace(
+        arch=model.arch._replace(sliding_window=window, sliding_layers=tuple(range(0, model.arch.layers, 2)))
+    )
     full = estimate(model, device, prompt_tokens=prompt, output_tokens=output)
     slid = estimate(windowed, device, prompt_tokens=prompt, output_tokens=output)
     assert slid.kv_bytes_per_sequence <= full.kv_bytes_per_sequence * (1 + 1e-12)
@@ -143,7 +158,9 @@ def test_a_sliding_window_never_adds_kv_or_time(model, device, window, prompt, o
 @settings(max_examples=100, deadline=None)
 @given(models(), devices(), st.sampled_from([2, 4, 8]), st.integers(1, 64))
 def test_tp_splits_weights_and_flops(model, device, tp, batch):
-    arch = model.arch._replace(num_heads=8 * model.arch.num_heads, num_kv_heads=8)  # heads that any tp of 2, 4, 8 splits
+    arch = model.arch._replace(
+        num_heads=8 * model.arch.num_heads, num_kv_heads=8
+    )  # heads that any tp of 2, 4, 8 splits
     model = model._replace(arch=arch, counts=count_params(arch))
     device = device._replace(interconnect_bandwidth=450e9)
     one = estimate(model, device, batch=batch, prompt_tokens=128, output_tokens=16)

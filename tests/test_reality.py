@@ -45,10 +45,14 @@ def test_the_fitting_search_on_a_tiny_synthetic_set():
     def loss(p):
         import math
 
-        return sum(math.log((w / (1e12 * p["bandwidth_fraction"]) + p["step_overhead_s"]) / t) ** 2 for w, t in truth.items())
+        return sum(
+            math.log((w / (1e12 * p["bandwidth_fraction"]) + p["step_overhead_s"]) / t) ** 2 for w, t in truth.items()
+        )
 
     fitted = presets.fit(loss, {"bandwidth_fraction": 0.9, "step_overhead_s": 0.0}, tolerance=1e-4)
-    assert fitted["bandwidth_fraction"] == pytest.approx(0.6, abs=0.01) and fitted["step_overhead_s"] == pytest.approx(0.002, abs=2e-4)
+    assert fitted["bandwidth_fraction"] == pytest.approx(0.6, abs=0.01) and fitted["step_overhead_s"] == pytest.approx(
+        0.002, abs=2e-4
+    )
 
 
 def test_bundled_presets_load_and_predict():
@@ -58,9 +62,20 @@ def test_bundled_presets_load_and_predict():
     for name in ("trtllm", "llamacpp-cuda", "llamacpp-metal"):
         p = presets.load(name)
         assert p.cases and set(p.residuals) and 0 < p.bandwidth_fraction <= 1 and p.backend in ("cuda", "metal")
-    e = estimate(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=64, prompt_tokens=128, output_tokens=128,
-                 weight_dtype="fp8", engine="trtllm")
-    assert e.engine.source == "preset" and e.engine.tpot_s > e.tpot_s and e.engine.output_tokens_per_s < e.output_tokens_per_s
+    e = estimate(
+        load_model("llama-3.1-8b"),
+        load_hardware("h100-sxm"),
+        batch=64,
+        prompt_tokens=128,
+        output_tokens=128,
+        weight_dtype="fp8",
+        engine="trtllm",
+    )
+    assert (
+        e.engine.source == "preset"
+        and e.engine.tpot_s > e.tpot_s
+        and e.engine.output_tokens_per_s < e.output_tokens_per_s
+    )
     with pytest.raises(Exception, match="no preset for 'vllm'"):
         estimate(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), engine="vllm")
 
@@ -122,13 +137,19 @@ def test_presets_are_current_with_the_calculator_on_held_aside_cases():
     assert len(trtllm) >= 50 and sum(abs(math.exp(r) - 1) <= 0.25 for r in trtllm.values()) >= 0.9 * len(trtllm)
 
 
-@pytest.mark.parametrize("change, expected", [
-    (lambda s: s.replace("bandwidth_fraction: 1.0", "bandwidth_fraction: 1.5"), "bandwidth_fraction"),
-    (lambda s: s.replace("compute_fraction:", "compute_fractoin:"), "compute_fraction"),
-    (lambda s: s.replace("residuals:", "residuals: 3\nold_residuals:"), "residuals"),
-    (lambda s: s + "surprise: 1\n", "surprise"),
-    (lambda s: re.sub(r"(ranges:\n  \w+:\n  - )[0-9.]+", r"\g<1>9.5", s), "ranges"),  # a range that does not hold the value
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda s: s.replace("bandwidth_fraction: 1.0", "bandwidth_fraction: 1.5"), "bandwidth_fraction"),
+        (lambda s: s.replace("compute_fraction:", "compute_fractoin:"), "compute_fraction"),
+        (lambda s: s.replace("residuals:", "residuals: 3\nold_residuals:"), "residuals"),
+        (lambda s: s + "surprise: 1\n", "surprise"),
+        (
+            lambda s: re.sub(r"(ranges:\n  \w+:\n  - )[0-9.]+", r"\g<1>9.5", s),
+            "ranges",
+        ),  # a range that does not hold the value
+    ],
+)
 def test_the_preset_schema_names_the_bad_field(tmp_path, monkeypatch, change, expected):
     # A preset is data: a value out of its range, a missing or unknown key is one error naming the file and field.
     from roofline.calc import presets
@@ -169,12 +190,20 @@ def test_preset_knobs_by_hand():
     from roofline import load_hardware
     from roofline.calc import presets
 
-    p = {"compute_fraction": 2.0, "compute_peak": "fp32", "bandwidth_fraction": 0.7, "bandwidth_cap": 1e12, "memory_fraction": 0.9}
+    p = {
+        "compute_fraction": 2.0,
+        "compute_peak": "fp32",
+        "bandwidth_fraction": 0.7,
+        "bandwidth_cap": 1e12,
+        "memory_fraction": 0.9,
+    }
     # RTX 4090: 2 x 82.6 / 660.6 TFLOP/s = 0.25008 of the int8 peak; 0.7 x 1,008 GB/s is under the cap.
     k = presets.knobs(p, load_hardware("rtx-4090"), "int8")
     assert k["compute_efficiency"] == pytest.approx(165.2 / 660.6) and k["bandwidth_efficiency"] == 0.7
     # H100 SXM: 1 TB/s of 3.35 TB/s = 0.2985; 2 x 66.9 / 1,978.9 = 0.0676.
     k = presets.knobs(p, load_hardware("h100-sxm"), "int8")
-    assert k["bandwidth_efficiency"] == pytest.approx(1 / 3.35) and k["compute_efficiency"] == pytest.approx(133.8 / 1978.9)
+    assert k["bandwidth_efficiency"] == pytest.approx(1 / 3.35) and k["compute_efficiency"] == pytest.approx(
+        133.8 / 1978.9
+    )
     # Never faster than the bound: 4 x 82.6 = 330.4 TFLOP/s against the bf16 peak of 165.2 is capped at 1.
     assert presets.knobs({**p, "compute_fraction": 4.0}, load_hardware("rtx-4090"), "bf16")["compute_efficiency"] == 1.0

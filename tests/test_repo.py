@@ -32,8 +32,20 @@ def test_estimate_json_imports_no_heavy_modules():
 def test_every_bundled_yaml_is_in_the_wheel(tmp_path):
     pytest.importorskip("hatchling")
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert r.returncode == 0, r.stderr
     (wheel,) = tmp_path.glob("roofline-*.whl")

@@ -50,15 +50,18 @@ def test_cached_prefill_by_hand():
     matmul = 2 * (c.matmul - c.head) * 256 + 2 * c.head
     attention = 4 * 32 * 32 * 128 * (1024 * 1025 / 2 - 768 * 769 / 2)  # 4 x layers x heads x head_dim per pair
     assert e.prefill.flops == pytest.approx(matmul + attention) and e.prefill.cached_tokens == 768
-    assert windowed_pairs(1024, 0) - windowed_pairs(768, 0) == 1024 * 1025 / 2 - 768 * 769 / 2  # no window: all causal pairs
+    assert (
+        windowed_pairs(1024, 0) - windowed_pairs(768, 0) == 1024 * 1025 / 2 - 768 * 769 / 2
+    )  # no window: all causal pairs
 
 
 @settings(max_examples=40, deadline=None)
 @given(prompt=st.integers(2, 8192), a=st.floats(0, 1), b=st.floats(0, 1))
 def test_more_cached_tokens_never_raise_ttft(prompt, a, b):
     low, high = sorted((int(a * (prompt - 1)), int(b * (prompt - 1))))
-    assert estimate(M, H, prompt_tokens=prompt, cached_tokens=high, output_tokens=2).ttft_s <= \
-        estimate(M, H, prompt_tokens=prompt, cached_tokens=low, output_tokens=2).ttft_s * (1 + 1e-12)
+    assert estimate(M, H, prompt_tokens=prompt, cached_tokens=high, output_tokens=2).ttft_s <= estimate(
+        M, H, prompt_tokens=prompt, cached_tokens=low, output_tokens=2
+    ).ttft_s * (1 + 1e-12)
 
 
 def test_shared_prefix_is_held_once():
@@ -75,7 +78,9 @@ def test_chunked_prefill_by_hand():
     e = estimate(M, H, batch=64, chunk_tokens=2048)
     ch = e.chunked
     assert ch.steps_to_first_token == 1 and ch.mixed_share == pytest.approx(64 / 256)
-    assert e.ttft_s == ch.mixed_step_s and e.tpot_s == pytest.approx(ch.mixed_share * ch.mixed_step_s + (1 - ch.mixed_share) * ch.decode_step_s)
+    assert e.ttft_s == ch.mixed_step_s and e.tpot_s == pytest.approx(
+        ch.mixed_share * ch.mixed_step_s + (1 - ch.mixed_share) * ch.decode_step_s
+    )
     # A small chunk spreads the prompt: 1024 / (128 - 64) = 16 steps (share min(1, 16 x 64 / 256) = 1).
     small = estimate(M, H, batch=64, chunk_tokens=128).chunked
     assert small.steps_to_first_token == 16 and small.mixed_share == 1
@@ -95,7 +100,8 @@ def test_a_tp_group_spanning_nodes_uses_the_internode_tier():
     per = f.ring_allreduce_seconds(16_384 * 2, 16, 50e9, 20e-6)
     assert e.decode.comm_s == pytest.approx(126 * 2 * per)
     assert estimate(m, two_nodes, tp=8, batch=1, output_tokens=2).decode.comm_s == pytest.approx(
-        126 * 2 * f.ring_allreduce_seconds(16_384 * 2, 8, 450e9, 10e-6))  # within a node: NVLink
+        126 * 2 * f.ring_allreduce_seconds(16_384 * 2, 8, 450e9, 10e-6)
+    )  # within a node: NVLink
 
 
 def test_expert_parallelism_by_hand():
@@ -210,8 +216,13 @@ def test_disaggregated_pools_by_hand():
 def test_plan_sizes_disaggregated_pools_by_littles_law(write_yaml):
     from roofline.calc.plan import plan
 
-    h = load_hardware(write_yaml("toy.yaml", "name: toy\nsource: test\nmemory_capacity: 80 GiB\nmemory_bandwidth: 1 TB/s\n"
-                                             "peak_flops:\n  bf16: 100 TFLOP/s\ninterconnect_bandwidth: 100 GB/s\n"))
+    h = load_hardware(
+        write_yaml(
+            "toy.yaml",
+            "name: toy\nsource: test\nmemory_capacity: 80 GiB\nmemory_bandwidth: 1 TB/s\n"
+            "peak_flops:\n  bf16: 100 TFLOP/s\ninterconnect_bandwidth: 100 GB/s\n",
+        )
+    )
     p = plan(M, [h], prompt_tokens=1024, output_tokens=64, rate=20.0, tpot_slo=0.05, tps=(1,), disagg="auto")
     split = next(o for o in p.options if o.disagg and o.meets_slo)
     e = estimate(M, h, batch=split.batch, prompt_tokens=1024, output_tokens=64, disagg="1P:1D")
@@ -230,16 +241,24 @@ def test_cli_json_of_pipeline_and_disagg():
     from roofline.cli import app
 
     runner = CliRunner()
-    r = runner.invoke(app, ["estimate", "-q", "--json", "-m", "llama-3.1-70b", "--tp", "2", "--pp", "2", "-b", "8", "--disagg", "1P:1D"])
+    r = runner.invoke(
+        app,
+        ["estimate", "-q", "--json", "-m", "llama-3.1-70b", "--tp", "2", "--pp", "2", "-b", "8", "--disagg", "1P:1D"],
+    )
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     assert set(d["comm"]) == {"tp_s", "ep_s", "pp_s"} and d["comm"]["pp_s"] > 0
-    assert {"prefill_devices", "decode_devices", "kv_transfer_s"} <= set(d["disagg"]) and d["disagg"]["prefill_devices"] == 4
+    assert {"prefill_devices", "decode_devices", "kv_transfer_s"} <= set(d["disagg"]) and d["disagg"][
+        "prefill_devices"
+    ] == 4
     assert {"stages", "micro_batches", "bubble_prefill", "bubble_decode"} <= set(d["pipeline"])
     assert (d["inputs"]["pp"], d["inputs"]["disagg"]) == (2, "1P:1D")
     plain = json.loads(runner.invoke(app, ["estimate", "-q", "--json"]).stdout)
     assert plain["pipeline"] is None and plain["disagg"] is None and plain["comm"] is None
     bad = runner.invoke(app, ["estimate", "-q", "--micro-batches", "2"])
-    assert bad.exit_code == 2 and bad.stderr.strip() == "roofline: error: --micro-batches: micro-batches need a pipeline (pp > 1)"
+    assert (
+        bad.exit_code == 2
+        and bad.stderr.strip() == "roofline: error: --micro-batches: micro-batches need a pipeline (pp > 1)"
+    )
     bad = runner.invoke(app, ["plan", "-q", "--concurrency", "4", "--disagg", "1P:1D"])
     assert bad.exit_code == 2 and "--disagg: plan searches the pools itself: expected auto" in bad.stderr

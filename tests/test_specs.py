@@ -7,13 +7,42 @@ from roofline.specs.catalog import catalog, load_model
 from roofline.specs.hardware import load_hardware
 
 REQUIRED_HARDWARE = {
-    "h100-sxm", "h100-pcie", "h200", "b200", "a100-80gb-sxm", "a100-40gb", "l40s", "l4", "a10", "rtx-4090",
-    "rtx-3090", "mi300x", "mi325x", "tpu-v5e", "tpu-v5p", "apple-m1", "apple-m2-max", "apple-m3-max",
-    "apple-m4-max", "epyc-9755", "rtx-5090", "apple-m1-ultra",
+    "h100-sxm",
+    "h100-pcie",
+    "h200",
+    "b200",
+    "a100-80gb-sxm",
+    "a100-40gb",
+    "l40s",
+    "l4",
+    "a10",
+    "rtx-4090",
+    "rtx-3090",
+    "mi300x",
+    "mi325x",
+    "tpu-v5e",
+    "tpu-v5p",
+    "apple-m1",
+    "apple-m2-max",
+    "apple-m3-max",
+    "apple-m4-max",
+    "epyc-9755",
+    "rtx-5090",
+    "apple-m1-ultra",
 }
 REQUIRED_MODELS = {
-    "gpt2", "gpt2-xl", "llama-2-7b", "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
-    "mistral-7b", "qwen2.5-7b", "qwen2.5-72b", "phi-3-mini", "7b",
+    "gpt2",
+    "gpt2-xl",
+    "llama-2-7b",
+    "llama-2-70b",
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "mistral-7b",
+    "qwen2.5-7b",
+    "qwen2.5-72b",
+    "phi-3-mini",
+    "7b",
 }
 
 

@@ -43,10 +43,17 @@ def test_interval_is_seeded_and_contains_the_median():
     assert low <= statistics.median([s for r in rounds for s in r]) <= high
 
 
-@pytest.mark.parametrize("low, high, expected", [
-    (0.90, 1.10, "within"), (0.85, 1.15, "within"),  # inside +-15%, bounds included
-    (0.70, 0.80, "outside"), (1.20, 1.40, "outside"),  # wholly beyond one bound
-    (0.80, 0.95, "inconclusive"), (1.10, 1.30, "inconclusive"), (0.5, 1.5, "inconclusive"),  # straddles
-])
+@pytest.mark.parametrize(
+    "low, high, expected",
+    [
+        (0.90, 1.10, "within"),
+        (0.85, 1.15, "within"),  # inside +-15%, bounds included
+        (0.70, 0.80, "outside"),
+        (1.20, 1.40, "outside"),  # wholly beyond one bound
+        (0.80, 0.95, "inconclusive"),
+        (1.10, 1.30, "inconclusive"),
+        (0.5, 1.5, "inconclusive"),  # straddles
+    ],
+)
 def test_verdict(low, high, expected):
     assert stats.verdict(low, high, 0.15) == expected

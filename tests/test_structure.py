@@ -16,7 +16,15 @@ runner = CliRunner()
 # Packages that the calculator and the specs must never reach, at module level or inside a function.
 FORBIDDEN = {
     "roofline.calc": ("roofline.cli", "roofline.render", "roofline.measure", "torch", "matplotlib", "numpy"),
-    "roofline.specs": ("roofline.cli", "roofline.render", "roofline.measure", "roofline.calc", "torch", "matplotlib", "numpy"),
+    "roofline.specs": (
+        "roofline.cli",
+        "roofline.render",
+        "roofline.measure",
+        "roofline.calc",
+        "torch",
+        "matplotlib",
+        "numpy",
+    ),
     "roofline.render": ("roofline.cli", "roofline.measure", "torch"),
     "roofline.measure": ("roofline.cli", "roofline.render"),
 }
@@ -61,7 +69,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
             if nxt not in edges:
                 continue
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         stack.pop()
@@ -88,9 +96,11 @@ def test_no_import_cycles():
 def test_no_forbidden_edges(package):
     bad = [
         f"{module} -> {target}"
-        for module, targets in graph().items() if module == package or module.startswith(package + ".")
+        for module, targets in graph().items()
+        if module == package or module.startswith(package + ".")
         for target in targets
-        for banned in FORBIDDEN[package] if target == banned or target.startswith(banned + ".")
+        for banned in FORBIDDEN[package]
+        if target == banned or target.startswith(banned + ".")
     ]
     assert bad == []
 
@@ -104,16 +114,33 @@ def test_public_api():
     import roofline
 
     assert set(roofline.__all__) == {
-        "Estimate", "Hardware", "Knobs", "Model", "RooflineError", "UsageError", "compare", "estimate", "load_hardware",
-        "load_model", "sweep",
+        "Estimate",
+        "Hardware",
+        "Knobs",
+        "Model",
+        "RooflineError",
+        "UsageError",
+        "compare",
+        "estimate",
+        "load_hardware",
+        "load_model",
+        "sweep",
     }
     assert all(hasattr(roofline, name) for name in roofline.__all__)
 
 
 CONFIG = {  # a Qwen2-style config.json, as its model card publishes it (Qwen2.5-0.5B's shapes)
-    "model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
-    "intermediate_size": 4864, "vocab_size": 151936, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
-    "max_position_embeddings": 32768, "rms_norm_eps": 1e-6,
+    "model_type": "qwen2",
+    "hidden_size": 896,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4864,
+    "vocab_size": 151936,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-6,
 }
 
 
@@ -136,11 +163,20 @@ def test_deepseek_kv_is_at_its_kv_dtype():
     assert shown["kv_bytes_per_token"] == 61 * (512 + 64) * 2
 
 
-@pytest.mark.parametrize("args", [
-    ["estimate", "-q"], ["sweep", "-q", "-b", "1,2"], ["compare", "-m", "gpt2", "-H", "a10"], ["hardware", "list"],
-    ["hardware", "show", "h200"], ["models", "list"], ["models", "show", "gpt2"], ["fit", "-q"],
-    ["plan", "-q", "--concurrency", "8", "-H", "a10"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["estimate", "-q"],
+        ["sweep", "-q", "-b", "1,2"],
+        ["compare", "-m", "gpt2", "-H", "a10"],
+        ["hardware", "list"],
+        ["hardware", "show", "h200"],
+        ["models", "list"],
+        ["models", "show", "gpt2"],
+        ["fit", "-q"],
+        ["plan", "-q", "--concurrency", "8", "-H", "a10"],
+    ],
+)
 def test_every_row_printing_command_takes_json_and_csv(args):
     as_json = runner.invoke(app, [*args, "--json"])
     as_csv = runner.invoke(app, [*args, "--csv"])
@@ -181,6 +217,10 @@ def test_library_errors_name_the_parameter_and_the_cli_its_flag():
 
 
 def test_a_missing_config_json_is_the_same_usage_error_everywhere(tmp_path):
-    for args in (["estimate", "-q", "-m", str(tmp_path)], ["models", "import", str(tmp_path)], ["models", "show", str(tmp_path)]):
+    for args in (
+        ["estimate", "-q", "-m", str(tmp_path)],
+        ["models", "import", str(tmp_path)],
+        ["models", "show", str(tmp_path)],
+    ):
         r = runner.invoke(app, args)
         assert r.exit_code == 2 and "no such config.json" in r.stderr, args

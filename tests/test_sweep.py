@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from roofline import load_hardware, load_model
+from roofline.calc.sweep import Row, compare, default_batches, parse_counts, sweep
 from roofline.cli import app
 from roofline.errors import UsageError
 from roofline.render.plot import roof_line, roofline_data, sweep_data
-from roofline.calc.sweep import Row, compare, default_batches, parse_counts, sweep
 
 runner = CliRunner()
 
@@ -34,7 +34,9 @@ def tpot(batch):
 
 def test_goodput_picks_the_batch_where_tpot_crosses_the_slo(toy):
     # TPOT <= 3 ms  <=>  B <= 1e-3 / 1.055e-5 = 94.8: of 1, 2, 4, ... 256 the last to meet it is 64.
-    s = sweep(*toy, batches=parse_counts("1:256", "--batch"), prompts=[100], outputs=[11], tpot_slo=3e-3, goodput_of="decode")
+    s = sweep(
+        *toy, batches=parse_counts("1:256", "--batch"), prompts=[100], outputs=[11], tpot_slo=3e-3, goodput_of="decode"
+    )
     by_batch = {r.batch: r for r in s.rows}
     assert by_batch[64].meets_slo and not by_batch[128].meets_slo
     assert by_batch[64].tpot_s == pytest.approx(tpot(64))  # 2.6752 ms
@@ -68,7 +70,9 @@ def test_default_batches_are_powers_of_two_up_to_the_max_batch(toy):
     s = sweep(*toy, prompts=[100], outputs=[11])
     assert [r.batch for r in s.rows] == [1 << i for i in range(13)] + [7927]
     assert s.summary.max_batch == 7927 and s.summary.critical_batch == 212
-    assert default_batches(0) == [1] and default_batches(8) == [1, 2, 4, 8] and default_batches(None, limit=4) == [1, 2, 4]
+    assert (
+        default_batches(0) == [1] and default_batches(8) == [1, 2, 4, 8] and default_batches(None, limit=4) == [1, 2, 4]
+    )
 
 
 def test_grid_of_lengths(toy):
@@ -87,8 +91,13 @@ def test_rows_are_monotonic_in_batch():
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("1,8,64", [1, 8, 64]), ("1:512", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]), ("1:100", [1, 2, 4, 8, 16, 32, 64, 100]),
-     ("128:512:128", [128, 256, 384, 512]), ("4, 4, 2", [4, 2])],
+    [
+        ("1,8,64", [1, 8, 64]),
+        ("1:512", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]),
+        ("1:100", [1, 2, 4, 8, 16, 32, 64, 100]),
+        ("128:512:128", [128, 256, 384, 512]),
+        ("4, 4, 2", [4, 2]),
+    ],
 )
 def test_parse_counts(text, expected):
     assert parse_counts(text, "--batch") == expected
@@ -105,8 +114,22 @@ def test_sweep_json_shape():
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     assert set(data) >= {"schema_version", "inputs", "rows", "summary"}
-    row_keys = {"batch", "tpot_s", "ttft_s", "tokens_per_s", "tokens_per_s_per_sequence", "mbu", "mfu", "kv_bytes", "fits",
-                "bound", "meets_slo", "goodput_tokens_per_s", "prompt_tokens", "output_tokens"}
+    row_keys = {
+        "batch",
+        "tpot_s",
+        "ttft_s",
+        "tokens_per_s",
+        "tokens_per_s_per_sequence",
+        "mbu",
+        "mfu",
+        "kv_bytes",
+        "fits",
+        "bound",
+        "meets_slo",
+        "goodput_tokens_per_s",
+        "prompt_tokens",
+        "output_tokens",
+    }
     assert all(row_keys <= set(row) for row in data["rows"]) and len(data["rows"]) == 2
     assert {"critical_batch", "max_batch", "best_batch"} <= set(data["summary"])
     assert data["inputs"]["tpot_slo_s"] == 0.05 and data["inputs"]["ttft_slo_s"] == 2.0
@@ -155,7 +178,9 @@ def test_compare_rows_and_sort():
     assert [r.tokens_per_s for r in rows] == sorted((r.tokens_per_s for r in rows), reverse=True)
     assert rows[0].hardware == "h100-sxm"  # 3.35 TB/s beats 864 GB/s in memory-bound decode
     assert all(r.best_batch is not None for r in rows)
-    r = runner.invoke(app, ["compare", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-H", "h200", "--json", "--sort", "tpot_s"])
+    r = runner.invoke(
+        app, ["compare", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-H", "h200", "--json", "--sort", "tpot_s"]
+    )
     data = json.loads(r.stdout)
     assert [row["hardware"] for row in data["rows"]] == ["h200", "h100-sxm"]  # 4.8 TB/s: the shorter TPOT
     assert runner.invoke(app, ["compare", "-m", "gpt2", "-H", "a10", "--csv"]).stdout.startswith("model,hardware,")
@@ -178,11 +203,17 @@ def test_roofline_plot_data():
     xs = [x for x, _ in line]
     assert xs == pytest.approx(sorted([0.1, 1.0, 10.0, 100.0, 989.4 / 3.35, 1000.0, 1e4]))  # the ridge is a point too
     y = dict(zip((round(x, 6) for x in xs), (y for _, y in line)))
-    assert y[10.0] == pytest.approx(33.5e12) and y[1000.0] == 989.4e12 and y[round(989.4 / 3.35, 6)] == pytest.approx(989.4e12)
+    assert (
+        y[10.0] == pytest.approx(33.5e12)
+        and y[1000.0] == 989.4e12
+        and y[round(989.4 / 3.35, 6)] == pytest.approx(989.4e12)
+    )
 
 
 def test_measured_profile_draws_dashed_beside_the_datasheet():
-    h = load_hardware("h100-sxm")._replace(measured={"datasheet": {"peak_flop_per_s": {"bf16": 989.4e12}, "memory_bandwidth_bytes_per_s": 3.35e12}})
+    h = load_hardware("h100-sxm")._replace(
+        measured={"datasheet": {"peak_flop_per_s": {"bf16": 989.4e12}, "memory_bandwidth_bytes_per_s": 3.35e12}}
+    )
     data = roofline_data(h, [])
     assert [r["style"] for r in data["roofs"]] == ["datasheet", "measured"]
 
@@ -211,7 +242,10 @@ def test_plot_without_matplotlib(monkeypatch, tmp_path):
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     r = runner.invoke(app, ["plot", "-q", "-o", str(tmp_path / "r.png")])
-    assert r.exit_code == 1 and r.stderr.strip() == "roofline: error: roofline plot needs matplotlib: pip install 'roofline[plot]'"
+    assert (
+        r.exit_code == 1
+        and r.stderr.strip() == "roofline: error: roofline plot needs matplotlib: pip install 'roofline[plot]'"
+    )
 
 
 def test_plan_frontier_by_hand():
@@ -221,36 +255,83 @@ def test_plan_frontier_by_hand():
     from roofline.render.plot import plan_data
 
     def option(name, tpot_ms, cost):
-        return Option(name, 1, 1, None, 1, 8, 1, 0.1, tpot_ms / 1e3, True, 100.0, 100.0, 1.0, cost, None, "meets the SLOs")
+        return Option(
+            name, 1, 1, None, 1, 8, 1, 0.1, tpot_ms / 1e3, True, 100.0, 100.0, 1.0, cost, None, "meets the SLOs"
+        )
 
-    refused = Option("e", 1, 1, None, None, None, None, None, None, False, None, None, None, None, None, "no batch meets the SLOs")
+    refused = Option(
+        "e", 1, 1, None, None, None, None, None, None, False, None, None, None, None, None, "no batch meets the SLOs"
+    )
     inputs = {"model": "m", "prompt_tokens": 1, "output_tokens": 1, "tpot_slo_s": 0.01, "ranked_by": "cost"}
-    data = plan_data(Plan(inputs, [option("d", 8, 0.3), option("b", 4, 0.5), option("c", 5, 0.8), option("a", 2, 1.0), refused]))
+    data = plan_data(
+        Plan(inputs, [option("d", 8, 0.3), option("b", 4, 0.5), option("c", 5, 0.8), option("a", 2, 1.0), refused])
+    )
     assert data["frontier"] == ["a tp1", "b tp1", "d tp1"] and len(data["points"]) == 4
     assert data["y_label"] == "$ per million output tokens"
     data = plan_data(Plan({**inputs, "ranked_by": "devices"}, [option("a", 2, 1.0)._replace(pp=2, disagg="1P:1D")]))
-    assert data["y_label"] == "devices" and data["points"][0]["y"] == 1 and data["points"][0]["label"] == "a tp1 pp2 1P:1D"
+    assert (
+        data["y_label"] == "devices" and data["points"][0]["y"] == 1 and data["points"][0]["label"] == "a tp1 pp2 1P:1D"
+    )
 
 
 def test_plan_plot(tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "plan.svg"
-    args = ["plan", "-q", "-m", "llama-3.1-8b", "-H", "h100-sxm", "-H", "l40s", "--concurrency", "64", "--tpot-slo", "30ms", "--plot", str(path)]
+    args = [
+        "plan",
+        "-q",
+        "-m",
+        "llama-3.1-8b",
+        "-H",
+        "h100-sxm",
+        "-H",
+        "l40s",
+        "--concurrency",
+        "64",
+        "--tpot-slo",
+        "30ms",
+        "--plot",
+        str(path),
+    ]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.stderr
     assert path.read_bytes().lstrip().startswith(b"<?xml") and "h100-sxm" in r.stdout
-    none = runner.invoke(app, ["plan", "-q", "-m", "llama-3.1-8b", "-H", "l4", "--concurrency", "1", "--tpot-slo", "1ms", "--tp", "1",
-                               "--plot", str(tmp_path / "none.png")])
-    assert none.exit_code == 1 and none.stderr.strip() == "roofline: error: --plot: no option meets the SLOs, so there is nothing to draw"
+    none = runner.invoke(
+        app,
+        [
+            "plan",
+            "-q",
+            "-m",
+            "llama-3.1-8b",
+            "-H",
+            "l4",
+            "--concurrency",
+            "1",
+            "--tpot-slo",
+            "1ms",
+            "--tp",
+            "1",
+            "--plot",
+            str(tmp_path / "none.png"),
+        ],
+    )
+    assert (
+        none.exit_code == 1
+        and none.stderr.strip() == "roofline: error: --plot: no option meets the SLOs, so there is nothing to draw"
+    )
     assert not (tmp_path / "none.png").exists()
-    bad = runner.invoke(app, ["plan", "-q", "-m", "llama-3.1-8b", "--concurrency", "4", "--plot", str(tmp_path / "p.pdf")])
+    bad = runner.invoke(
+        app, ["plan", "-q", "-m", "llama-3.1-8b", "--concurrency", "4", "--plot", str(tmp_path / "p.pdf")]
+    )
     assert bad.exit_code == 2 and "--plot: expected a .png or .svg" in bad.stderr
 
 
 def test_plan_plot_without_matplotlib(monkeypatch, tmp_path):
     # Checked before the search, so the table is not printed and then refused.
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    r = runner.invoke(app, ["plan", "-q", "-m", "llama-3.1-8b", "-H", "l4", "--concurrency", "4", "--plot", str(tmp_path / "p.png")])
+    r = runner.invoke(
+        app, ["plan", "-q", "-m", "llama-3.1-8b", "-H", "l4", "--concurrency", "4", "--plot", str(tmp_path / "p.png")]
+    )
     assert r.exit_code == 1 and r.stdout == ""
     assert r.stderr.strip() == "roofline: error: roofline plan --plot needs matplotlib: pip install 'roofline[plot]'"
 
@@ -258,10 +339,25 @@ def test_plan_plot_without_matplotlib(monkeypatch, tmp_path):
 def test_json_is_indented_two_levels_and_compact_below():
     from roofline.render import to_json
 
-    data = {"inputs": {"batches": [1, 2], "tp": 1}, "rows": [{"batch": 1, "x": 0.5}, {"batch": 2, "x": None}], "empty": {}}
+    data = {
+        "inputs": {"batches": [1, 2], "tp": 1},
+        "rows": [{"batch": 1, "x": 0.5}, {"batch": 2, "x": None}],
+        "empty": {},
+    }
     text = to_json(data)
     assert json.loads(text) == data
-    assert text.splitlines() == ['{', '  "inputs": {', '    "batches": [1, 2],', '    "tp": 1', '  },', '  "rows": [',
-                                 '    {"batch": 1, "x": 0.5},', '    {"batch": 2, "x": null}', '  ],', '  "empty": {}', '}']
+    assert text.splitlines() == [
+        "{",
+        '  "inputs": {',
+        '    "batches": [1, 2],',
+        '    "tp": 1',
+        "  },",
+        '  "rows": [',
+        '    {"batch": 1, "x": 0.5},',
+        '    {"batch": 2, "x": null}',
+        "  ],",
+        '  "empty": {}',
+        "}",
+    ]
     with pytest.raises(ValueError):
         to_json({"rows": [{"x": float("nan")}]})  # NaN is a bug, never printed

@@ -30,7 +30,14 @@ def test_parse(text, kind, expected):
 
 @pytest.mark.parametrize(
     "text, kind",
-    [("3 GiB", "flop/s"), ("fast", "bytes/s"), ("3.35 TB", "bytes/s"), ("1 GiFLOP/s", "flop/s"), (True, "bytes"), ("5 parsecs", "seconds")],
+    [
+        ("3 GiB", "flop/s"),
+        ("fast", "bytes/s"),
+        ("3.35 TB", "bytes/s"),
+        ("1 GiFLOP/s", "flop/s"),
+        (True, "bytes"),
+        ("5 parsecs", "seconds"),
+    ],
 )
 def test_parse_rejects(text, kind):
     with pytest.raises(ValueError, match="expected|unknown"):

@@ -11,8 +11,8 @@ from roofline import estimate, load_hardware, load_model
 from roofline.calc.calibrate import curve_index, linear_rate, ops_per_layer
 from roofline.cli import app
 from roofline.errors import UsageError
-from roofline.specs.params import count_params
 from roofline.measure.validate import memory_needed, sliced
+from roofline.specs.params import count_params
 
 runner = CliRunner()
 TINY = """\
@@ -65,13 +65,40 @@ def test_tiny_model_runs_prefill_and_decode(tiny):
 
 def test_validate_json_contract(tiny, tmp_path):
     pytest.importorskip("torch")
-    r = runner.invoke(app, ["validate", "-m", str(tmp_path / "tiny.yaml"), "--batch", "1,2", "--prompt", "8", "--output", "4", "-H", "h100-sxm", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "validate",
+            "-m",
+            str(tmp_path / "tiny.yaml"),
+            "--batch",
+            "1,2",
+            "--prompt",
+            "8",
+            "--output",
+            "4",
+            "-H",
+            "h100-sxm",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     assert {"schema_version", "model", "device", "hardware", "rows"} <= set(data)
     assert data["hardware"]["id"] == "h100-sxm" and data["model"]["params"] == tiny.counts.total
-    keys = {"batch", "measured_ttft_s", "predicted_ttft_s", "measured_tpot_s", "predicted_tpot_s", "tpot_ratio", "ttft_ratio",
-            "achieved_flop_per_s", "achieved_bytes_per_s", "roofline_tpot_s", "prediction"}
+    keys = {
+        "batch",
+        "measured_ttft_s",
+        "predicted_ttft_s",
+        "measured_tpot_s",
+        "predicted_tpot_s",
+        "tpot_ratio",
+        "ttft_ratio",
+        "achieved_flop_per_s",
+        "achieved_bytes_per_s",
+        "roofline_tpot_s",
+        "prediction",
+    }
     assert [row["batch"] for row in data["rows"]] == [1, 2] and all(keys <= set(row) for row in data["rows"])
     row = data["rows"][0]
     assert row["tpot_ratio"] == pytest.approx(row["predicted_tpot_s"] / row["measured_tpot_s"])
@@ -104,12 +131,18 @@ def test_unsupported_models_are_refused():
 
 def test_calibrated_linear_rate_interpolates_by_hand():
     # Two row lengths, two M: rates 10 and 40 at (M 1, 4) for k=1024, 20 and 80 for k=4096 (FLOP/s).
-    curve = [{"m": 1, "k": 1024, "flop_per_s": 10.0}, {"m": 4, "k": 1024, "flop_per_s": 40.0},
-             {"m": 1, "k": 4096, "flop_per_s": 20.0}, {"m": 4, "k": 4096, "flop_per_s": 80.0}]
+    curve = [
+        {"m": 1, "k": 1024, "flop_per_s": 10.0},
+        {"m": 4, "k": 1024, "flop_per_s": 40.0},
+        {"m": 1, "k": 4096, "flop_per_s": 20.0},
+        {"m": 4, "k": 4096, "flop_per_s": 80.0},
+    ]
     index = curve_index(curve)
     assert linear_rate(index, 2, 1024) == pytest.approx(20.0)  # log-log midway between 10 and 40
-    assert linear_rate(index, 1, 2048) == pytest.approx(10 * 2 ** 0.5)  # geometric midway in k
-    assert linear_rate(index, 1, 512) == pytest.approx(10.0) and linear_rate(index, 64, 4096) == pytest.approx(80.0)  # held
+    assert linear_rate(index, 1, 2048) == pytest.approx(10 * 2**0.5)  # geometric midway in k
+    assert linear_rate(index, 1, 512) == pytest.approx(10.0) and linear_rate(index, 64, 4096) == pytest.approx(
+        80.0
+    )  # held
     assert linear_rate(curve_index(curve, peak=(16, 320.0)), 16, 4096) == pytest.approx(320.0)  # toward the best matmul
 
 
@@ -143,17 +176,27 @@ def test_engine_fixed_costs_fit_and_price_by_hand():
     # Steps of 1.0 ms at depth 2 and 2.2 ms at depth 8: 0.2 ms per layer, 0.6 ms per step.
     per_step, per_layer = fit({2: 1.0e-3, 8: 2.2e-3})
     assert per_layer == pytest.approx(0.2e-3) and per_step == pytest.approx(0.6e-3)
-    engine = {"archetypes": {"rope": {"per_step_s": {"1": 1e-4, "16": 4e-4}, "per_layer_s": {"1": 2e-4, "16": 8e-4}},
-                             "learned": {"per_step_s": {"1": 0.0, "16": 0.0}, "per_layer_s": {"1": 1e-4, "16": 1e-4}}}}
+    engine = {
+        "archetypes": {
+            "rope": {"per_step_s": {"1": 1e-4, "16": 4e-4}, "per_layer_s": {"1": 2e-4, "16": 8e-4}},
+            "learned": {"per_step_s": {"1": 0.0, "16": 0.0}, "per_layer_s": {"1": 1e-4, "16": 1e-4}},
+        }
+    }
     llama = load_model("llama-3.2-1b").arch  # 16 layers, rope
     # Batch 4 is halfway between 1 and 16 in log: per step sqrt(1e-4 x 4e-4) = 2e-4, per layer sqrt(2e-4 x 8e-4) = 4e-4.
     assert engine_cost(engine, llama, 4) == pytest.approx(2e-4 + 16 * 4e-4)
-    assert engine_cost(engine, load_model("gpt2").arch, 4) == pytest.approx(12 * 1e-4)  # learned: zero intercept, linear
+    assert engine_cost(engine, load_model("gpt2").arch, 4) == pytest.approx(
+        12 * 1e-4
+    )  # learned: zero intercept, linear
 
 
 def test_a_profile_with_engine_costs_prices_the_fixed_cost_with_them(tmp_path):
-    engine = {"archetypes": {"rope": {"per_step_s": {"1": 1e-3}, "per_layer_s": {"1": 1e-3}},
-                             "learned": {"per_step_s": {"1": 2e-3}, "per_layer_s": {"1": 5e-4}}}}
+    engine = {
+        "archetypes": {
+            "rope": {"per_step_s": {"1": 1e-3}, "per_layer_s": {"1": 1e-3}},
+            "learned": {"per_step_s": {"1": 2e-3}, "per_layer_s": {"1": 5e-4}},
+        }
+    }
     hw = load_hardware("h100-sxm")._replace(id="p", measured=MEASURED, engines={"eager": engine})
     e = estimate(load_model("gpt2"), hw, batch=1, prompt_tokens=16, output_tokens=4, engine="eager")
     # GPT-2: learned archetype, 12 layers: 2 ms + 12 x 0.5 ms = 8 ms of fixed cost per step.
@@ -164,7 +207,9 @@ def test_a_profile_with_engine_costs_prices_the_fixed_cost_with_them(tmp_path):
 
 # A minimal measured profile for gpt2 in fp32: a flat curve, an attention kernel and a per-op cost.
 MEASURED = {
-    "decode_matmul": {"fp32": [{"m": 1, "k": 768, "n": 3072, "flop_per_s": 1e10}, {"m": 16, "k": 768, "n": 3072, "flop_per_s": 1e11}]},
+    "decode_matmul": {
+        "fp32": [{"m": 1, "k": 768, "n": 3072, "flop_per_s": 1e10}, {"m": 16, "k": 768, "n": 3072, "flop_per_s": 1e11}]
+    },
     "decode_attention": {"fp32": {"flop_per_s": 1e10, "bytes_per_s": 1e10}},
     "op_overhead_s": 5e-6,
     "matmul": {"fp32": {"best_flop_per_s": 2e11, "best_shape": [512, 512, 512]}},
@@ -174,15 +219,37 @@ MEASURED = {
 def test_the_tall_ratio_is_held_beyond_the_tall_series():
     # A quick run may time the tall weight at M = 1 only (rate 5 against the layer series' 10: ratio 0.5).
     # At M = 16 the layer series runs at 160; the tall weight is priced at 0.5 x 160, not held at 5.
-    curve = [{"m": 1, "k": 1024, "n": 1000, "flop_per_s": 10.0}, {"m": 16, "k": 1024, "n": 1000, "flop_per_s": 160.0},
-             {"m": 1, "k": 1024, "n": 100_000, "flop_per_s": 5.0}]
+    curve = [
+        {"m": 1, "k": 1024, "n": 1000, "flop_per_s": 10.0},
+        {"m": 16, "k": 1024, "n": 1000, "flop_per_s": 160.0},
+        {"m": 1, "k": 1024, "n": 100_000, "flop_per_s": 5.0},
+    ]
     assert linear_rate(curve_index(curve), 16, 1024, 100_000) == pytest.approx(80.0)
 
 
 def test_validate_rounds_interval_and_verdict_in_the_json(tiny, tmp_path):
     pytest.importorskip("torch")
-    r = runner.invoke(app, ["validate", "-m", str(tmp_path / "tiny.yaml"), "--batch", "1,2", "--prompt", "8", "--output", "4",
-                            "-H", "h100-sxm", "--repeat", "2", "--tolerance", "0.2", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "validate",
+            "-m",
+            str(tmp_path / "tiny.yaml"),
+            "--batch",
+            "1,2",
+            "--prompt",
+            "8",
+            "--output",
+            "4",
+            "-H",
+            "h100-sxm",
+            "--repeat",
+            "2",
+            "--tolerance",
+            "0.2",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["engine"] == "eager" and data["rounds"] == 2 and data["tolerance"] == 0.2
@@ -199,8 +266,27 @@ def test_transformers_engine_on_a_two_layer_model(tiny, tmp_path):
 
     decoder = TransformersDecoder(tiny.arch, "fp32", "cpu", batch=2, max_tokens=16)
     assert decoder.parameters() == tiny.counts.total  # the same shapes: Llama classes, untied head
-    r = runner.invoke(app, ["validate", "-m", str(tmp_path / "tiny.yaml"), "--engine", "transformers", "--batch", "1,2",
-                            "--prompt", "8", "--output", "4", "-H", "h100-sxm", "--repeat", "2", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "validate",
+            "-m",
+            str(tmp_path / "tiny.yaml"),
+            "--engine",
+            "transformers",
+            "--batch",
+            "1,2",
+            "--prompt",
+            "8",
+            "--output",
+            "4",
+            "-H",
+            "h100-sxm",
+            "--repeat",
+            "2",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["engine"] == "transformers" and [row["batch"] for row in data["rows"]] == [1, 2]
@@ -218,6 +304,8 @@ def test_engine_profile_structure_from_measure_engine(tmp_path):
     # Saved into a profile, the estimate then prices the transformers engine's fixed costs.
     path = tmp_path / "p.yaml"
     path.write_text((Path(__file__).parent.parent / "hardware" / "h100-sxm.yaml").read_text())
-    r = runner.invoke(app, ["measure", "--engine", "transformers", "--quick", "--device", "cpu", "--save", str(path), "--json"])
+    r = runner.invoke(
+        app, ["measure", "--engine", "transformers", "--quick", "--device", "cpu", "--save", str(path), "--json"]
+    )
     assert r.exit_code == 0, r.stderr
     assert "transformers" in load_hardware(str(path)).engines

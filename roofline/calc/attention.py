@@ -59,15 +59,27 @@ def attention(model: Model, kv_dtype: str | None = None) -> Attention:
     full = a.layers - len(a.sliding_layers) if window else a.layers
     if a.mla:
         return Attention(
-            "mla", a.layers, full, window,
+            "mla",
+            a.layers,
+            full,
+            window,
             kv_layer_bytes=(a.kv_lora_rank + a.qk_rope_head_dim) * kv_bytes,
             key_flops_decode=2.0 * a.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim),  # absorbed form
-            key_flops_prefill=2.0 * a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim),  # naive form
+            key_flops_prefill=2.0
+            * a.num_heads
+            * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim),  # naive form
             kv_heads=1,
         )
     per_key = f.attention_flops(1, a.num_heads, a.head_dim, 1)
     return Attention(
-        "gqa", a.layers, full, window, f.kv_bytes_per_token(1, a.num_kv_heads, a.head_dim, kv_bytes), per_key, per_key, a.num_kv_heads,
+        "gqa",
+        a.layers,
+        full,
+        window,
+        f.kv_bytes_per_token(1, a.num_kv_heads, a.head_dim, kv_bytes),
+        per_key,
+        per_key,
+        a.num_kv_heads,
     )
 
 

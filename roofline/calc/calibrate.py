@@ -132,13 +132,24 @@ def linears(a: Architecture) -> list[tuple[int, int]]:
 def linear_seconds(index: dict[str, Any], a: Architecture, rows: float, head_rows: float) -> float:
     """All layers' linears with `rows` rows and the lm_head with `head_rows`, at the curve's rates."""
     layer = sum(f.matmul_flops(k * n, rows) / linear_rate(index, rows, k, n) for k, n in linears(a))
-    head = f.matmul_flops(a.hidden_size * a.vocab_size, head_rows) / linear_rate(index, head_rows, a.hidden_size, a.vocab_size)
+    head = f.matmul_flops(a.hidden_size * a.vocab_size, head_rows) / linear_rate(
+        index, head_rows, a.hidden_size, a.vocab_size
+    )
     return a.layers * layer + head
 
 
-def predict(a: Architecture, profile: dict[str, Any], dtype: str, batch: int, prompt: int, kv_bytes_per_step: float,
-            attention_flops_per_step: float, prefill_attention_flops: float, engines: dict[str, Any] | None = None,
-            engine: str = "eager") -> Calibrated | None:
+def predict(
+    a: Architecture,
+    profile: dict[str, Any],
+    dtype: str,
+    batch: int,
+    prompt: int,
+    kv_bytes_per_step: float,
+    attention_flops_per_step: float,
+    prefill_attention_flops: float,
+    engines: dict[str, Any] | None = None,
+    engine: str = "eager",
+) -> Calibrated | None:
     """Calibrated TTFT and TPOT, or None when the profile lacks the curve, attention or op cost for `dtype`.
 
     With `engines[engine]` (fixed costs measured on that engine) a decode step's fixed cost is the engine's;
@@ -158,7 +169,11 @@ def predict(a: Architecture, profile: dict[str, Any], dtype: str, batch: int, pr
     # Prefill attention runs many queries at once: priced at the dtype's best matmul rate, not the decode kernel's.
     prefill_rate = best["best_flop_per_s"] if best else kernel["flop_per_s"]
     prefill = linear_seconds(index, a, batch * prompt, batch) + prefill_attention_flops / prefill_rate + ops
-    basis = f"fixed costs measured on the {engine} engine" if measured else "per-op cost x ops per layer (plain eager PyTorch)"
+    basis = (
+        f"fixed costs measured on the {engine} engine"
+        if measured
+        else "per-op cost x ops per layer (plain eager PyTorch)"
+    )
     return Calibrated(
         ttft_s=prefill,
         tpot_s=decode_linear + attention + fixed,

@@ -42,9 +42,15 @@ def model(m: Model) -> dict[str, Any]:
     }
     if m.weights_file is not None:  # read from a GGUF or safetensors file: its exact bytes
         w = m.weights_file
-        out.update(weight_bytes=w.total_bytes, weight_bytes_streamed=w.streamed_bytes, weight_bytes_by_dtype=dict(w.by_dtype),
-                   weight_bytes_by_role=dict(w.by_role), bits_per_weight=w.bits_per_weight, bits_per_weight_by_role=w.bits_by_role(),
-                   weight_elements=w.elements)
+        out.update(
+            weight_bytes=w.total_bytes,
+            weight_bytes_streamed=w.streamed_bytes,
+            weight_bytes_by_dtype=dict(w.by_dtype),
+            weight_bytes_by_role=dict(w.by_role),
+            bits_per_weight=w.bits_per_weight,
+            bits_per_weight_by_role=w.bits_by_role(),
+            weight_elements=w.elements,
+        )
     if m.arch is None or m.counts is None:
         out["kv_bytes_per_token"] = kv_bytes_per_token(m)
         return out

@@ -14,7 +14,6 @@ Conventions (stated in the README too):
   come from roofline.shape; a measured profile adds the calibrated prediction of roofline.calibrate.
 """
 
-
 from typing import Any, NamedTuple
 
 from roofline.calc import calibrate
@@ -23,8 +22,8 @@ from roofline.calc.attention import engine_support
 from roofline.calc.calibrate import Calibrated
 from roofline.calc.features import cached_tokens, chunked, disagg, draft_memory, pipeline, speculative
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
-from roofline.calc.setup import MAX_COUNT, HardwareInfo, Inputs, ModelInfo, Setup, engines, prepare
 from roofline.calc.serving import Work
+from roofline.calc.setup import MAX_COUNT, HardwareInfo, Inputs, ModelInfo, Setup, engines, prepare
 from roofline.calc.shape import Shape
 from roofline.calc.step import Phase, decode_step, phase
 from roofline.errors import UsageError
@@ -34,6 +33,7 @@ from roofline.units import si
 SCHEMA_VERSION = 1
 
 # Result records are NamedTuples (immutable, cheap to define: see roofline/params.py).
+
 
 class Decode(NamedTuple):
     """The mean decode step: Phase's fields (work at the mean context, time = mean of per-step maxima) and more."""
@@ -126,7 +126,11 @@ def estimate(
 
 def estimate_at(s: Setup, batch: int, prompt_tokens: int, output_tokens: int) -> Estimate:
     """The estimate of one batch and lengths for a prepared setup (a sweep prepares once, then calls this)."""
-    for name, value, low in (("batch", batch, 1), ("prompt_tokens", prompt_tokens, 1), ("output_tokens", output_tokens, 0)):
+    for name, value, low in (
+        ("batch", batch, 1),
+        ("prompt_tokens", prompt_tokens, 1),
+        ("output_tokens", output_tokens, 0),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
             raise UsageError(f"expected an integer from {low} to {MAX_COUNT:.0e}, got {value!r}", name)
     model, hardware, k, shape, F, W = s.model, s.hardware, s.knobs, s.shape, s.F, s.W
@@ -136,13 +140,22 @@ def estimate_at(s: Setup, batch: int, prompt_tokens: int, output_tokens: int) ->
     B, P, O = batch, prompt_tokens, output_tokens
 
     cached = cached_tokens(k, P)
-    prefill = phase(shape.prefill_flops(B, P, cached), shape.prefill_bytes(B, P, cached), F, W,
-                     comm_s=shape.comm_seconds(B * (P - cached), link, latency, ep_link))._replace(cached_tokens=cached)
+    prefill = phase(
+        shape.prefill_flops(B, P, cached),
+        shape.prefill_bytes(B, P, cached),
+        F,
+        W,
+        comm_s=shape.comm_seconds(B * (P - cached), link, latency, ep_link),
+    )._replace(cached_tokens=cached)
 
     # Decode steps j = 0..O-2 at cached context P + j: piecewise linear in j, so the means are exact.
     steps = max(O - 1, 1)
     step = decode_step(shape, B, P, steps, F, W, link, latency, ep_link)
-    comm = {"tp_s": shape.tp_seconds(B, link, latency), "ep_s": shape.ep_seconds(B, *ep_link) if ep_link else 0.0, "pp_s": 0.0}
+    comm = {
+        "tp_s": shape.tp_seconds(B, link, latency),
+        "ep_s": shape.ep_seconds(B, *ep_link) if ep_link else 0.0,
+        "pp_s": 0.0,
+    }
     mean_context = P + (steps - 1) / 2
     spec = speculative(s, B, P, cached, mean_context, notes)
     chunk = chunked(s, B, P, O, mean_context, Work(step.time_s, step.bytes, step.flops), spec, notes)
@@ -173,12 +186,18 @@ def estimate_at(s: Setup, batch: int, prompt_tokens: int, output_tokens: int) ->
     if shared:
         notes.append(f"shared prefix: {shared} tokens of KV held once for the batch (reads stay per sequence)")
     # Per device: what every sequence brings (its own KV, and the drafter's), and what is held once.
-    once, own = (draft_memory(s.draft, P + O, shared) if spec else (0.0, 0.0))
+    once, own = draft_memory(s.draft, P + O, shared) if spec else (0.0, 0.0)
     kv_device = shape.kv_own(P + O, shared) * shape.kv_share / stages + own
     weights = shape.weights / stages
-    budget = f.kv_budget(k.memory_fraction, hardware.memory_capacity, weights) - shape.kv_cached(shared) * shape.kv_share / stages - once
+    budget = (
+        f.kv_budget(k.memory_fraction, hardware.memory_capacity, weights)
+        - shape.kv_cached(shared) * shape.kv_share / stages
+        - once
+    )
     # Each attention group (dp > 1: experts spread wider than tp) holds its share of the sequences.
-    limit = min(shape.dp * f.max_batch(budget, kv_device), MAX_COUNT) if kv_device > 0 else None  # a batch past 1e9 is not a batch
+    limit = (
+        min(shape.dp * f.max_batch(budget, kv_device), MAX_COUNT) if kv_device > 0 else None
+    )  # a batch past 1e9 is not a batch
     fits, fits_reason = _fits(budget, limit, B, weights, k.memory_fraction, hardware.memory_capacity)
     key = (mean_context, limit)  # neither depends on the batch: a sweep's points share them
     if key not in s.critical:
@@ -234,8 +253,18 @@ def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, 
     B, P = inputs.batch, inputs.prompt_tokens
     kv_step = B * (shape.kv_cached(cached) + shape.kv_per_token)
     attention_flops = B * shape.key_flops_decode * shape.keys(cached)
-    return calibrate.predict(a, hardware.measured, inputs.weight_dtype, B, P, kv_step, attention_flops, shape.prefill_attention_flops(B, P),
-                             engines(hardware), inputs.engine or "eager")
+    return calibrate.predict(
+        a,
+        hardware.measured,
+        inputs.weight_dtype,
+        B,
+        P,
+        kv_step,
+        attention_flops,
+        shape.prefill_attention_flops(B, P),
+        engines(hardware),
+        inputs.engine or "eager",
+    )
 
 
 def _critical_batch(shape: Shape, cached: float, F: float, W: float) -> int | None:
@@ -258,38 +287,55 @@ class EngineResult(NamedTuple):
     output_tokens_per_s: float
 
 
-def _engine_result(model: Model, hardware: Hardware, inputs: Inputs, knobs: Knobs, calibrated, notes: list[str],
-                   preset) -> EngineResult | None:
+def _engine_result(
+    model: Model, hardware: Hardware, inputs: Inputs, knobs: Knobs, calibrated, notes: list[str], preset
+) -> EngineResult | None:
     """The engine's prediction beside the bound: a preset's efficiencies and step cost, or the measured calibration."""
     name = inputs.engine
     if preset is not None and (knobs.pp > 1 or knobs.disagg):
-        notes.append(f"engine {name}: no preset prediction with a pipeline or disaggregated pools (the presets were fitted on "
-                     "colocated runs without pipeline stages)")
+        notes.append(
+            f"engine {name}: no preset prediction with a pipeline or disaggregated pools (the presets were fitted on "
+            "colocated runs without pipeline stages)"
+        )
         return None
     if preset is not None:
         from roofline.calc import presets
 
         applied = presets.knobs(preset, hardware, inputs.compute_dtype)
-        e = estimate(model, hardware, batch=inputs.batch, prompt_tokens=inputs.prompt_tokens, output_tokens=inputs.output_tokens,
-                     knobs=knobs._replace(engine=None, compute_dtype=inputs.compute_dtype, **applied))
+        e = estimate(
+            model,
+            hardware,
+            batch=inputs.batch,
+            prompt_tokens=inputs.prompt_tokens,
+            output_tokens=inputs.output_tokens,
+            knobs=knobs._replace(engine=None, compute_dtype=inputs.compute_dtype, **applied),
+        )
         if not e.fits:  # the engine's own memory rule: what its memory fraction cannot hold, it does not serve
-            notes.append(f"engine {name}: no prediction: under the preset's memory fraction {preset.memory_fraction:.2f} "
-                         f"this does not fit ({e.fits_reason})")
+            notes.append(
+                f"engine {name}: no prediction: under the preset's memory fraction {preset.memory_fraction:.2f} "
+                f"this does not fit ({e.fits_reason})"
+            )
             return None
         ttft, tpot, rate = presets.timings(e, preset.step_overhead_s)
         checked = f", checked on {len(preset.holdout)} held-aside figure(s)" if preset.holdout else ""
-        notes.append(f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} "
-                     f"(engines/{preset.name}.yaml): on {hardware.id}, {applied['bandwidth_efficiency']:.2f} of peak bandwidth and "
-                     f"{applied['compute_efficiency']:.2f} of the {inputs.compute_dtype} peak, +{preset.step_overhead_s * 1e3:.2g} ms a step, "
-                     f"memory fraction {preset.memory_fraction:.2f}")
+        notes.append(
+            f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} "
+            f"(engines/{preset.name}.yaml): on {hardware.id}, {applied['bandwidth_efficiency']:.2f} of peak bandwidth and "
+            f"{applied['compute_efficiency']:.2f} of the {inputs.compute_dtype} peak, +{preset.step_overhead_s * 1e3:.2g} ms a step, "
+            f"memory fraction {preset.memory_fraction:.2f}"
+        )
         return EngineResult(preset.name, "preset", ttft, tpot, rate)
     if calibrated is not None and name is not None:
         latency = calibrated.ttft_s + max(inputs.output_tokens - 1, 0) * calibrated.tpot_s
-        return EngineResult(name, "measured", calibrated.ttft_s, calibrated.tpot_s, inputs.batch * inputs.output_tokens / latency)
+        return EngineResult(
+            name, "measured", calibrated.ttft_s, calibrated.tpot_s, inputs.batch * inputs.output_tokens / latency
+        )
     return None
 
 
-def _fits(budget: float, limit: int | None, batch: int, weights: float, fraction: float, capacity: float) -> tuple[bool, str]:
+def _fits(
+    budget: float, limit: int | None, batch: int, weights: float, fraction: float, capacity: float
+) -> tuple[bool, str]:
     usable = fraction * capacity
     if budget < 0:
         return False, f"weights ({si(weights, 'B')}) exceed {fraction:g} x memory ({si(usable, 'B')})"
@@ -301,7 +347,9 @@ def _fits(budget: float, limit: int | None, batch: int, weights: float, fraction
 def _critical_reason(critical: int | None, limit: int | None, shape: Shape, context: float, F: float, W: float) -> str:
     if critical is None:
         per_sequence = shape.decode_flops(1, context) / (shape.decode_bytes(1, context) - shape.streamed(1))
-        return f"decode stays memory-bound: per-sequence KV reads alone give {per_sequence:.3g} FLOP/B < ridge {F / W:.3g}"
+        return (
+            f"decode stays memory-bound: per-sequence KV reads alone give {per_sequence:.3g} FLOP/B < ridge {F / W:.3g}"
+        )
     if limit is not None and critical > limit:
         return f"beyond the max batch {limit}: memory runs out first"
     return "decode turns compute-bound from this batch (KV traffic included)"
@@ -310,12 +358,18 @@ def _critical_reason(critical: int | None, limit: int | None, shape: Shape, cont
 def _warnings(model: Model, prompt: int, output: int, draft: Model | None = None) -> list[str]:
     warnings = []
     if draft is not None and draft.params >= model.params:
-        warnings.append(f"draft {draft.id} ({draft.params / 1e9:.3g}B parameters) is not smaller than {model.id} "
-                        f"({model.params / 1e9:.3g}B): drafting costs more than it saves")
+        warnings.append(
+            f"draft {draft.id} ({draft.params / 1e9:.3g}B parameters) is not smaller than {model.id} "
+            f"({model.params / 1e9:.3g}B): drafting costs more than it saves"
+        )
     if model.max_context is not None and prompt + output > model.max_context:
-        warnings.append(f"prompt + output = {prompt + output} tokens exceeds {model.id}'s max_context {model.max_context}")
+        warnings.append(
+            f"prompt + output = {prompt + output} tokens exceeds {model.id}'s max_context {model.max_context}"
+        )
     w = model.weights_file
     if w is not None and model.params and abs(w.elements - model.params) > 0.01 * model.params:
-        warnings.append(f"the {model.source_kind} file holds {w.elements:,} weights, the architecture {model.params:,.0f} "
-                        "(a tensor the architecture does not count, or one it expects is missing)")
+        warnings.append(
+            f"the {model.source_kind} file holds {w.elements:,} weights, the architecture {model.params:,.0f} "
+            "(a tensor the architecture does not count, or one it expects is missing)"
+        )
     return warnings

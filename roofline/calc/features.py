@@ -22,7 +22,10 @@ def cached_tokens(k: Knobs, prompt: int) -> int:
         return int(k.prefix_hit_rate * prompt)
     cached = k.cached_tokens or 0
     if not 0 <= cached < prompt:
-        raise UsageError(f"expected 0 to {prompt - 1} cached tokens (one prompt token at least is computed), got {cached}", "cached_tokens")
+        raise UsageError(
+            f"expected 0 to {prompt - 1} cached tokens (one prompt token at least is computed), got {cached}",
+            "cached_tokens",
+        )
     if not 0 <= k.shared_prefix <= MAX_COUNT:
         raise UsageError(f"expected a token count from 0, got {k.shared_prefix}", "shared_prefix")
     return cached
@@ -42,9 +45,16 @@ def step_work(flops: float, nbytes: float, comm_s: float, F: float, W: float) ->
 def spec_steps(s: Setup, B: int, context: float, tokens: int) -> tuple[serving.Work, serving.Work]:
     """One draft decode step and the target's verification of tokens + 1 tokens per sequence, at `context`."""
     draft, shape, F, W, link, latency = s.draft, s.shape, s.F, s.W, s.link, s.latency
-    draft_step = step_work(draft.decode_flops(B, context), draft.decode_bytes(B, context), draft.comm_seconds(B, link, latency), F, W)
-    verify = step_work(shape.verify_flops(B, context, tokens + 1), shape.verify_bytes(B, context, tokens + 1),
-                       shape.comm_seconds(B * (tokens + 1), link, latency, s.ep_link), F, W)
+    draft_step = step_work(
+        draft.decode_flops(B, context), draft.decode_bytes(B, context), draft.comm_seconds(B, link, latency), F, W
+    )
+    verify = step_work(
+        shape.verify_flops(B, context, tokens + 1),
+        shape.verify_bytes(B, context, tokens + 1),
+        shape.comm_seconds(B * (tokens + 1), link, latency, s.ep_link),
+        F,
+        W,
+    )
     return draft_step, verify
 
 
@@ -57,11 +67,20 @@ def speculative(s: Setup, B: int, P: int, cached: int, context: float, notes: li
     tokens = k.draft_tokens if k.draft_tokens is not None else (k.mtp if k.mtp else DEFAULT_DRAFT_TOKENS)
     a = k.acceptance if k.acceptance is not None else (MTP_ACCEPTANCE if k.mtp else DEFAULT_ACCEPTANCE)
     prompts = 1 if k.chunk_tokens is not None else B
-    prefill = phase(draft.prefill_flops(prompts, P, cached), draft.prefill_bytes(prompts, P, cached), s.F, s.W,
-                    comm_s=draft.comm_seconds(prompts * (P - cached), s.link, s.latency))
-    result = serving.speculative("mtp" if k.mtp else k.draft.id, tokens, a, *spec_steps(s, B, context, tokens), prefill.time_s)
-    notes.append(f"speculative decoding: {tokens} drafted, acceptance {a:g} (i.i.d.), {result.expected_tokens_per_step:.3g} tokens per "
-                 "target step (Leviathan et al. 2023); priced at the mean context; TTFT includes the drafter's prefill")
+    prefill = phase(
+        draft.prefill_flops(prompts, P, cached),
+        draft.prefill_bytes(prompts, P, cached),
+        s.F,
+        s.W,
+        comm_s=draft.comm_seconds(prompts * (P - cached), s.link, s.latency),
+    )
+    result = serving.speculative(
+        "mtp" if k.mtp else k.draft.id, tokens, a, *spec_steps(s, B, context, tokens), prefill.time_s
+    )
+    notes.append(
+        f"speculative decoding: {tokens} drafted, acceptance {a:g} (i.i.d.), {result.expected_tokens_per_step:.3g} tokens per "
+        "target step (Leviathan et al. 2023); priced at the mean context; TTFT includes the drafter's prefill"
+    )
     return result
 
 
@@ -92,17 +111,23 @@ def chunked(s: Setup, B: int, P: int, O: int, context: float, decode: serving.Wo
     total = last
     if n > 1:  # the n - 1 full chunks, in closed form: their work is linear in i between the window's breakpoints
         window = [shape.window / room - 1, shape.window / room] if shape.window else []
-        mean_s, mean_compute, mean_memory = f.mean_of_max_piecewise(lambda i: mixed(i)[0] / F, lambda i: mixed(i)[1] / W, n - 1, window)
+        mean_s, mean_compute, mean_memory = f.mean_of_max_piecewise(
+            lambda i: mixed(i)[0] / F, lambda i: mixed(i)[1] / W, n - 1, window
+        )
         comm = mixed(0)[2]
         total += serving.Work(mean_s + comm, mean_memory * W, mean_compute * F) * (n - 1)
     draft, target = serving.NO_WORK, decode
     if spec:
         draft_step, target = spec_steps(s, B, context, spec.draft_tokens)
         draft = draft_step * spec.draft_tokens
-    result = serving.chunked(C, B, O, n, total, target, per_sequence, spec.expected_tokens_per_step if spec else 1.0, draft)
+    result = serving.chunked(
+        C, B, O, n, total, target, per_sequence, spec.expected_tokens_per_step if spec else 1.0, draft
+    )
     with_spec = " (each step a speculative verification: drafts precede it)" if spec else ""
-    notes.append(f"chunked prefill: {C} tokens a step{with_spec}, {n} chunk(s) a prompt, each attending over the prompt's earlier "
-                 f"chunks; {result.mixed_share:.0%} of steps carry a chunk in steady state (requests finish at B / O per token)")
+    notes.append(
+        f"chunked prefill: {C} tokens a step{with_spec}, {n} chunk(s) a prompt, each attending over the prompt's earlier "
+        f"chunks; {result.mixed_share:.0%} of steps carry a chunk in steady state (requests finish at B / O per token)"
+    )
     return result
 
 
@@ -113,15 +138,30 @@ def pipeline(s: Setup, B: int, P: int, cached: int, steps: int, notes: list[str]
     m = min(k.micro_batches or pp, B)
     b = -(-B // m)  # sequences per micro-batch (the last may be smaller; priced at the largest)
     link, latency = s.pp_link
-    prefill_b = phase(shape.prefill_flops(b, P, cached), shape.prefill_bytes(b, P, cached), s.F, s.W,
-                       comm_s=shape.comm_seconds(b * (P - cached), s.link, s.latency, s.ep_link))
+    prefill_b = phase(
+        shape.prefill_flops(b, P, cached),
+        shape.prefill_bytes(b, P, cached),
+        s.F,
+        s.W,
+        comm_s=shape.comm_seconds(b * (P - cached), s.link, s.latency, s.ep_link),
+    )
     decode_b = decode_step(shape, b, P, steps, s.F, s.W, s.link, s.latency, s.ep_link)
     message = shape.hidden * shape.activation_bytes / k.tp  # one token's activations, each tp rank sends its slice
-    result = serving.pipeline(pp, m, prefill_b.time_s, decode_b.time_s, b * (P - cached) * message / link + latency,
-                              b * message / link + latency, decode_b.bytes * m / pp, decode_b.flops * m / pp)
-    notes.append(f"pp {pp}: {shape.layers / pp:g} layers a stage, {m} micro-batch(es) of up to {b}; prefill bubble "
-                 f"{result.bubble_prefill:.0%}, decode bubble {result.bubble_decode:.0%} (a stage idles while fewer micro-batches "
-                 "than stages circulate); stages assumed balanced (the lm_head's stage is heavier)")
+    result = serving.pipeline(
+        pp,
+        m,
+        prefill_b.time_s,
+        decode_b.time_s,
+        b * (P - cached) * message / link + latency,
+        b * message / link + latency,
+        decode_b.bytes * m / pp,
+        decode_b.flops * m / pp,
+    )
+    notes.append(
+        f"pp {pp}: {shape.layers / pp:g} layers a stage, {m} micro-batch(es) of up to {b}; prefill bubble "
+        f"{result.bubble_prefill:.0%}, decode bubble {result.bubble_decode:.0%} (a stage idles while fewer micro-batches "
+        "than stages circulate); stages assumed balanced (the lm_head's stage is heavier)"
+    )
     return result
 
 
@@ -133,7 +173,9 @@ def disagg(s: Setup, B: int, P: int, colocated_ttft: float, latency_s: float, no
     transfer = B * shape.kv_cached(P) * shape.kv_share / k.pp / link + latency  # every device sends its share at once
     decode_time = latency_s - colocated_ttft  # (O - 1) x TPOT: the decode pool's time per batch
     result = serving.disagg(x, y, group, B, colocated_ttft, transfer, decode_time)
-    notes.append(f"disagg {x}P:{y}D: {x * group} prefill + {y * group} decode devices; each request's KV "
-                 f"({si(shape.kv_cached(P), 'B')}) moves once to the decode pool; fleet rate = the slower pool's "
-                 f"({result.bottleneck}); the decode pool runs no prefill")
+    notes.append(
+        f"disagg {x}P:{y}D: {x * group} prefill + {y * group} decode devices; each request's KV "
+        f"({si(shape.kv_cached(P), 'B')}) moves once to the decode pool; fleet rate = the slower pool's "
+        f"({result.bottleneck}); the decode pool runs no prefill"
+    )
     return result

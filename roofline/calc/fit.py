@@ -10,8 +10,8 @@ scales), split over the devices as far as the KV heads allow. Exact: a search ov
 from typing import Any, NamedTuple
 
 from roofline.calc.estimate import estimate
-from roofline.calc.setup import MAX_COUNT, storage_for
 from roofline.calc.knobs import Knobs, knobs_of
+from roofline.calc.setup import MAX_COUNT, storage_for
 from roofline.calc.shape import Shape
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model
@@ -47,7 +47,15 @@ def fits(shape: Shape, budget: float, batch: int, context: int) -> bool:
     return batch * shape.kv_cached(context) * shape.kv_share <= budget
 
 
-def fit(model: Model, hardware: Hardware, *, batch: int = 1, context: int | None = None, knobs: Knobs | None = None, **overrides: Any) -> Fit:
+def fit(
+    model: Model,
+    hardware: Hardware,
+    *,
+    batch: int = 1,
+    context: int | None = None,
+    knobs: Knobs | None = None,
+    **overrides: Any,
+) -> Fit:
     """Largest context at `batch`, largest batch at `context` (default: the model's max_context) and smallest
     tp at which weights + one sequence of `context` fit; `knobs` as for estimate (tp sets the first two)."""
     k = knobs_of(knobs, overrides)
@@ -59,20 +67,46 @@ def fit(model: Model, hardware: Hardware, *, batch: int = 1, context: int | None
             raise UsageError(f"expected an integer from 1 to {MAX_COUNT:.0e}, got {value!r}", name)
     base = estimate(model, hardware, batch=batch, prompt_tokens=min(context, MAX_COUNT), output_tokens=0, knobs=k)
     i = base.inputs
-    shape = Shape(model, storage_for(model, k.quant, k.bits_per_weight, k.weight_dtype, i.weight_dtype), i.kv_dtype, i.compute_dtype, i.tp)
-    budget = base.kv_budget_bytes if base.fits or base.weight_bytes_per_device <= i.memory_fraction * hardware.memory_capacity else -1.0
+    shape = Shape(
+        model,
+        storage_for(model, k.quant, k.bits_per_weight, k.weight_dtype, i.weight_dtype),
+        i.kv_dtype,
+        i.compute_dtype,
+        i.tp,
+    )
+    budget = (
+        base.kv_budget_bytes
+        if base.fits or base.weight_bytes_per_device <= i.memory_fraction * hardware.memory_capacity
+        else -1.0
+    )
     max_context, memory_context, context_reason = _max_context(shape, budget, batch, model.max_context)
     max_batch = base.max_batch
-    batch_reason = ("weights alone exceed the memory fraction" if budget < 0 else
-                    "no KV cache" if max_batch is None else f"{max_batch} sequences of {context} tokens fill the KV budget")
+    batch_reason = (
+        "weights alone exceed the memory fraction"
+        if budget < 0
+        else "no KV cache"
+        if max_batch is None
+        else f"{max_batch} sequences of {context} tokens fill the KV budget"
+    )
     min_tp, tp_reason = _min_tp(model, k, i, hardware, context)
     return Fit(
         model={"id": model.id, "name": model.name, "params": model.params},
         hardware={"id": hardware.id, "name": hardware.name, "memory_capacity_bytes": hardware.memory_capacity},
-        inputs={"batch": batch, "context_tokens": context, **{n: getattr(i, n) for n in ("weight_dtype", "kv_dtype", "bits_per_weight",
-                                                                                      "memory_fraction", "tp", "quant")}},
-        max_context_tokens=max_context, max_context_reason=context_reason, memory_context_tokens=memory_context, max_batch=max_batch if budget >= 0 else 0,
-        max_batch_reason=batch_reason, min_tp=min_tp, min_tp_reason=tp_reason,
+        inputs={
+            "batch": batch,
+            "context_tokens": context,
+            **{
+                n: getattr(i, n)
+                for n in ("weight_dtype", "kv_dtype", "bits_per_weight", "memory_fraction", "tp", "quant")
+            },
+        },
+        max_context_tokens=max_context,
+        max_context_reason=context_reason,
+        memory_context_tokens=memory_context,
+        max_batch=max_batch if budget >= 0 else 0,
+        max_batch_reason=batch_reason,
+        min_tp=min_tp,
+        min_tp_reason=tp_reason,
     )
 
 
@@ -80,13 +114,25 @@ def _max_context(shape: Shape, budget: float, batch: int, limit: int | None) -> 
     """(the answer: the largest context within the KV budget and the model's own max_context `limit`, what memory
     alone holds (None: unbounded), why). KV(C) never decreases, so a binary search is exact."""
     if budget < 0 or not fits(shape, budget, batch, 1):
-        why = "not even one token per sequence fits: the weights fill the memory fraction" if budget < 0 else "not even one token fits"
+        why = (
+            "not even one token per sequence fits: the weights fill the memory fraction"
+            if budget < 0
+            else "not even one token fits"
+        )
         return None, None, why
     if shape.kv_cached(MAX_COUNT) == shape.kv_cached(MAX_COUNT // 2) and fits(shape, budget, batch, MAX_COUNT):
         # every layer windowed (or no KV): the cache stops growing, so memory sets no limit
         if limit is None:
-            return None, None, "unbounded: every layer's KV cache stops growing at its sliding window (and the model gives no max_context)"
-        return limit, None, "the model's max_context: memory is not the limit (every layer's KV cache stops growing at its sliding window)"
+            return (
+                None,
+                None,
+                "unbounded: every layer's KV cache stops growing at its sliding window (and the model gives no max_context)",
+            )
+        return (
+            limit,
+            None,
+            "the model's max_context: memory is not the limit (every layer's KV cache stops growing at its sliding window)",
+        )
     low, high = 1, MAX_COUNT
     while low < high:
         mid = (low + high + 1) // 2
@@ -103,7 +149,16 @@ def _min_tp(model: Model, k: Knobs, inputs, hardware: Hardware, context: int) ->
     """The smallest degree in TP_DEGREES with weights / tp + one sequence's KV share within the memory fraction."""
     usable = inputs.memory_fraction * hardware.memory_capacity
     for tp in TP_DEGREES:
-        shape = Shape(model, storage_for(model, k.quant, k.bits_per_weight, k.weight_dtype, inputs.weight_dtype), inputs.kv_dtype, inputs.compute_dtype, tp)
+        shape = Shape(
+            model,
+            storage_for(model, k.quant, k.bits_per_weight, k.weight_dtype, inputs.weight_dtype),
+            inputs.kv_dtype,
+            inputs.compute_dtype,
+            tp,
+        )
         if shape.weights + shape.kv_cached(context) * shape.kv_share <= usable:
-            return tp, f"weights / {tp} + one sequence of {context} tokens fit in {inputs.memory_fraction:g} x memory per device"
+            return (
+                tp,
+                f"weights / {tp} + one sequence of {context} tokens fit in {inputs.memory_fraction:g} x memory per device",
+            )
     return None, f"does not fit even at tp {TP_DEGREES[-1]}"

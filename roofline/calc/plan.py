@@ -55,19 +55,38 @@ class Plan(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         best = self.best
-        return {"schema_version": self.schema_version, "inputs": self.inputs, "options": [o._asdict() for o in self.options],
-                "best": best._asdict() if best else None}
+        return {
+            "schema_version": self.schema_version,
+            "inputs": self.inputs,
+            "options": [o._asdict() for o in self.options],
+            "best": best._asdict() if best else None,
+        }
 
     def csv_rows(self) -> list[Option]:
         return self.options
 
 
-def plan(model: Model, devices: list[Hardware], *, prompt_tokens: int, output_tokens: int, concurrency: int | None = None,
-         rate: float | None = None, tpot_slo: float | None = None, ttft_slo: float | None = None, tps: tuple[int, ...] = (1, 2, 4, 8),
-         pps: tuple[int, ...] = (1,), disagg: str | None = None, prices: dict[str, float] | None = None, **options: Any) -> Plan:
+def plan(
+    model: Model,
+    devices: list[Hardware],
+    *,
+    prompt_tokens: int,
+    output_tokens: int,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    tpot_slo: float | None = None,
+    ttft_slo: float | None = None,
+    tps: tuple[int, ...] = (1, 2, 4, 8),
+    pps: tuple[int, ...] = (1,),
+    disagg: str | None = None,
+    prices: dict[str, float] | None = None,
+    **options: Any,
+) -> Plan:
     """Rank device x tp options for the workload (see the module docstring); `options` are estimate's knobs."""
     if (concurrency is None) == (rate is None):
-        raise UsageError("give one workload: a concurrency (requests in flight) or a rate (requests per second)", "concurrency")
+        raise UsageError(
+            "give one workload: a concurrency (requests in flight) or a rate (requests per second)", "concurrency"
+        )
     if concurrency is not None and not 1 <= concurrency <= 10**9:
         raise UsageError(f"expected 1 to 1e9 requests in flight, got {concurrency}", "concurrency")
     if rate is not None and not 1e-6 <= rate <= 1e9:  # below a request in 11 days, per-token figures overflow
@@ -76,18 +95,52 @@ def plan(model: Model, devices: list[Hardware], *, prompt_tokens: int, output_to
         raise UsageError(f"plan searches the pools itself: expected auto, got {disagg!r}", "disagg")
     prices = prices or {}
     modes = (False, True) if disagg else (False,)
-    found = [_option(model, h, tp, pp, split, prompt_tokens, output_tokens, concurrency, rate, tpot_slo, ttft_slo,
-                     prices.get(h.id, h.price_per_hour), options) for h in devices for tp in tps for pp in pps for split in modes]
+    found = [
+        _option(
+            model,
+            h,
+            tp,
+            pp,
+            split,
+            prompt_tokens,
+            output_tokens,
+            concurrency,
+            rate,
+            tpot_slo,
+            ttft_slo,
+            prices.get(h.id, h.price_per_hour),
+            options,
+        )
+        for h in devices
+        for tp in tps
+        for pp in pps
+        for split in modes
+    ]
     good = [o for o in found if o.meets_slo]
     # With any price, rank by cost; options without one follow, by devices, and the devices lacking a price are named.
     priced = any(o.cost_per_hour is not None for o in good)
     by_devices = lambda o: (o.devices, o.energy_j_per_million_tokens or math.inf, o.tpot_s)  # noqa: E731
-    key = (lambda o: (o.cost_per_hour is None, o.cost_per_million_tokens or 0.0, *by_devices(o))) if priced else by_devices
+    key = (
+        (lambda o: (o.cost_per_hour is None, o.cost_per_million_tokens or 0.0, *by_devices(o)))
+        if priced
+        else by_devices
+    )
     ranked = sorted(good, key=key) + [o for o in found if not o.meets_slo]
     unpriced = sorted({h.id for h in devices if prices.get(h.id, h.price_per_hour) is None}) if priced else []
-    inputs = {"model": model.id, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens, "concurrency": concurrency,
-              "rate_per_s": rate, "tpot_slo_s": tpot_slo, "ttft_slo_s": ttft_slo, "tp": list(tps), "pp": list(pps), "disagg": disagg,
-              "ranked_by": "cost" if priced else "devices", "unpriced": unpriced}
+    inputs = {
+        "model": model.id,
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
+        "concurrency": concurrency,
+        "rate_per_s": rate,
+        "tpot_slo_s": tpot_slo,
+        "ttft_slo_s": ttft_slo,
+        "tp": list(tps),
+        "pp": list(pps),
+        "disagg": disagg,
+        "ranked_by": "cost" if priced else "devices",
+        "unpriced": unpriced,
+    }
     return Plan(inputs, ranked)
 
 
@@ -111,7 +164,11 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
     best = None
     for batch in default_batches(first.max_batch):
         e = first if batch == 1 else estimate_at(setup, batch, prompt, output)
-        if not e.fits or (tpot_slo is not None and e.tpot_s > tpot_slo) or (ttft_slo is not None and e.ttft_s > ttft_slo):
+        if (
+            not e.fits
+            or (tpot_slo is not None and e.tpot_s > tpot_slo)
+            or (ttft_slo is not None and e.ttft_s > ttft_slo)
+        ):
             continue
         if concurrency is not None and batch > concurrency:
             continue  # a bigger batch than there are requests never fills
@@ -120,7 +177,11 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
             load = rate if rate is not None else concurrency / e.request_latency_s  # requests/s through the pools
             x = _count(load / d.prefill_requests_per_s)
             no_decode = d.decode_requests_per_s is None  # output 1: the decode pool has no step to run
-            y = 1 if no_decode else _count(concurrency / batch if concurrency is not None else load / d.decode_requests_per_s)
+            y = (
+                1
+                if no_decode
+                else _count(concurrency / batch if concurrency is not None else load / d.decode_requests_per_s)
+            )
             replicas, name = x + y, f"{x}P:{y}D"
         else:
             in_flight = concurrency if concurrency is not None else rate * e.request_latency_s
@@ -128,13 +189,29 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
         candidate = (replicas * tp * pp, e.tpot_s, replicas, batch, e, name)
         best = min(best, candidate, key=lambda c: (c[0], c[1])) if best else candidate
     if best is None:
-        why = f"TPOT {first.tpot_s * 1e3:.3g} ms" if tpot_slo is not None and first.tpot_s > tpot_slo else f"TTFT {first.ttft_s * 1e3:.3g} ms"
+        why = (
+            f"TPOT {first.tpot_s * 1e3:.3g} ms"
+            if tpot_slo is not None and first.tpot_s > tpot_slo
+            else f"TTFT {first.ttft_s * 1e3:.3g} ms"
+        )
         return refused(f"no batch meets the SLOs ({why} at batch 1)")
     devices, _, replicas, batch, e, name = best
     served = rate * output if rate is not None else concurrency * output / e.request_latency_s
     cost = price * devices if price is not None else None
     return Option(
-        h.id, tp, pp, name, replicas, batch, devices, e.ttft_s, e.tpot_s, True, served, served / devices, cost,
+        h.id,
+        tp,
+        pp,
+        name,
+        replicas,
+        batch,
+        devices,
+        e.ttft_s,
+        e.tpot_s,
+        True,
+        served,
+        served / devices,
+        cost,
         cost / (served * 3600) * 1e6 if cost is not None else None,
         h.power * devices / served * 1e6 if h.power is not None else None,
         "meets the SLOs",

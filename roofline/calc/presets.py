@@ -16,13 +16,19 @@ Either way a preset is never faster than the bound: compute and bandwidth are ca
 """
 
 import math
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from roofline.errors import UsageError
 
 PARAMETERS = ("bandwidth_fraction", "compute_fraction", "step_overhead_s", "memory_fraction")
-RANGES = {"bandwidth_fraction": (0.05, 1.0), "compute_fraction": (0.02, 1.0), "step_overhead_s": (0.0, 0.05), "memory_fraction": (0.3, 0.98),
-          "bandwidth_cap": (5e10, 1e13)}
+RANGES = {
+    "bandwidth_fraction": (0.05, 1.0),
+    "compute_fraction": (0.02, 1.0),
+    "step_overhead_s": (0.0, 0.05),
+    "memory_fraction": (0.3, 0.98),
+    "bandwidth_cap": (5e10, 1e13),
+}
 PROXY_RANGES = {**RANGES, "compute_fraction": (0.02, 4.0)}  # with a compute_peak: a multiple of another unit's peak
 BACKENDS = {"cuda": "NVIDIA", "metal": "Apple"}  # a preset's backend -> the device names (prefix) it applies to
 COMPUTE_PEAKS = ("fp32", "fp16", "bf16", "fp8", "int8")
@@ -39,7 +45,9 @@ class Preset(NamedTuple):
     source: str
     holdout: dict[str, float] = {}  # held-aside case/figure -> log(predicted / measured): never fitted on
     backend: str | None = None  # cuda / metal: the devices it was fitted on and applies to (None: any)
-    compute_peak: str | None = None  # the dtype whose peak compute_fraction multiplies (None: the estimate's compute dtype)
+    compute_peak: str | None = (
+        None  # the dtype whose peak compute_fraction multiplies (None: the estimate's compute dtype)
+    )
     bandwidth_cap: float | None = None  # bytes/s its decode never exceeds (None: no cap)
     ranges: dict[str, list[float]] = {}  # fitted parameter -> [low, high] over leave-one-case-out refits (3+ cases)
 
@@ -51,11 +59,16 @@ def load(name: str) -> Preset:
 
     path = data_dir() / "engines" / f"{name}.yaml"
     if not path.is_file():
-        raise UsageError(f"no preset for {name!r} (presets: {', '.join(names()) or 'none'}; engines/README.md says which engines the "
-                         "published data cannot support)", "engine")
+        raise UsageError(
+            f"no preset for {name!r} (presets: {', '.join(names()) or 'none'}; engines/README.md says which engines the "
+            "published data cannot support)",
+            "engine",
+        )
     f = Fields(read_yaml(path), str(path))
     ranges = PROXY_RANGES if "compute_peak" in f.data else RANGES
-    values = {p: f.take(p, number_between(*ranges[p]), f"a number from {ranges[p][0]} to {ranges[p][1]}") for p in PARAMETERS}
+    values = {
+        p: f.take(p, number_between(*ranges[p]), f"a number from {ranges[p][0]} to {ranges[p][1]}") for p in PARAMETERS
+    }
     cases = f.take("cases", _strings, "a list of training case ids")
     residuals = f.take("residuals", _residuals, "a mapping of case/figure to log(predicted / measured)")
     holdout = f.take("holdout", _residuals, "a mapping of held-aside case/figure to log(predicted / measured)", {})
@@ -67,9 +80,32 @@ def load(name: str) -> Preset:
     spans = f.take("ranges", _spans(fitted), "a mapping of fitted parameter to [low, high] around its value", {})
     source = f.take("source", text, "how the preset was fitted")
     f.take("notes", text, "notes", "")
-    f.done([*PARAMETERS, "cases", "residuals", "holdout", "backend", "compute_peak", "bandwidth_cap", "ranges", "source", "notes"])
-    return Preset(name, **values, cases=cases, residuals=residuals, source=source, holdout=holdout, backend=backend,
-                  compute_peak=peak, bandwidth_cap=cap, ranges=spans)
+    f.done(
+        [
+            *PARAMETERS,
+            "cases",
+            "residuals",
+            "holdout",
+            "backend",
+            "compute_peak",
+            "bandwidth_cap",
+            "ranges",
+            "source",
+            "notes",
+        ]
+    )
+    return Preset(
+        name,
+        **values,
+        cases=cases,
+        residuals=residuals,
+        source=source,
+        holdout=holdout,
+        backend=backend,
+        compute_peak=peak,
+        bandwidth_cap=cap,
+        ranges=spans,
+    )
 
 
 def names() -> list[str]:
@@ -92,8 +128,11 @@ def for_device(engine: str, hardware) -> Preset:
         raise UsageError(f"no {engine} preset for {hardware.id} (presets: {', '.join(each)})", "engine")
     preset = load(name)
     if preset.backend is not None and preset.backend != backend:
-        raise UsageError(f"the {name} preset was fitted on {BACKENDS[preset.backend]} devices ({preset.backend}); "
-                         f"{hardware.id} is not one", "engine")
+        raise UsageError(
+            f"the {name} preset was fitted on {BACKENDS[preset.backend]} devices ({preset.backend}); "
+            f"{hardware.id} is not one",
+            "engine",
+        )
     return preset
 
 
@@ -113,8 +152,12 @@ def _spans(fitted: dict[str, float]) -> Callable[[Any], dict[str, list[float]]]:
         if not isinstance(value, dict) or not set(value) <= set(fitted):
             raise TypeError
         for name, span in value.items():
-            if (not isinstance(span, list) or len(span) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in span)
-                    or not span[0] <= fitted[name] <= span[1]):
+            if (
+                not isinstance(span, list)
+                or len(span) != 2
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in span)
+                or not span[0] <= fitted[name] <= span[1]
+            ):
                 raise TypeError
         return value
 
@@ -122,7 +165,9 @@ def _spans(fitted: dict[str, float]) -> Callable[[Any], dict[str, list[float]]]:
 
 
 def _residuals(value: Any) -> dict[str, float]:
-    if not isinstance(value, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value.values()):
+    if not isinstance(value, dict) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value.values()
+    ):
         raise TypeError
     return value
 
@@ -136,13 +181,19 @@ def knobs(preset: "Preset | dict[str, Any]", hardware=None, compute_dtype: str |
     roof = p.get("compute_peak")
     if roof is not None and roof != compute_dtype:
         if roof not in hardware.peak_flops:
-            raise UsageError(f"the {p.get('name', 'engine')} preset prices prefill against the {roof} peak, which {hardware.id} does not list",
-                             "engine")
+            raise UsageError(
+                f"the {p.get('name', 'engine')} preset prices prefill against the {roof} peak, which {hardware.id} does not list",
+                "engine",
+            )
         compute *= hardware.peak_flops[roof] / hardware.peak_flops[compute_dtype]
     bandwidth = p["bandwidth_fraction"]
     if p.get("bandwidth_cap") is not None:
         bandwidth = min(bandwidth, p["bandwidth_cap"] / hardware.memory_bandwidth)
-    return {"compute_efficiency": min(compute, 1.0), "bandwidth_efficiency": min(bandwidth, 1.0), "memory_fraction": p["memory_fraction"]}
+    return {
+        "compute_efficiency": min(compute, 1.0),
+        "bandwidth_efficiency": min(bandwidth, 1.0),
+        "memory_fraction": p["memory_fraction"],
+    }
 
 
 def timings(e, step_overhead_s: float) -> tuple[float, float, float]:
@@ -153,8 +204,13 @@ def timings(e, step_overhead_s: float) -> tuple[float, float, float]:
     return e.ttft_s, tpot, e.inputs.batch * outputs / latency if latency > 0 else 0.0
 
 
-def fit(loss: Callable[[dict[str, float]], float], start: dict[str, float], tolerance: float = 1e-3, max_steps: int = 2000,
-        ranges: dict[str, tuple[float, float]] = RANGES) -> dict[str, float]:
+def fit(
+    loss: Callable[[dict[str, float]], float],
+    start: dict[str, float],
+    tolerance: float = 1e-3,
+    max_steps: int = 2000,
+    ranges: dict[str, tuple[float, float]] = RANGES,
+) -> dict[str, float]:
     """Minimize `loss(params)` within `ranges` by pattern search (Hooke & Jeeves 1961): try a step up and down in
     each parameter, keep any improvement, and halve the steps only when none improves, until every step is under
     `tolerance` of its range. Deterministic and dependency-free; correlated parameters (bandwidth and a fixed

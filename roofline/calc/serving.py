@@ -77,8 +77,18 @@ def speculative(drafter: str, k: int, a: float, draft_step: Work, verify: Work, 
     """One iteration = k draft steps + one verification, yielding E = expected_tokens(k, a) tokens per sequence."""
     e = expected_tokens(k, a)
     iteration = draft_step * k + verify
-    return Speculative(drafter, k, a, e, draft_step.seconds * k, verify.seconds, iteration.seconds / e, draft_prefill_s,
-                       iteration.bytes / e, iteration.flops / e)
+    return Speculative(
+        drafter,
+        k,
+        a,
+        e,
+        draft_step.seconds * k,
+        verify.seconds,
+        iteration.seconds / e,
+        draft_prefill_s,
+        iteration.bytes / e,
+        iteration.flops / e,
+    )
 
 
 class Chunked(NamedTuple):
@@ -93,8 +103,17 @@ class Chunked(NamedTuple):
     device_flops_per_token: float
 
 
-def chunked(chunk: int, batch: int, output: int, steps: int, mixed: Work, target: Work, per_sequence: int = 1,
-            expected: float = 1.0, draft: Work = NO_WORK) -> Chunked:
+def chunked(
+    chunk: int,
+    batch: int,
+    output: int,
+    steps: int,
+    mixed: Work,
+    target: Work,
+    per_sequence: int = 1,
+    expected: float = 1.0,
+    draft: Work = NO_WORK,
+) -> Chunked:
     """`mixed`: the prompt's `steps` mixed steps together, each chunk at its place in the prompt; `target`: a target
     step without a chunk; `draft`: the draft steps before each target step (none without speculation);
     `per_sequence` tokens each sequence puts in a target step (k + 1 when speculative), `expected` the tokens an
@@ -104,8 +123,17 @@ def chunked(chunk: int, batch: int, output: int, steps: int, mixed: Work, target
     mean_mixed = mixed * (1 / steps)
     iteration = draft + mean_mixed * share + target * (1 - share)
     ttft = draft.seconds * steps + mixed.seconds
-    return Chunked(chunk, steps, mean_mixed.seconds, target.seconds, share, ttft, iteration.seconds / expected,
-                   iteration.bytes / expected, iteration.flops / expected)
+    return Chunked(
+        chunk,
+        steps,
+        mean_mixed.seconds,
+        target.seconds,
+        share,
+        ttft,
+        iteration.seconds / expected,
+        iteration.bytes / expected,
+        iteration.flops / expected,
+    )
 
 
 class Pipeline(NamedTuple):
@@ -124,14 +152,35 @@ class Pipeline(NamedTuple):
     device_flops_per_token: float
 
 
-def pipeline(stages: int, micro_batches: int, prefill_s: float, decode_s: float, hop_prefill_s: float, hop_decode_s: float,
-             bytes_per_cycle: float, flops_per_cycle: float) -> Pipeline:
+def pipeline(
+    stages: int,
+    micro_batches: int,
+    prefill_s: float,
+    decode_s: float,
+    hop_prefill_s: float,
+    hop_decode_s: float,
+    bytes_per_cycle: float,
+    flops_per_cycle: float,
+) -> Pipeline:
     """`prefill_s`, `decode_s`: the whole model's step at micro-batch size (a stage does 1/stages of it)."""
     p, m = stages, micro_batches
     stage_prefill, stage_decode = prefill_s / p, decode_s / p
     cycle = max(m, p)
-    return Pipeline(p, m, stage_prefill, stage_decode, hop_prefill_s, hop_decode_s, (p - 1) / (m + p - 1), (cycle - m) / cycle, cycle,
-                    (m + p - 1) * (stage_prefill + hop_prefill_s), cycle * (stage_decode + hop_decode_s), bytes_per_cycle, flops_per_cycle)
+    return Pipeline(
+        p,
+        m,
+        stage_prefill,
+        stage_decode,
+        hop_prefill_s,
+        hop_decode_s,
+        (p - 1) / (m + p - 1),
+        (cycle - m) / cycle,
+        cycle,
+        (m + p - 1) * (stage_prefill + hop_prefill_s),
+        cycle * (stage_decode + hop_decode_s),
+        bytes_per_cycle,
+        flops_per_cycle,
+    )
 
 
 class Disagg(NamedTuple):
@@ -147,15 +196,32 @@ class Disagg(NamedTuple):
     ttft_s: float  # prefill + transfer
 
 
-def disagg(prefill_instances: int, decode_instances: int, devices_per_instance: int, batch: int, prefill_s: float,
-           transfer_s: float, decode_s: float) -> Disagg:
+def disagg(
+    prefill_instances: int,
+    decode_instances: int,
+    devices_per_instance: int,
+    batch: int,
+    prefill_s: float,
+    transfer_s: float,
+    decode_s: float,
+) -> Disagg:
     """`decode_s`: a batch's decode time, (O - 1) x TPOT (0: no decode step, the decode pool never limits)."""
     x, y = prefill_instances, decode_instances
     prefill_rate = x * batch / prefill_s
     decode_rate = y * batch / decode_s if decode_s > 0 else None
     rate = prefill_rate if decode_rate is None else min(prefill_rate, decode_rate)
-    return Disagg(x, y, x * devices_per_instance, y * devices_per_instance, transfer_s, prefill_rate, decode_rate, rate,
-                  "prefill" if rate == prefill_rate else "decode", prefill_s + transfer_s)
+    return Disagg(
+        x,
+        y,
+        x * devices_per_instance,
+        y * devices_per_instance,
+        transfer_s,
+        prefill_rate,
+        decode_rate,
+        rate,
+        "prefill" if rate == prefill_rate else "decode",
+        prefill_s + transfer_s,
+    )
 
 
 def parse_disagg(text: str) -> tuple[int, int]:

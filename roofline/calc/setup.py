@@ -108,7 +108,9 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
     """Validate the knobs and build the per-step model once; `estimate_at` then prices any batch and lengths."""
     k = knobs_of(knobs, overrides)
     notes: list[str] = []
-    template, storage = inputs_of(model, hardware, notes, {"batch": 1, "prompt_tokens": 1, "output_tokens": 0, **k._asdict()})
+    template, storage = inputs_of(
+        model, hardware, notes, {"batch": 1, "prompt_tokens": 1, "output_tokens": 0, **k._asdict()}
+    )
     preset = preset_for(template.engine, hardware)
     peak = hardware.peak_flops[template.compute_dtype]
     ep = ep_degree(model, hardware, k, notes)
@@ -120,8 +122,11 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
     check_serving(k, draft)
     pp_link = pools = None
     if (k.pp > 1 or k.disagg is not None) and hardware.interconnect_bandwidth is None:
-        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for pp > 1 or disaggregated pools "
-                         "(add it to its hardware YAML)", "pp" if k.pp > 1 else "disagg")
+        raise UsageError(
+            f"{hardware.id} has no interconnect_bandwidth, needed for pp > 1 or disaggregated pools "
+            "(add it to its hardware YAML)",
+            "pp" if k.pp > 1 else "disagg",
+        )
     if k.pp > 1:
         pp_link = tier(hardware, k.tp * k.pp, f"pp {k.pp} x tp {k.tp} = {k.tp * k.pp} devices", template, notes)
     if k.disagg is not None:
@@ -129,12 +134,39 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
         group = (x + y) * k.tp * k.pp
         pools = (x, y, tier(hardware, group, f"the {x}P:{y}D pools' {group} devices", template, notes))
     notes += shape_notes(model, k.tp)
-    model_info = ModelInfo(model.id, model.name, model.params, float(model.counts.active) if model.counts else model.params, shape.matmul,
-                           model.source_kind)
-    hardware_info = HardwareInfo(hardware.id, hardware.name, hardware.origin, peak, hardware.memory_bandwidth, hardware.memory_capacity)
-    return Setup(model, hardware, k, template, storage, shape, draft, peak, peak * k.compute_efficiency,
-                 hardware.memory_bandwidth * k.bandwidth_efficiency, link, latency, ep_link, pp_link, pools, tuple(notes), model_info,
-                 hardware_info, {}, preset)
+    model_info = ModelInfo(
+        model.id,
+        model.name,
+        model.params,
+        float(model.counts.active) if model.counts else model.params,
+        shape.matmul,
+        model.source_kind,
+    )
+    hardware_info = HardwareInfo(
+        hardware.id, hardware.name, hardware.origin, peak, hardware.memory_bandwidth, hardware.memory_capacity
+    )
+    return Setup(
+        model,
+        hardware,
+        k,
+        template,
+        storage,
+        shape,
+        draft,
+        peak,
+        peak * k.compute_efficiency,
+        hardware.memory_bandwidth * k.bandwidth_efficiency,
+        link,
+        latency,
+        ep_link,
+        pp_link,
+        pools,
+        tuple(notes),
+        model_info,
+        hardware_info,
+        {},
+        preset,
+    )
 
 
 def inputs_of(model: Model, hardware: Hardware, notes: list[str], args: dict) -> Inputs:
@@ -145,7 +177,9 @@ def inputs_of(model: Model, hardware: Hardware, notes: list[str], args: dict) ->
             raise UsageError(f"expected an integer from {low} to {MAX_COUNT:.0e}, got {value!r}", name)
     tp = args["tp"]
     if tp > 1 and hardware.interconnect_bandwidth is None:
-        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for tp > 1 (add it to its hardware YAML)", "tp")
+        raise UsageError(
+            f"{hardware.id} has no interconnect_bandwidth, needed for tp > 1 (add it to its hardware YAML)", "tp"
+        )
     for name in ("memory_fraction", "compute_efficiency", "bandwidth_efficiency"):
         value = args[name]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_FRACTION <= value <= 1:
@@ -156,17 +190,27 @@ def inputs_of(model: Model, hardware: Hardware, notes: list[str], args: dict) ->
         raise UsageError(f"unknown format {quant!r} (expected one of: {', '.join(QUANTS)})", "quant")
     if quant is None and model.quant is not None and args["weight_dtype"] is None and args["bits_per_weight"] is None:
         if model.quant not in QUANTS:
-            raise UsageError(f"model {model.id}: key 'quant': unknown format {model.quant!r} (expected one of: {', '.join(QUANTS)})")
+            raise UsageError(
+                f"model {model.id}: key 'quant': unknown format {model.quant!r} (expected one of: {', '.join(QUANTS)})"
+            )
         quant = model.quant  # the published checkpoint's storage, unless a dtype or bits are asked for
-        notes.append(f"weights: {model.id}'s published checkpoint format, {quant} (--weight-dtype {model.dtype} for the unquantized model)")
+        notes.append(
+            f"weights: {model.id}'s published checkpoint format, {quant} (--weight-dtype {model.dtype} for the unquantized model)"
+        )
     default_weight = QUANTS[quant].compute if quant else model.dtype
-    weight = _dtype("weight_dtype", default_weight if args["weight_dtype"] is None else args["weight_dtype"], DTYPE_BYTES)
-    kv = _dtype("kv_dtype", model.kv_dtype if args["kv_dtype"] is None else args["kv_dtype"], {**DTYPE_BYTES, **KV_BYTES})
+    weight = _dtype(
+        "weight_dtype", default_weight if args["weight_dtype"] is None else args["weight_dtype"], DTYPE_BYTES
+    )
+    kv = _dtype(
+        "kv_dtype", model.kv_dtype if args["kv_dtype"] is None else args["kv_dtype"], {**DTYPE_BYTES, **KV_BYTES}
+    )
     bits = args["bits_per_weight"]
     if bits is not None and (isinstance(bits, bool) or not isinstance(bits, (int, float)) or not 0.5 <= bits <= 64):
         raise UsageError(f"expected a number of bits from 0.5 to 64, got {bits!r}", "bits_per_weight")
     storage = storage_for(model, quant, bits, args["weight_dtype"], weight, notes)
-    from_gguf = model.source_kind == "gguf" and model.dtype in WEIGHT_ONLY and args["weight_dtype"] is None and bits is None
+    from_gguf = (
+        model.source_kind == "gguf" and model.dtype in WEIGHT_ONLY and args["weight_dtype"] is None and bits is None
+    )
     ggml = QUANTS[quant].activations if quant else "int8" if from_gguf else None  # block formats multiply in int8
     compute = _default_compute(hardware, weight, ggml) if args["compute_dtype"] is None else args["compute_dtype"]
     _dtype("compute_dtype", compute, COMPUTE_DTYPES)
@@ -174,8 +218,13 @@ def inputs_of(model: Model, hardware: Hardware, notes: list[str], args: dict) ->
         have = ", ".join(hardware.peak_flops)
         raise UsageError(f"{hardware.id} has no peak for {compute} (it has: {have})", "compute_dtype")
     if args["compute_dtype"] is None and compute != weight:
-        why = ("ggml block format: llama.cpp multiplies it against 8-bit activation blocks" if compute == ggml
-               else "weight-only quantization" if weight in WEIGHT_ONLY else f"{hardware.id} lists no {weight} peak")
+        why = (
+            "ggml block format: llama.cpp multiplies it against 8-bit activation blocks"
+            if compute == ggml
+            else "weight-only quantization"
+            if weight in WEIGHT_ONLY
+            else f"{hardware.id} lists no {weight} peak"
+        )
         notes.append(f"{weight} weights compute in {compute} ({why}); set the compute dtype to change it")
     return Inputs(
         batch=args["batch"],
@@ -189,17 +238,39 @@ def inputs_of(model: Model, hardware: Hardware, notes: list[str], args: dict) ->
         compute_efficiency=args["compute_efficiency"],
         bandwidth_efficiency=args["bandwidth_efficiency"],
         tp=tp,
-        collective_latency_s=hardware.interconnect_latency if hardware.interconnect_latency is not None else DEFAULT_COLLECTIVE_LATENCY,
+        collective_latency_s=hardware.interconnect_latency
+        if hardware.interconnect_latency is not None
+        else DEFAULT_COLLECTIVE_LATENCY,
         engine=engine_name(args["engine"], hardware),
         quant=quant,
         draft=args["draft"].id if args["draft"] is not None else None,
-        **{n: args[n] for n in ("draft_tokens", "acceptance", "mtp", "cached_tokens", "prefix_hit_rate", "shared_prefix", "chunk_tokens", "ep",
-                                "pp", "micro_batches", "disagg")},
+        **{
+            n: args[n]
+            for n in (
+                "draft_tokens",
+                "acceptance",
+                "mtp",
+                "cached_tokens",
+                "prefix_hit_rate",
+                "shared_prefix",
+                "chunk_tokens",
+                "ep",
+                "pp",
+                "micro_batches",
+                "disagg",
+            )
+        },
     ), storage
 
 
-def storage_for(model: Model, quant: str | None, bits: float | None, asked_dtype: str | None, weight: str,
-                notes: list[str] | None = None) -> Storage:
+def storage_for(
+    model: Model,
+    quant: str | None,
+    bits: float | None,
+    asked_dtype: str | None,
+    weight: str,
+    notes: list[str] | None = None,
+) -> Storage:
     """How the weights are stored: --bits-per-weight, else --quant, else a model file's exact bytes (unless a
     weight dtype is asked for), else the weight dtype."""
     if bits is not None:
@@ -208,7 +279,9 @@ def storage_for(model: Model, quant: str | None, bits: float | None, asked_dtype
         return quantized(model, QUANTS[quant])
     if model.weights_file is not None and asked_dtype is None:
         if notes is not None:
-            notes.append(f"weights: the exact bytes of the {model.source_kind} file ({model.weights_file.bits_per_weight:.3g} bits per weight)")
+            notes.append(
+                f"weights: the exact bytes of the {model.source_kind} file ({model.weights_file.bits_per_weight:.3g} bits per weight)"
+            )
         return from_file(model)
     return uniform(model, 8 * DTYPE_BYTES[weight])
 
@@ -221,11 +294,15 @@ def tier(hardware: Hardware, devices: int, group: str, inputs: Inputs, notes: li
     if devices <= per_node:
         return hardware.interconnect_bandwidth, inputs.collective_latency_s
     if hardware.internode_bandwidth is None:  # the layout keeps working as before; the note says what was assumed
-        notes.append(f"{group} spans nodes of {per_node} devices but {hardware.id} gives no internode_bandwidth: its intra-node "
-                     "figure is assumed, optimistic (add internode_bandwidth, e.g. 50 GB/s for 400 Gb/s InfiniBand)")
+        notes.append(
+            f"{group} spans nodes of {per_node} devices but {hardware.id} gives no internode_bandwidth: its intra-node "
+            "figure is assumed, optimistic (add internode_bandwidth, e.g. 50 GB/s for 400 Gb/s InfiniBand)"
+        )
         return hardware.interconnect_bandwidth, inputs.collective_latency_s
-    notes.append(f"{group} spans nodes of {per_node} devices: its traffic runs at the inter-node "
-                 f"{hardware.internode_bandwidth / 1e9:.3g} GB/s per device")
+    notes.append(
+        f"{group} spans nodes of {per_node} devices: its traffic runs at the inter-node "
+        f"{hardware.internode_bandwidth / 1e9:.3g} GB/s per device"
+    )
     latency = hardware.internode_latency if hardware.internode_latency is not None else inputs.collective_latency_s
     return hardware.internode_bandwidth, latency
 
@@ -239,9 +316,16 @@ def engine_name(name: str | None, hardware: Hardware) -> str | None:
         return name  # prepare resolves its preset for the device (preset_for)
     have = sorted(engines(hardware))
     if name not in have:
-        measured = f"{hardware.id} measured: {', '.join(have)}" if have else f"{hardware.id} is not a profile with measured engines"
-        raise UsageError(f"no measured {name!r} engine ({measured}; run `roofline measure --engine {name} --save PROFILE`; "
-                         f"presets: {', '.join(PRESET_ENGINES)})", "engine")
+        measured = (
+            f"{hardware.id} measured: {', '.join(have)}"
+            if have
+            else f"{hardware.id} is not a profile with measured engines"
+        )
+        raise UsageError(
+            f"no measured {name!r} engine ({measured}; run `roofline measure --engine {name} --save PROFILE`; "
+            f"presets: {', '.join(PRESET_ENGINES)})",
+            "engine",
+        )
     return name
 
 
@@ -280,18 +364,25 @@ def _default_compute(hardware: Hardware, weight: str, ggml: str | None = None) -
     for dtype in (*first, "bf16", "fp16", "fp32"):
         if dtype in hardware.peak_flops:
             return dtype
-    raise UsageError(f"{hardware.id} has no peak for {weight}, bf16, fp16 or fp32; pass one of: {', '.join(hardware.peak_flops)}", "compute_dtype")
+    raise UsageError(
+        f"{hardware.id} has no peak for {weight}, bf16, fp16 or fp32; pass one of: {', '.join(hardware.peak_flops)}",
+        "compute_dtype",
+    )
 
 
 def shape_notes(model: Model, tp: int) -> list[str]:
     notes = []
     a = model.arch
     if a is not None and a.num_experts:
-        notes.append("MoE: a step reads the distinct experts its tokens touch, E (1 - (1 - k/E)^tokens), assuming uniform routing")
+        notes.append(
+            "MoE: a step reads the distinct experts its tokens touch, E (1 - (1 - k/E)^tokens), assuming uniform routing"
+        )
     if tp > 1 and a is not None and a.mla:
         notes.append(f"tp {tp}: MLA's latent KV cache is shared by all heads, so every device keeps all of it")
     elif tp > 1 and a is not None and tp > a.num_kv_heads:
-        notes.append(f"tp {tp} > {a.num_kv_heads} KV heads: each device keeps 1 KV head, replicated {tp // a.num_kv_heads}x")
+        notes.append(
+            f"tp {tp} > {a.num_kv_heads} KV heads: each device keeps 1 KV head, replicated {tp // a.num_kv_heads}x"
+        )
     if tp > 1:
         notes.append("tp: communication (two all-reduces per layer) is added to each step's time, not overlapped")
     return notes
@@ -304,13 +395,23 @@ def check_layout(model: Model, k: Knobs) -> None:
     if a is None:
         return
     if k.tp > 1 and (a.num_heads % k.tp or (not a.mla and a.num_kv_heads % k.tp and k.tp % a.num_kv_heads)):
-        valid = [t for t in range(1, a.num_heads + 1) if not a.num_heads % t and (a.mla or not a.num_kv_heads % t or not t % a.num_kv_heads)]
+        valid = [
+            t
+            for t in range(1, a.num_heads + 1)
+            if not a.num_heads % t and (a.mla or not a.num_kv_heads % t or not t % a.num_kv_heads)
+        ]
         kv = "" if a.mla else f" and {a.num_kv_heads} KV heads"
-        raise UsageError(f"tp {k.tp} does not split {model.id}'s {a.num_heads} attention heads{kv} evenly "
-                         f"(valid: {', '.join(map(str, valid))})", "tp")
+        raise UsageError(
+            f"tp {k.tp} does not split {model.id}'s {a.num_heads} attention heads{kv} evenly "
+            f"(valid: {', '.join(map(str, valid))})",
+            "tp",
+        )
     pp = k.pp
     if not isinstance(pp, bool) and isinstance(pp, int) and pp > a.layers:
-        raise UsageError(f"pp {pp} stages for {model.id}'s {a.layers} layers: at most one stage a layer (valid: 1 to {a.layers})", "pp")
+        raise UsageError(
+            f"pp {pp} stages for {model.id}'s {a.layers} layers: at most one stage a layer (valid: 1 to {a.layers})",
+            "pp",
+        )
 
 
 def ep_degree(model: Model, hardware: Hardware, k: Knobs, notes: list[str]) -> int:
@@ -326,15 +427,28 @@ def ep_degree(model: Model, hardware: Hardware, k: Knobs, notes: list[str]) -> i
         raise UsageError(f"{model.id} has no routed experts: expert parallelism needs a mixture-of-experts model", "ep")
     if c.num_experts % ep:
         valid = [e for e in range(1, c.num_experts + 1) if not c.num_experts % e]
-        raise UsageError(f"ep {ep} does not split {model.id}'s {c.num_experts} experts evenly (valid: {', '.join(map(str, valid))})", "ep")
+        raise UsageError(
+            f"ep {ep} does not split {model.id}'s {c.num_experts} experts evenly (valid: {', '.join(map(str, valid))})",
+            "ep",
+        )
     if max(ep, tp) % min(ep, tp):
-        raise UsageError(f"ep {ep} and tp {tp}: one must divide the other (EP runs over the tp devices or a multiple)", "ep")
+        raise UsageError(
+            f"ep {ep} and tp {tp}: one must divide the other (EP runs over the tp devices or a multiple)", "ep"
+        )
     if hardware.interconnect_bandwidth is None:
-        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for ep > 1 (add it to its hardware YAML)", "ep")
-    layout = (f"attention data-parallel in {ep // tp} groups of tp {tp}, each with its share of the sequences; all-to-all dispatch "
-              "and combine each MoE layer" if ep > tp else "every device holds every token: no all-to-all, tp's all-reduce combines")
-    notes.append(f"ep {ep}: {c.num_experts / max(ep, tp):g} experts' worth per device; {layout}; uniform routing assumed "
-                 "(real load imbalance makes the busiest device slower)")
+        raise UsageError(
+            f"{hardware.id} has no interconnect_bandwidth, needed for ep > 1 (add it to its hardware YAML)", "ep"
+        )
+    layout = (
+        f"attention data-parallel in {ep // tp} groups of tp {tp}, each with its share of the sequences; all-to-all dispatch "
+        "and combine each MoE layer"
+        if ep > tp
+        else "every device holds every token: no all-to-all, tp's all-reduce combines"
+    )
+    notes.append(
+        f"ep {ep}: {c.num_experts / max(ep, tp):g} experts' worth per device; {layout}; uniform routing assumed "
+        "(real load imbalance makes the busiest device slower)"
+    )
     return ep
 
 
@@ -344,7 +458,9 @@ def draft_shape(model: Model, k: Knobs, inputs: Inputs, storage: Storage) -> Sha
         return mtp_module(model, inputs, storage)
     if k.draft is not None:
         check_draft(model, k.draft)
-        bits = 8 * DTYPE_BYTES[inputs.weight_dtype] if k.draft.dtype not in DTYPE_BYTES else 8 * DTYPE_BYTES[k.draft.dtype]
+        bits = (
+            8 * DTYPE_BYTES[inputs.weight_dtype] if k.draft.dtype not in DTYPE_BYTES else 8 * DTYPE_BYTES[k.draft.dtype]
+        )
         return Shape(k.draft, bits, k.draft.kv_dtype, inputs.compute_dtype, inputs.tp)
     return None
 
@@ -357,23 +473,33 @@ def mtp_module(model: Model, inputs: Inputs, storage: Storage) -> Shape:
 
     a = model.arch
     if a is None or not a.mtp_layers:
-        raise UsageError(f"{model.id} has no multi-token-prediction module (num_nextn_predict_layers: 0): use a draft model "
-                         "(--draft) instead", "mtp")
+        raise UsageError(
+            f"{model.id} has no multi-token-prediction module (num_nextn_predict_layers: 0): use a draft model "
+            "(--draft) instead",
+            "mtp",
+        )
     one = a._replace(layers=1, sliding_layers=(), first_dense_layers=0)
     c = count_params(one)
     h = a.hidden_size
-    c = c._replace(embedding=0, attention=c.attention + 2 * h * h, norms=c.norms + 2 * h * (2 if a.norm == "layernorm" else 1))
+    c = c._replace(
+        embedding=0, attention=c.attention + 2 * h * h, norms=c.norms + 2 * h * (2 if a.norm == "layernorm" else 1)
+    )
     b = storage.bits_per_weight / 8
     held = c.total - (0 if c.tied else c.head)  # the shared head is the model's, already resident
     module = Storage(held * b, c.streamed(0) * b, (c.expert + c.expert_biases) * b, storage.bits_per_weight)
-    return Shape(model._replace(arch=one, counts=c, weights_file=None), module, inputs.kv_dtype, inputs.compute_dtype, inputs.tp)
+    return Shape(
+        model._replace(arch=one, counts=c, weights_file=None), module, inputs.kv_dtype, inputs.compute_dtype, inputs.tp
+    )
 
 
 def check_draft(model: Model, draft: Model) -> None:
     """A draft model proposes tokens the target verifies: both need one vocabulary (vLLM refuses unequal sizes)."""
     if model.arch is not None and draft.arch is not None and model.arch.vocab_size != draft.arch.vocab_size:
-        raise UsageError(f"draft {draft.id} has a vocabulary of {draft.arch.vocab_size:,} tokens, {model.id} {model.arch.vocab_size:,}: "
-                         "speculative decoding needs the target's tokenizer", "draft")
+        raise UsageError(
+            f"draft {draft.id} has a vocabulary of {draft.arch.vocab_size:,} tokens, {model.id} {model.arch.vocab_size:,}: "
+            "speculative decoding needs the target's tokenizer",
+            "draft",
+        )
 
 
 def check_serving(k: Knobs, draft: Shape | None) -> None:
@@ -382,7 +508,9 @@ def check_serving(k: Knobs, draft: Shape | None) -> None:
         raise UsageError("draft tokens and acceptance need a draft model or --mtp", "draft_tokens")
     if k.mtp and k.draft is not None:
         raise UsageError("a draft model or multi-token prediction, not both", "mtp")
-    if k.draft_tokens is not None and (isinstance(k.draft_tokens, bool) or not isinstance(k.draft_tokens, int) or not 1 <= k.draft_tokens <= 64):
+    if k.draft_tokens is not None and (
+        isinstance(k.draft_tokens, bool) or not isinstance(k.draft_tokens, int) or not 1 <= k.draft_tokens <= 64
+    ):
         raise UsageError(f"expected 1 to 64 drafted tokens, got {k.draft_tokens!r}", "draft_tokens")
     if k.acceptance is not None and not 0 <= k.acceptance <= 1:
         raise UsageError(f"expected an acceptance from 0 to 1, got {k.acceptance!r}", "acceptance")
@@ -395,4 +523,6 @@ def check_serving(k: Knobs, draft: Shape | None) -> None:
     if k.pp > 1 and (draft is not None or k.chunk_tokens is not None):
         raise UsageError("a pipeline with speculative decoding or chunked prefill is not modelled: choose one", "pp")
     if k.disagg is not None and k.chunk_tokens is not None:
-        raise UsageError("disaggregated pools have no prefill in the decode steps: chunked prefill does not apply", "disagg")
+        raise UsageError(
+            "disaggregated pools have no prefill in the decode steps: chunked prefill does not apply", "disagg"
+        )

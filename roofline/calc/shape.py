@@ -18,7 +18,9 @@ ACTIVATION_BYTES = {"fp32": 4.0, "tf32": 4.0}  # all-reduce message element size
 class Shape:
     """One model's per-step quantities for given dtypes and tensor parallelism (SI units, per device)."""
 
-    def __init__(self, model: Model, storage: "Storage | float", kv_dtype: str, compute_dtype: str, tp: int = 1, ep: int = 1):
+    def __init__(
+        self, model: Model, storage: "Storage | float", kv_dtype: str, compute_dtype: str, tp: int = 1, ep: int = 1
+    ):
         """`storage`: how the weights are stored (roofline.calc.storage), or plain bits per weight. `ep` > 1 spreads
         whole routed experts over ep devices (expert parallelism); everything else splits over tp as before."""
         self.model, self.tp, self.ep = model, tp, ep
@@ -40,7 +42,9 @@ class Shape:
         self.matmul = float(c.matmul) if c else model.params
         self.head = float(c.head) if c else 0.0
         self.routed = float(c.moe_layers * c.experts_per_token * c.expert) if c is not None and c.moe_layers else 0.0
-        self.expert_bytes = c.moe_layers * c.num_experts * self.storage.per_expert if c is not None and c.moe_layers else 0.0
+        self.expert_bytes = (
+            c.moe_layers * c.num_experts * self.storage.per_expert if c is not None and c.moe_layers else 0.0
+        )
         self._moe = bool(c is not None and c.moe_layers)
 
     # ---- weights
@@ -67,10 +71,14 @@ class Shape:
         attention group's sequences over tp."""
         weights = self.matmul if weights is None else weights
         if not self.routed:
-            return 2.0 * weights * batch * tokens / self.tp  # = formulas.matmul_flops / tp, inlined: the hottest line of a sweep
+            return (
+                2.0 * weights * batch * tokens / self.tp
+            )  # = formulas.matmul_flops / tp, inlined: the hottest line of a sweep
         routed = min(self.routed, weights)
-        return (f.matmul_flops(weights - routed, self.group(batch) * tokens) / self.tp
-                + f.matmul_flops(routed, batch * tokens) / self.expert_split)
+        return (
+            f.matmul_flops(weights - routed, self.group(batch) * tokens) / self.tp
+            + f.matmul_flops(routed, batch * tokens) / self.expert_split
+        )
 
     # ---- KV cache
 
@@ -129,8 +137,9 @@ class Shape:
 
     def prefill_attention_flops(self, batch: int, prompt: int, cached: int = 0) -> float:
         """The attention part of prefill_flops: queries cached+1..prompt, each over its causal keys."""
-        pairs = (self.full_layers * (prompt * (prompt + 1) / 2 - cached * (cached + 1) / 2)
-                 + self.sliding * (windowed_pairs(prompt, self.window) - windowed_pairs(cached, self.window)))
+        pairs = self.full_layers * (prompt * (prompt + 1) / 2 - cached * (cached + 1) / 2) + self.sliding * (
+            windowed_pairs(prompt, self.window) - windowed_pairs(cached, self.window)
+        )
         return self.group(batch) * self.key_flops_prefill * pairs / self.tp
 
     def prefill_bytes(self, batch: int, prompt: int, cached: int = 0) -> float:
@@ -151,9 +160,13 @@ class Shape:
         kv = self.kv_cached(cached) + tokens * self.kv_per_token
         return self.streamed(batch * tokens) + self.group(batch) * kv * self.kv_share
 
-    def comm_seconds(self, tokens: int, link_bytes_per_s: float | None, latency_s: float, ep_link: tuple | None = None) -> float:
+    def comm_seconds(
+        self, tokens: int, link_bytes_per_s: float | None, latency_s: float, ep_link: tuple | None = None
+    ) -> float:
         """Communication of one step: the tensor-parallel all-reduces plus the expert-parallel all-to-alls."""
-        return self.tp_seconds(tokens, link_bytes_per_s, latency_s) + self.ep_seconds(tokens, *(ep_link or (link_bytes_per_s, latency_s)))
+        return self.tp_seconds(tokens, link_bytes_per_s, latency_s) + self.ep_seconds(
+            tokens, *(ep_link or (link_bytes_per_s, latency_s))
+        )
 
     def tp_seconds(self, tokens: int, link_bytes_per_s: float | None, latency_s: float) -> float:
         """Tensor-parallel communication of one step: two all-reduces per layer of the activations of the step's
@@ -171,7 +184,9 @@ class Shape:
         c = self.counts
         if self.ep <= self.tp or c is None or not c.moe_layers:
             return 0.0
-        per_device = tokens / self.ep * self.hidden * self.activation_bytes * c.experts_per_token * (self.ep - self.tp) / self.ep
+        per_device = (
+            tokens / self.ep * self.hidden * self.activation_bytes * c.experts_per_token * (self.ep - self.tp) / self.ep
+        )
         return c.moe_layers * 2 * (per_device / link_bytes_per_s + latency_s)
 
 
@@ -181,4 +196,3 @@ def windowed_pairs(tokens: int, window: int) -> float:
     if not window or tokens <= window:
         return tokens * (tokens + 1) / 2
     return window * (window + 1) / 2 + (tokens - window) * window
-

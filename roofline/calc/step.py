@@ -38,6 +38,9 @@ def phase(flops: float, nbytes: float, F: float, W: float, time_s: float = 0.0, 
 def decode_step(shape: Shape, B: int, P: int, steps: int, F: float, W: float, link, latency, ep_link) -> Phase:
     """The mean of `steps` decode steps from context P at batch B (exact: the work is piecewise linear in the step)."""
     mean_time, mean_compute, mean_memory = f.mean_of_max_piecewise(
-        lambda j: shape.decode_flops(B, P + j) / F, lambda j: shape.decode_bytes(B, P + j) / W, steps, shape.decode_breakpoints(P)
+        lambda j: shape.decode_flops(B, P + j) / F,
+        lambda j: shape.decode_bytes(B, P + j) / W,
+        steps,
+        shape.decode_breakpoints(P),
     )
     return phase(mean_compute * F, mean_memory * W, F, W, mean_time, shape.comm_seconds(B, link, latency, ep_link))

@@ -77,7 +77,13 @@ def quantized(model: Model, q: Quant) -> Storage:
     shared = (c.attention + c.dense_mlp + c.shared_experts) * lin + (c.router + c.biases + c.norms) * half
     lm_head = c.head * (emb if c.tied else head)
     per_expert = c.expert * (q.expert_bits / 8 if q.expert_bits else lin) + c.expert_biases * half
-    resident = c.embedding * emb + c.position * half + shared + c.moe_layers * c.num_experts * per_expert + (0 if c.tied else lm_head)
+    resident = (
+        c.embedding * emb
+        + c.position * half
+        + shared
+        + c.moe_layers * c.num_experts * per_expert
+        + (0 if c.tied else lm_head)
+    )
     return Storage(resident, shared + lm_head, per_expert, 8 * resident / c.total)
 
 

@@ -5,11 +5,10 @@ Goodput counts a configuration's tokens/s only when it fits in memory and meets 
 such batch, since throughput never falls with batch).
 """
 
-
 from typing import Any, NamedTuple
 
-from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.calc.estimate import Estimate, estimate, estimate_at, plain, prepare
+from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.calc.setup import MAX_COUNT
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model
@@ -132,7 +131,10 @@ def sweep(
         raise UsageError(f"expected one of {', '.join(GOODPUT_OF)}, got {goodput_of!r}", "goodput_of")
     points = len(batches or [1]) * len(prompts) * len(outputs)
     if points > MAX_POINTS:
-        raise UsageError(f"the grid batches x prompts x outputs has {points} points, more than {MAX_POINTS} (narrow a range or raise its step)", "batches")
+        raise UsageError(
+            f"the grid batches x prompts x outputs has {points} points, more than {MAX_POINTS} (narrow a range or raise its step)",
+            "batches",
+        )
     for name, slo in (("tpot_slo", tpot_slo), ("ttft_slo", ttft_slo)):
         if slo is not None and not 0 < slo < float("inf"):
             raise UsageError(f"expected a positive, finite duration, got {slo!r}", name)
@@ -147,9 +149,20 @@ def sweep(
                 group.append(row(e, tpot_slo, ttft_slo, goodput_of))
             rows += group
             groups.append(_summarize(group, first))
-    inputs = {**plain(first.inputs), "batches": sorted({r.batch for r in rows}), "prompts": list(prompts), "outputs": list(outputs)}
-    inputs.update(model=model.id, hardware=hardware.id, figures=hardware.origin, tpot_slo_s=tpot_slo, ttft_slo_s=ttft_slo,
-                  goodput_of=goodput_of)
+    inputs = {
+        **plain(first.inputs),
+        "batches": sorted({r.batch for r in rows}),
+        "prompts": list(prompts),
+        "outputs": list(outputs),
+    }
+    inputs.update(
+        model=model.id,
+        hardware=hardware.id,
+        figures=hardware.origin,
+        tpot_slo_s=tpot_slo,
+        ttft_slo_s=ttft_slo,
+        goodput_of=goodput_of,
+    )
     for key in ("batch", "prompt_tokens", "output_tokens"):
         inputs.pop(key)
     return Sweep(inputs, rows, groups)
@@ -179,7 +192,9 @@ def parse_counts(text: str, flag: str, low: int = 1) -> list[int]:
             numbers = [int(x) for x in part.split(":")] if len(part) <= 40 else [int("too long")]
         except ValueError:
             shown = text if len(text) <= 40 else text[:37] + "..."
-            raise UsageError(f"{flag}: expected integers like 1,8,64 or a range like 1:512 (doubling) or 128:1024:128, got {shown!r}") from None
+            raise UsageError(
+                f"{flag}: expected integers like 1,8,64 or a range like 1:512 (doubling) or 128:1024:128, got {shown!r}"
+            ) from None
         if len(numbers) == 1:
             values += numbers
         elif len(numbers) in (2, 3) and numbers[0] <= numbers[1] and (len(numbers) == 2 or numbers[2] > 0):
@@ -199,7 +214,9 @@ def parse_counts(text: str, flag: str, low: int = 1) -> list[int]:
                 if values[-1] != stop:
                     values.append(stop)
         else:
-            raise UsageError(f"{flag}: expected start:stop or start:stop:step with start <= stop and step > 0, got {part!r}")
+            raise UsageError(
+                f"{flag}: expected start:stop or start:stop:step with start <= stop and step > 0, got {part!r}"
+            )
     if not values or min(values) < low or max(values) > MAX_COUNT or len(values) > MAX_VALUES:
         shown = text if len(text) <= 40 else text[:37] + "..."
         raise UsageError(f"{flag}: expected up to {MAX_VALUES} integers from {low} to {MAX_COUNT:.0e}, got {shown!r}")
@@ -243,8 +260,17 @@ class Comparison(NamedTuple):
 
 
 def compare(
-    models: list[Model], devices: list[Hardware], *, batch: int = BATCH, prompt_tokens: int = PROMPT_TOKENS, output_tokens: int = OUTPUT_TOKENS,
-    tpot_slo: float | None = None, ttft_slo: float | None = None, sort: str | None = None, goodput_of: str = "output", **options: Any,
+    models: list[Model],
+    devices: list[Hardware],
+    *,
+    batch: int = BATCH,
+    prompt_tokens: int = PROMPT_TOKENS,
+    output_tokens: int = OUTPUT_TOKENS,
+    tpot_slo: float | None = None,
+    ttft_slo: float | None = None,
+    sort: str | None = None,
+    goodput_of: str = "output",
+    **options: Any,
 ) -> Comparison:
     """One row per (model, hardware): the key figures at `batch`, and the best goodput batch when SLOs are given."""
     from roofline.calc.knobs import knobs_of
@@ -257,18 +283,49 @@ def compare(
             e = estimate(m, h, batch=batch, prompt_tokens=prompt_tokens, output_tokens=output_tokens, **options)
             best = None
             if tpot_slo is not None or ttft_slo is not None:
-                best = sweep(m, h, prompts=[prompt_tokens], outputs=[output_tokens], tpot_slo=tpot_slo, ttft_slo=ttft_slo,
-                             goodput_of=goodput_of, **options).summary
-            rows.append(CompareRow(
-                m.id, h.id, h.origin, e.fits, e.weight_bytes, e.max_batch, e.ridge_point_flop_per_byte, batch,
-                e.ttft_s, e.tpot_s, e.decode.tokens_per_s, e.decode.bound,
-                best.best_batch if best else None, best.best_goodput_tokens_per_s if best else None,
-                e.output_tokens_per_s, e.requests_per_s,
-            ))
+                best = sweep(
+                    m,
+                    h,
+                    prompts=[prompt_tokens],
+                    outputs=[output_tokens],
+                    tpot_slo=tpot_slo,
+                    ttft_slo=ttft_slo,
+                    goodput_of=goodput_of,
+                    **options,
+                ).summary
+            rows.append(
+                CompareRow(
+                    m.id,
+                    h.id,
+                    h.origin,
+                    e.fits,
+                    e.weight_bytes,
+                    e.max_batch,
+                    e.ridge_point_flop_per_byte,
+                    batch,
+                    e.ttft_s,
+                    e.tpot_s,
+                    e.decode.tokens_per_s,
+                    e.decode.bound,
+                    best.best_batch if best else None,
+                    best.best_goodput_tokens_per_s if best else None,
+                    e.output_tokens_per_s,
+                    e.requests_per_s,
+                )
+            )
     shared = {k: v for k, v in knobs._asdict().items() if k != "draft"}
-    inputs = {"models": [m.id for m in models], "hardware": [h.id for h in devices], "batch": batch, "prompt_tokens": prompt_tokens,
-              "output_tokens": output_tokens, "tpot_slo_s": tpot_slo, "ttft_slo_s": ttft_slo, "goodput_of": goodput_of,
-              "draft": knobs.draft.id if knobs.draft is not None else None, **shared}
+    inputs = {
+        "models": [m.id for m in models],
+        "hardware": [h.id for h in devices],
+        "batch": batch,
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
+        "tpot_slo_s": tpot_slo,
+        "ttft_slo_s": ttft_slo,
+        "goodput_of": goodput_of,
+        "draft": knobs.draft.id if knobs.draft is not None else None,
+        **shared,
+    }
     return Comparison(sort_rows(rows, sort) if sort is not None else rows, inputs)
 
 

@@ -69,7 +69,11 @@ def _refuse_repeats(one: typer.Typer, name: str | None, args: list[str]) -> None
     for param in command.params:
         if param.param_type_name != "option" or param.multiple or param.is_flag or param.count:
             continue
-        given = [a for a in args[:end] if a in param.opts or any(a.startswith(o + "=") for o in param.opts if o.startswith("--"))]
+        given = [
+            a
+            for a in args[:end]
+            if a in param.opts or any(a.startswith(o + "=") for o in param.opts if o.startswith("--"))
+        ]
         if len(given) > 1:
             flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
             error = typer.TyperException(f"{flag} given {len(given)} times: `roofline {name}` takes one")
@@ -85,7 +89,9 @@ def _app_for(args: list[str]) -> typer.Typer:
     for group in (estimate.app, measure.app):
         chosen = [c for c in group.registered_commands if (c.name or c.callback.__name__) == name]
         if chosen:
-            one = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None, help=app.info.help)
+            one = typer.Typer(
+                add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None, help=app.info.help
+            )
             one.registered_callback = app.registered_callback
             one.registered_commands = chosen
             return one
@@ -101,7 +107,9 @@ def _version(value: bool) -> None:
 @app.callback(invoke_without_command=True)
 def root(
     ctx: typer.Context,
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """Roofline napkin math for LLM inference."""
     if ctx.invoked_subcommand is None:

@@ -8,7 +8,8 @@ Each shared flag is defined once here as an `Annotated` type; its default lives 
 
 import functools
 import sys
-from typing import Annotated, Any, Callable, Optional
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -119,7 +120,7 @@ def knobs_from(values: dict[str, Any]) -> Knobs:
     return serving(Knobs(**{name: values.get(name, getattr(DEFAULT, name)) for name in Knobs._fields}))
 
 
-def text_value(value: Optional[str], flag: str) -> Optional[str]:
+def text_value(value: str | None, flag: str) -> str | None:
     """A given text value, stripped; a blank one is an error, never a silent default."""
     if value is not None and not value.strip():
         raise UsageError(f"{flag}: expected a value, got an empty one")
@@ -134,7 +135,9 @@ def duration(text: str | None, flag: str, likely: str = "ms") -> float | None:
     if text is None:
         return None
     if _bare_number(text):
-        raise UsageError(f"{flag}: a duration needs its unit: did you mean {text.strip()}{likely}? (units: s, ms, us, ns, min; got {text!r})")
+        raise UsageError(
+            f"{flag}: a duration needs its unit: did you mean {text.strip()}{likely}? (units: s, ms, us, ns, min; got {text!r})"
+        )
     try:
         value = parse(text, "seconds")
     except ValueError as e:
@@ -155,7 +158,9 @@ def rate(text: str | None, flag: str) -> float | None:
     if text is None:
         return None
     if _bare_number(text):
-        raise UsageError(f"{flag}: a rate needs its unit: did you mean {text.strip()}/s? (requests per /s, /min or /h; got {text!r})")
+        raise UsageError(
+            f"{flag}: a rate needs its unit: did you mean {text.strip()}/s? (requests per /s, /min or /h; got {text!r})"
+        )
     match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(?:req(?:uests)?)?\s*(/s|/min|/h)\s*", text)
     try:
         value = float(match[1]) * RATE_UNITS[match[2]] if match else None
@@ -182,7 +187,10 @@ def specs(model: str | None, hardware: str | None, quiet: bool, exact_bytes: boo
     model, hardware = text_value(model, "--model"), text_value(hardware, "--hardware")
     defaults = {"model": MODEL, "hardware": HARDWARE, "batch": BATCH, "prompt": PROMPT_TOKENS, "output": OUTPUT_TOKENS}
     given = {"model": model, "hardware": hardware, **more}
-    loaded = load_model(MODEL if model is None else model, exact_bytes), load_hardware(HARDWARE if hardware is None else hardware)
+    loaded = (
+        load_model(MODEL if model is None else model, exact_bytes),
+        load_hardware(HARDWARE if hardware is None else hardware),
+    )
     defaulted = [f"--{k} {defaults[k]}" for k, v in given.items() if v is None]
     if defaulted and not quiet:
         note(f"roofline: using defaults: {' '.join(defaulted)}")
@@ -194,37 +202,138 @@ def specs(model: str | None, hardware: str | None, quiet: bool, exact_bytes: boo
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (plain SI numbers) instead of a table.")]
 Csv = Annotated[bool, typer.Option("--csv", help="Print CSV (one header row; units in the column names).")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")]
-ModelRef = Annotated[Optional[str], typer.Option("--model", "-m", help=f"Model id, YAML path, or Hugging Face config.json / model folder. [default: {MODEL}]")]
-HardwareRef = Annotated[Optional[str], typer.Option("--hardware", "-H", help=f"Hardware id or YAML path. [default: {HARDWARE}]")]
-WeightDtype = Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight dtype. [default: the model's]")]
-KvDtype = Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache dtype (also q8_0, q4_0 with their block scales). [default: the model's]")]
-ComputeDtype = Annotated[Optional[str], typer.Option("--compute-dtype", help="Matmul dtype. [default: the weight dtype if the device has it, else bf16]")]
-Bits = Annotated[Optional[float], typer.Option("--bits-per-weight", help="Override weight storage, e.g. 4.85 for GGUF Q4_K_M. [default: the dtype's or format's bits]")]
-MemoryFraction = Annotated[float, typer.Option("--memory-fraction", help="Share of memory for weights + KV cache (vLLM gpu_memory_utilization).")]
-ComputeEfficiency = Annotated[float, typer.Option("--compute-efficiency", help="Achievable share of peak FLOP/s (1.0 = the roofline bound).")]
-BandwidthEfficiency = Annotated[float, typer.Option("--bandwidth-efficiency", help="Achievable share of peak bandwidth (1.0 = the roofline bound).")]
-Tp = Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel devices: weights, KV and FLOPs split; all-reduces added.")]
-Quant = Annotated[Optional[str], typer.Option("--quant", help="Named weight format with its scales and 16-bit tensors: q4_0, q4_k_m, q5_k_m, q6_k, q8_0, awq, gptq, fp8, nvfp4, mxfp4, mxfp4-moe. [default: the model's published checkpoint format, else its dtype]")]
-GoodputOf = Annotated[str, typer.Option("--goodput-of", help="What goodput counts: output (end-to-end output tokens/s, prefill included) or decode (the decode step's B / TPOT).")]
-Draft = Annotated[Optional[str], typer.Option("--draft", help="Speculative decoding: the draft model (id, YAML, config.json). [default: none]")]
-DraftTokens = Annotated[Optional[int], typer.Option("--draft-tokens", help="Tokens drafted per iteration. [default: 4; --mtp: its value]")]
-Acceptance = Annotated[Optional[float], typer.Option("--acceptance", help="I.i.d. acceptance of a drafted token. [default: 0.7; --mtp 0.85]")]
-Mtp = Annotated[Optional[int], typer.Option("--mtp", help="Multi-token prediction: tokens its module drafts (DeepSeek-V3: 1). [default: off]")]
-CachedTokens = Annotated[Optional[int], typer.Option("--cached-tokens", help="Prefix caching: prompt tokens per sequence whose KV is cached. [default: 0]")]
-PrefixHitRate = Annotated[Optional[float], typer.Option("--prefix-hit-rate", help="Prefix caching: the cached share of the prompt, e.g. 0.5. [default: 0]")]
-SharedPrefix = Annotated[int, typer.Option("--shared-prefix", help="Prompt tokens the batch shares, held once in memory.")]
-ChunkTokens = Annotated[Optional[int], typer.Option("--chunk-tokens", help="Chunked prefill: tokens per engine step (decodes + a prompt chunk). [default: off, one-pass prefill]")]
-ExactBytes = Annotated[bool, typer.Option("--exact-bytes", help="For a Hub id not in the local cache: read the checkpoint's safetensors headers from the Hub (range requests) for its exact bytes.")]
-Pp = Annotated[int, typer.Option("--pp", min=1, help="Pipeline stages: layers split over them, micro-batches and the bubble.")]
-MicroBatches = Annotated[Optional[int], typer.Option("--micro-batches", min=1, help="Pipeline micro-batches. [default: min(batch, pp)]")]
-Disagg = Annotated[Optional[str], typer.Option("--disagg", help="Disaggregated prefill/decode pools: instances as xP:yD, e.g. 1P:3D. [default: colocated]")]
-Ep = Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel devices (MoE): experts spread over them, all-to-alls added.")]
-Engine = Annotated[Optional[str], typer.Option("--engine", help="Engine whose prediction to print beside the bound: a preset learned from published benchmarks (trtllm; llamacpp, which picks its CUDA or Metal preset by the device), or on a measured profile eager (roofline's own decoder) or one `roofline measure --engine` measured. [default: eager]")]
-TpotSlo = Annotated[Optional[str], typer.Option("--tpot-slo", help="Latency objective per output token, with its unit: 50ms. [default: none]")]
-TtftSlo = Annotated[Optional[str], typer.Option("--ttft-slo", help="Latency objective to the first token, with its unit: 2s. [default: none]")]
+ModelRef = Annotated[
+    str | None,
+    typer.Option(
+        "--model", "-m", help=f"Model id, YAML path, or Hugging Face config.json / model folder. [default: {MODEL}]"
+    ),
+]
+HardwareRef = Annotated[
+    str | None, typer.Option("--hardware", "-H", help=f"Hardware id or YAML path. [default: {HARDWARE}]")
+]
+WeightDtype = Annotated[str | None, typer.Option("--weight-dtype", help="Weight dtype. [default: the model's]")]
+KvDtype = Annotated[
+    str | None,
+    typer.Option("--kv-dtype", help="KV cache dtype (also q8_0, q4_0 with their block scales). [default: the model's]"),
+]
+ComputeDtype = Annotated[
+    str | None,
+    typer.Option("--compute-dtype", help="Matmul dtype. [default: the weight dtype if the device has it, else bf16]"),
+]
+Bits = Annotated[
+    float | None,
+    typer.Option(
+        "--bits-per-weight",
+        help="Override weight storage, e.g. 4.85 for GGUF Q4_K_M. [default: the dtype's or format's bits]",
+    ),
+]
+MemoryFraction = Annotated[
+    float,
+    typer.Option("--memory-fraction", help="Share of memory for weights + KV cache (vLLM gpu_memory_utilization)."),
+]
+ComputeEfficiency = Annotated[
+    float, typer.Option("--compute-efficiency", help="Achievable share of peak FLOP/s (1.0 = the roofline bound).")
+]
+BandwidthEfficiency = Annotated[
+    float, typer.Option("--bandwidth-efficiency", help="Achievable share of peak bandwidth (1.0 = the roofline bound).")
+]
+Tp = Annotated[
+    int, typer.Option("--tp", min=1, help="Tensor-parallel devices: weights, KV and FLOPs split; all-reduces added.")
+]
+Quant = Annotated[
+    str | None,
+    typer.Option(
+        "--quant",
+        help="Named weight format with its scales and 16-bit tensors: q4_0, q4_k_m, q5_k_m, q6_k, q8_0, awq, gptq, fp8, nvfp4, mxfp4, mxfp4-moe. [default: the model's published checkpoint format, else its dtype]",
+    ),
+]
+GoodputOf = Annotated[
+    str,
+    typer.Option(
+        "--goodput-of",
+        help="What goodput counts: output (end-to-end output tokens/s, prefill included) or decode (the decode step's B / TPOT).",
+    ),
+]
+Draft = Annotated[
+    str | None,
+    typer.Option("--draft", help="Speculative decoding: the draft model (id, YAML, config.json). [default: none]"),
+]
+DraftTokens = Annotated[
+    int | None, typer.Option("--draft-tokens", help="Tokens drafted per iteration. [default: 4; --mtp: its value]")
+]
+Acceptance = Annotated[
+    float | None,
+    typer.Option("--acceptance", help="I.i.d. acceptance of a drafted token. [default: 0.7; --mtp 0.85]"),
+]
+Mtp = Annotated[
+    int | None,
+    typer.Option("--mtp", help="Multi-token prediction: tokens its module drafts (DeepSeek-V3: 1). [default: off]"),
+]
+CachedTokens = Annotated[
+    int | None,
+    typer.Option("--cached-tokens", help="Prefix caching: prompt tokens per sequence whose KV is cached. [default: 0]"),
+]
+PrefixHitRate = Annotated[
+    float | None,
+    typer.Option("--prefix-hit-rate", help="Prefix caching: the cached share of the prompt, e.g. 0.5. [default: 0]"),
+]
+SharedPrefix = Annotated[
+    int, typer.Option("--shared-prefix", help="Prompt tokens the batch shares, held once in memory.")
+]
+ChunkTokens = Annotated[
+    int | None,
+    typer.Option(
+        "--chunk-tokens",
+        help="Chunked prefill: tokens per engine step (decodes + a prompt chunk). [default: off, one-pass prefill]",
+    ),
+]
+ExactBytes = Annotated[
+    bool,
+    typer.Option(
+        "--exact-bytes",
+        help="For a Hub id not in the local cache: read the checkpoint's safetensors headers from the Hub (range requests) for its exact bytes.",
+    ),
+]
+Pp = Annotated[
+    int, typer.Option("--pp", min=1, help="Pipeline stages: layers split over them, micro-batches and the bubble.")
+]
+MicroBatches = Annotated[
+    int | None, typer.Option("--micro-batches", min=1, help="Pipeline micro-batches. [default: min(batch, pp)]")
+]
+Disagg = Annotated[
+    str | None,
+    typer.Option(
+        "--disagg", help="Disaggregated prefill/decode pools: instances as xP:yD, e.g. 1P:3D. [default: colocated]"
+    ),
+]
+Ep = Annotated[
+    int, typer.Option("--ep", min=1, help="Expert-parallel devices (MoE): experts spread over them, all-to-alls added.")
+]
+Engine = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        help="Engine whose prediction to print beside the bound: a preset learned from published benchmarks (trtllm; llamacpp, which picks its CUDA or Metal preset by the device), or on a measured profile eager (roofline's own decoder) or one `roofline measure --engine` measured. [default: eager]",
+    ),
+]
+TpotSlo = Annotated[
+    str | None,
+    typer.Option("--tpot-slo", help="Latency objective per output token, with its unit: 50ms. [default: none]"),
+]
+TtftSlo = Annotated[
+    str | None,
+    typer.Option("--ttft-slo", help="Latency objective to the first token, with its unit: 2s. [default: none]"),
+]
 PromptList = Annotated[str, typer.Option("--prompt", help="Prompt tokens: a value, list or range.")]
 OutputList = Annotated[str, typer.Option("--output", help="Output tokens: a value, list or range.")]
-BatchList = Annotated[Optional[str], typer.Option("--batch", "-b", help="List (1,8,64) or range (1:512 doubling, 8:128:8). [default: powers of two up to the max batch, and the max batch]")]
+BatchList = Annotated[
+    str | None,
+    typer.Option(
+        "--batch",
+        "-b",
+        help="List (1,8,64) or range (1:512 doubling, 8:128:8). [default: powers of two up to the max batch, and the max batch]",
+    ),
+]
 Prompt = Annotated[int, typer.Option("--prompt", min=1, help="Prompt tokens per sequence.")]
 Output = Annotated[int, typer.Option("--output", min=0, help="Output tokens per sequence.")]
 Device = Annotated[str, typer.Option("--device", help="auto (cuda, then mps, then cpu), cpu, cuda or mps.")]

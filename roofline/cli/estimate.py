@@ -1,17 +1,58 @@
 """`estimate`, `sweep`, `compare` and `plot`: the calculator's commands."""
 
-from typing import Annotated, List, Optional
+from typing import Annotated
 
 import typer
 
-from roofline.errors import UsageError
 from roofline.calc.knobs import BATCH, HARDWARE, MODEL, OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.cli.common import (
-    D, BandwidthEfficiency, BatchList, Bits, ComputeDtype, Acceptance, CachedTokens, ChunkTokens, ComputeEfficiency, Csv, Disagg, Draft, DraftTokens, Engine, Ep, ExactBytes, GoodputOf, Mtp, PrefixHitRate, SharedPrefix, HardwareRef, Json, KvDtype,
-    MemoryFraction, MicroBatches, ModelRef, Output, OutputList, Pp, Prompt, PromptList, Quant, Quiet, Tp, TpotSlo, TtftSlo, WeightDtype,
-    duration, emit, err, handled, knobs_from, specs, text_value,
+    Acceptance,
+    BandwidthEfficiency,
+    BatchList,
+    Bits,
+    CachedTokens,
+    ChunkTokens,
+    ComputeDtype,
+    ComputeEfficiency,
+    Csv,
+    D,
+    Disagg,
+    Draft,
+    DraftTokens,
+    Engine,
+    Ep,
+    ExactBytes,
+    GoodputOf,
+    HardwareRef,
+    Json,
+    KvDtype,
+    MemoryFraction,
+    MicroBatches,
+    ModelRef,
+    Mtp,
+    Output,
+    OutputList,
+    Pp,
+    PrefixHitRate,
+    Prompt,
+    PromptList,
+    Quant,
+    Quiet,
+    SharedPrefix,
+    Tp,
+    TpotSlo,
+    TtftSlo,
+    WeightDtype,
+    duration,
+    emit,
+    err,
+    handled,
+    knobs_from,
+    specs,
+    text_value,
 )
 from roofline.cli.common import rate as parse_rate
+from roofline.errors import UsageError
 
 app = typer.Typer()
 
@@ -21,9 +62,15 @@ app = typer.Typer()
 def estimate(
     model: ModelRef = None,
     hardware: HardwareRef = None,
-    batch: Annotated[Optional[int], typer.Option("--batch", "-b", min=1, help=f"Concurrent sequences. [default: {BATCH}]")] = None,
-    prompt_tokens: Annotated[Optional[int], typer.Option("--prompt", min=1, help=f"Prompt tokens per sequence. [default: {PROMPT_TOKENS}]")] = None,
-    output_tokens: Annotated[Optional[int], typer.Option("--output", min=0, help=f"Output tokens per sequence. [default: {OUTPUT_TOKENS}]")] = None,
+    batch: Annotated[
+        int | None, typer.Option("--batch", "-b", min=1, help=f"Concurrent sequences. [default: {BATCH}]")
+    ] = None,
+    prompt_tokens: Annotated[
+        int | None, typer.Option("--prompt", min=1, help=f"Prompt tokens per sequence. [default: {PROMPT_TOKENS}]")
+    ] = None,
+    output_tokens: Annotated[
+        int | None, typer.Option("--output", min=0, help=f"Output tokens per sequence. [default: {OUTPUT_TOKENS}]")
+    ] = None,
     weight_dtype: WeightDtype = D.weight_dtype,
     kv_dtype: KvDtype = D.kv_dtype,
     compute_dtype: ComputeDtype = D.compute_dtype,
@@ -63,8 +110,12 @@ def estimate(
 
     m, h = specs(model, hardware, quiet, exact_bytes, batch=batch, prompt=prompt_tokens, output=output_tokens)
     result = run_estimate(
-        m, h, batch=BATCH if batch is None else batch, prompt_tokens=PROMPT_TOKENS if prompt_tokens is None else prompt_tokens,
-        output_tokens=OUTPUT_TOKENS if output_tokens is None else output_tokens, knobs=knobs_from(locals()),
+        m,
+        h,
+        batch=BATCH if batch is None else batch,
+        prompt_tokens=PROMPT_TOKENS if prompt_tokens is None else prompt_tokens,
+        output_tokens=OUTPUT_TOKENS if output_tokens is None else output_tokens,
+        knobs=knobs_from(locals()),
     )
     if not result.fits:
         err(f"roofline: warning: does not fit: {result.fits_reason}")
@@ -121,7 +172,8 @@ def sweep(
 
     m, h = specs(model, hardware, quiet)
     result = sweeps.sweep(
-        m, h,
+        m,
+        h,
         batches=sweeps.parse_counts(batch, "--batch") if batch is not None else None,
         prompts=sweeps.parse_counts(prompt_tokens, "--prompt"),
         outputs=sweeps.parse_counts(output_tokens, "--output", low=0),
@@ -136,14 +188,26 @@ def sweep(
 @app.command()
 @handled
 def compare(
-    model: Annotated[List[str], typer.Option("--model", "-m", help="Model id or YAML path; repeat to compare several.")],
-    hardware: Annotated[List[str], typer.Option("--hardware", "-H", help="Hardware id or YAML path; repeat to compare several.")],
-    batch: Annotated[int, typer.Option("--batch", "-b", min=1, help="Batch for the TTFT / TPOT / tokens/s columns.")] = BATCH,
+    model: Annotated[
+        list[str], typer.Option("--model", "-m", help="Model id or YAML path; repeat to compare several.")
+    ],
+    hardware: Annotated[
+        list[str], typer.Option("--hardware", "-H", help="Hardware id or YAML path; repeat to compare several.")
+    ],
+    batch: Annotated[
+        int, typer.Option("--batch", "-b", min=1, help="Batch for the TTFT / TPOT / tokens/s columns.")
+    ] = BATCH,
     prompt_tokens: Prompt = PROMPT_TOKENS,
     output_tokens: Output = OUTPUT_TOKENS,
     tpot_slo: TpotSlo = None,
     ttft_slo: TtftSlo = None,
-    sort: Annotated[Optional[str], typer.Option("--sort", help="Sort by a column (JSON key); prefix - for descending, e.g. -tokens_per_s. [default: as given]")] = None,
+    sort: Annotated[
+        str | None,
+        typer.Option(
+            "--sort",
+            help="Sort by a column (JSON key); prefix - for descending, e.g. -tokens_per_s. [default: as given]",
+        ),
+    ] = None,
     goodput_of: GoodputOf = "output",
     weight_dtype: WeightDtype = D.weight_dtype,
     kv_dtype: KvDtype = D.kv_dtype,
@@ -183,9 +247,16 @@ def compare(
     from roofline.specs.hardware import load_hardware
 
     result = sweeps.compare(
-        [load_model(text_value(m, "--model")) for m in model], [load_hardware(text_value(h, "--hardware")) for h in hardware],
-        batch=batch, prompt_tokens=prompt_tokens, output_tokens=output_tokens, tpot_slo=duration(tpot_slo, "--tpot-slo"),
-        ttft_slo=duration(ttft_slo, "--ttft-slo", "s"), sort=text_value(sort, "--sort"), goodput_of=goodput_of, knobs=knobs_from(locals()),
+        [load_model(text_value(m, "--model")) for m in model],
+        [load_hardware(text_value(h, "--hardware")) for h in hardware],
+        batch=batch,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        tpot_slo=duration(tpot_slo, "--tpot-slo"),
+        ttft_slo=duration(ttft_slo, "--ttft-slo", "s"),
+        sort=text_value(sort, "--sort"),
+        goodput_of=goodput_of,
+        knobs=knobs_from(locals()),
     )
     emit(result, json, csv)
 
@@ -193,13 +264,30 @@ def compare(
 @app.command()
 @handled
 def plot(
-    model: Annotated[Optional[List[str]], typer.Option("--model", "-m", help="Model id or YAML path; repeat to overlay several. [default: llama-3.1-8b]")] = None,
-    hardware: Annotated[Optional[List[str]], typer.Option("--hardware", "-H", help="Hardware id or YAML path; repeat to overlay several. [default: h100-sxm]")] = None,
-    batch: Annotated[Optional[str], typer.Option("--batch", "-b", help="Batches: list or range. [default: 1,8,64; with --sweep, powers of two up to the max batch]")] = None,
+    model: Annotated[
+        list[str] | None,
+        typer.Option("--model", "-m", help="Model id or YAML path; repeat to overlay several. [default: llama-3.1-8b]"),
+    ] = None,
+    hardware: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--hardware", "-H", help="Hardware id or YAML path; repeat to overlay several. [default: h100-sxm]"
+        ),
+    ] = None,
+    batch: Annotated[
+        str | None,
+        typer.Option(
+            "--batch",
+            "-b",
+            help="Batches: list or range. [default: 1,8,64; with --sweep, powers of two up to the max batch]",
+        ),
+    ] = None,
     prompt_tokens: PromptList = str(PROMPT_TOKENS),
     output_tokens: Output = OUTPUT_TOKENS,
     out_path: Annotated[str, typer.Option("--out", "-o", help="Image to write: .png or .svg.")] = "roofline.png",
-    sweep_plot: Annotated[bool, typer.Option("--sweep", help="Plot throughput and TPOT against batch instead of the roofline.")] = False,
+    sweep_plot: Annotated[
+        bool, typer.Option("--sweep", help="Plot throughput and TPOT against batch instead of the roofline.")
+    ] = False,
     tpot_slo: TpotSlo = None,
     ttft_slo: TtftSlo = None,
     goodput_of: GoodputOf = "output",
@@ -239,14 +327,23 @@ def plot(
     devices = [load_hardware(text_value(h, "--hardware")) for h in hardware or [HARDWARE]]
     if sweep_plot:
         batches = sweeps.parse_counts(batch, "--batch") if batch is not None else None
-        results = [sweeps.sweep(m, h, batches=batches, prompts=prompts, outputs=[output_tokens], knobs=knobs, **slos) for m in models for h in devices]
+        results = [
+            sweeps.sweep(m, h, batches=batches, prompts=prompts, outputs=[output_tokens], knobs=knobs, **slos)
+            for m in models
+            for h in devices
+        ]
         plots.draw_sweep(plots.sweep_data(results), out_path)
     else:
         batches = sweeps.parse_counts("1,8,64" if batch is None else batch, "--batch")
         if len(batches) * len(prompts) * len(models) * len(devices) > 1000:
             raise UsageError("--batch: at most 1000 points (batches x prompts x models x devices) fit one plot")
-        estimates = [run_estimate(m, h, batch=b, prompt_tokens=p, output_tokens=output_tokens, knobs=knobs)
-                     for m in models for h in devices for p in prompts for b in batches]
+        estimates = [
+            run_estimate(m, h, batch=b, prompt_tokens=p, output_tokens=output_tokens, knobs=knobs)
+            for m in models
+            for h in devices
+            for p in prompts
+            for b in batches
+        ]
         plots.draw_roofline(plots.roofline_data(devices, estimates), out_path)
     if not quiet:
         err(f"roofline: wrote {out_path}")
@@ -258,7 +355,14 @@ def fit(
     model: ModelRef = None,
     hardware: HardwareRef = None,
     batch: Annotated[int, typer.Option("--batch", "-b", min=1, help="Sequences for the largest-context answer.")] = 1,
-    context: Annotated[Optional[int], typer.Option("--context", min=1, help="Tokens per sequence for the largest-batch and smallest-tp answers. [default: the model's max_context]")] = None,
+    context: Annotated[
+        int | None,
+        typer.Option(
+            "--context",
+            min=1,
+            help="Tokens per sequence for the largest-batch and smallest-tp answers. [default: the model's max_context]",
+        ),
+    ] = None,
     weight_dtype: WeightDtype = D.weight_dtype,
     kv_dtype: KvDtype = D.kv_dtype,
     compute_dtype: ComputeDtype = D.compute_dtype,
@@ -290,19 +394,50 @@ def fit(
 @handled
 def plan(
     model: ModelRef = None,
-    hardware: Annotated[Optional[List[str]], typer.Option("--hardware", "-H", help="Devices to consider; repeat. [default: every bundled device]")] = None,
+    hardware: Annotated[
+        list[str] | None,
+        typer.Option("--hardware", "-H", help="Devices to consider; repeat. [default: every bundled device]"),
+    ] = None,
     prompt_tokens: Prompt = PROMPT_TOKENS,
     output_tokens: Output = OUTPUT_TOKENS,
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Requests in flight at once. [default: none: give this or --rate]")] = None,
-    rate: Annotated[Optional[str], typer.Option("--rate", help="Request arrival rate with its unit: 20/s, 1200/min (Little's law sizes the fleet). [default: none: give this or --concurrency]")] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", min=1, help="Requests in flight at once. [default: none: give this or --rate]"),
+    ] = None,
+    rate: Annotated[
+        str | None,
+        typer.Option(
+            "--rate",
+            help="Request arrival rate with its unit: 20/s, 1200/min (Little's law sizes the fleet). [default: none: give this or --concurrency]",
+        ),
+    ] = None,
     tpot_slo: TpotSlo = None,
     ttft_slo: TtftSlo = None,
     tp_degrees: Annotated[str, typer.Option("--tp", help="Tensor-parallel degrees to consider.")] = "1,2,4,8",
     pp_degrees: Annotated[str, typer.Option("--pp", help="Pipeline-parallel degrees to consider.")] = "1",
-    disagg: Annotated[Optional[str], typer.Option("--disagg", help="auto: also try disaggregated prefill/decode pools for each option. [default: colocated only]")] = None,
-    price: Annotated[Optional[List[str]], typer.Option("--price", help="USD per device-hour, ID=USD; repeat (never bundled: prices change weekly). [default: none]")] = None,
-    show_all: Annotated[bool, typer.Option("--all", help="Also list the options that cannot meet the SLOs, with the reason.")] = False,
-    plot_path: Annotated[Optional[str], typer.Option("--plot", help="Also draw cost (or devices) against TPOT with the frontier: .png or .svg (needs matplotlib). [default: no plot]")] = None,
+    disagg: Annotated[
+        str | None,
+        typer.Option(
+            "--disagg",
+            help="auto: also try disaggregated prefill/decode pools for each option. [default: colocated only]",
+        ),
+    ] = None,
+    price: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--price", help="USD per device-hour, ID=USD; repeat (never bundled: prices change weekly). [default: none]"
+        ),
+    ] = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Also list the options that cannot meet the SLOs, with the reason.")
+    ] = False,
+    plot_path: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            help="Also draw cost (or devices) against TPOT with the frontier: .png or .svg (needs matplotlib). [default: no plot]",
+        ),
+    ] = None,
     weight_dtype: WeightDtype = D.weight_dtype,
     kv_dtype: KvDtype = D.kv_dtype,
     compute_dtype: ComputeDtype = D.compute_dtype,
@@ -356,10 +491,21 @@ def plan(
     unknown = sorted(set(prices) - {d.id for d in devices})
     if unknown:
         raise UsageError(f"--price: {unknown[0]} is not among the devices considered")
-    result = run_plan(m, devices, prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency, rate=parse_rate(rate, "--rate"),
-                      tpot_slo=duration(tpot_slo, "--tpot-slo"), ttft_slo=duration(ttft_slo, "--ttft-slo", "s"),
-                      tps=tuple(sweeps.parse_counts(tp_degrees, "--tp")), pps=tuple(sweeps.parse_counts(pp_degrees, "--pp")),
-                      disagg=text_value(disagg, "--disagg"), prices=prices, knobs=knobs)
+    result = run_plan(
+        m,
+        devices,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        concurrency=concurrency,
+        rate=parse_rate(rate, "--rate"),
+        tpot_slo=duration(tpot_slo, "--tpot-slo"),
+        ttft_slo=duration(ttft_slo, "--ttft-slo", "s"),
+        tps=tuple(sweeps.parse_counts(tp_degrees, "--tp")),
+        pps=tuple(sweeps.parse_counts(pp_degrees, "--pp")),
+        disagg=text_value(disagg, "--disagg"),
+        prices=prices,
+        knobs=knobs,
+    )
     drawing = plots.plan_data(result) if plot_path is not None else None
     if not show_all:
         result = result._replace(options=[o for o in result.options if o.meets_slo])

@@ -1,12 +1,13 @@
 """The torch-backed commands: `measure` (and `--collectives`) and `validate`. torch is imported inside them only."""
 
-from typing import Annotated, Any, Callable, Optional
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
+from roofline.calc import knobs as V
 from roofline.cli.common import Csv, Device, Json, duration, emit, err, handled, text_value
 from roofline.errors import UsageError
-from roofline.calc import knobs as V
 
 app = typer.Typer()
 
@@ -15,16 +16,46 @@ app = typer.Typer()
 @handled
 def measure(
     device: Device = "auto",
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Comma-separated matmul dtypes: fp32,tf32,bf16,fp16. [default: all that apply]")] = None,
-    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads for torch. [default: torch's]")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="A run within 5 s (torch's import included): fewer shapes, shorter rounds.")] = False,
-    budget_s: Annotated[Optional[str], typer.Option("--budget", help="Time budget of the run, e.g. 60s. [default: 20s, --quick 5s]")] = None,
-    weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Dtype of the matrix-vector bandwidth kernel.")] = "bf16",
-    save: Annotated[Optional[str], typer.Option("--save", help="Write a hardware YAML that `roofline estimate -H PATH` takes. [default: print only]")] = None,
-    hardware: Annotated[Optional[str], typer.Option("--hardware", "-H", help="Datasheet to compare with. [default: matched by device name]")] = None,
-    collectives: Annotated[bool, typer.Option("--collectives", help="Measure all-reduce bandwidth and latency across processes instead.")] = False,
-    devices: Annotated[Optional[int], typer.Option("--devices", min=2, help="Processes for --collectives. [default: the GPUs, or 2 CPU processes]")] = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="Measure an engine's fixed costs instead (eager, transformers); --save adds them to that profile. [default: none]")] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option("--dtype", help="Comma-separated matmul dtypes: fp32,tf32,bf16,fp16. [default: all that apply]"),
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option("--threads", min=1, help="CPU threads for torch. [default: torch's]")
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="A run within 5 s (torch's import included): fewer shapes, shorter rounds.")
+    ] = False,
+    budget_s: Annotated[
+        str | None, typer.Option("--budget", help="Time budget of the run, e.g. 60s. [default: 20s, --quick 5s]")
+    ] = None,
+    weight_dtype: Annotated[
+        str, typer.Option("--weight-dtype", help="Dtype of the matrix-vector bandwidth kernel.")
+    ] = "bf16",
+    save: Annotated[
+        str | None,
+        typer.Option(
+            "--save", help="Write a hardware YAML that `roofline estimate -H PATH` takes. [default: print only]"
+        ),
+    ] = None,
+    hardware: Annotated[
+        str | None,
+        typer.Option("--hardware", "-H", help="Datasheet to compare with. [default: matched by device name]"),
+    ] = None,
+    collectives: Annotated[
+        bool, typer.Option("--collectives", help="Measure all-reduce bandwidth and latency across processes instead.")
+    ] = False,
+    devices: Annotated[
+        int | None,
+        typer.Option("--devices", min=2, help="Processes for --collectives. [default: the GPUs, or 2 CPU processes]"),
+    ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine",
+            help="Measure an engine's fixed costs instead (eager, transformers); --save adds them to that profile. [default: none]",
+        ),
+    ] = None,
     json: Json = False,
     csv: Csv = False,
 ) -> None:
@@ -54,7 +85,9 @@ def measure(
         raise UsageError("--dtype: expected a comma-separated list such as fp32,bf16")
     with _Progress() as step:
         seconds = duration(budget_s, "--budget", "s")
-        result = profile.report(bench.run(device, dtypes, threads, quick, weight_dtype, on_step=step, budget_s=seconds), datasheet)
+        result = profile.report(
+            bench.run(device, dtypes, threads, quick, weight_dtype, on_step=step, budget_s=seconds), datasheet
+        )
     if save:
         profile.save(result.data, save)
         err(f"roofline: saved {save}; use it with: roofline estimate -H {save}")
@@ -70,7 +103,9 @@ def _measure_collectives(devices, device, quick, save, datasheet, as_json, as_cs
 
     base = load_hardware(save) if save and Path(save).is_file() else datasheet
     if save and base is None:
-        raise UsageError(f"--save: {save} does not exist; run `roofline measure --save {save}` first, or give -H with the device's datasheet")
+        raise UsageError(
+            f"--save: {save} does not exist; run `roofline measure --save {save}` first, or give -H with the device's datasheet"
+        )
     with _Progress() as step:
         step("all-reduce over message sizes")
         result = collectives.run(devices, device, quick)
@@ -96,7 +131,9 @@ def _measure_engine(engine, device, dtype, quick, save, as_json, as_csv) -> None
     base = None
     if save:
         if not Path(save).is_file():
-            raise UsageError(f"--save: {save} does not exist; run `roofline measure --save {save}` first (engine costs join a profile)")
+            raise UsageError(
+                f"--save: {save} does not exist; run `roofline measure --save {save}` first (engine costs join a profile)"
+            )
         base = load_hardware(save)
     run_dtype = dtype or "fp32"
     if run_dtype not in ("fp32", "bf16", "fp16"):
@@ -119,8 +156,12 @@ class _Progress:
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), transient=True,
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
         )
         self.progress.start()
         self.task = self.progress.add_task("measuring", total=None)
@@ -133,17 +174,54 @@ class _Progress:
 @app.command()
 @handled
 def validate(
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help=f"Model id, YAML or config.json (dense attention). [default: {V.VALIDATE_MODEL}]")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", "-m", help=f"Model id, YAML or config.json (dense attention). [default: {V.VALIDATE_MODEL}]"
+        ),
+    ] = None,
     device: Device = "auto",
-    batch: Annotated[str, typer.Option("--batch", "-b", help="Batches to run: a list or range.")] = ",".join(map(str, V.VALIDATE_BATCHES)),
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Batches to run: a list or range.")] = ",".join(
+        map(str, V.VALIDATE_BATCHES)
+    ),
     prompt: Annotated[int, typer.Option("--prompt", min=1, help="Prompt tokens per sequence.")] = V.VALIDATE_PROMPT,
-    output: Annotated[int, typer.Option("--output", min=2, help="Output tokens per sequence (decode steps + 1).")] = V.VALIDATE_OUTPUT,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="fp32, bf16 or fp16. [default: the model's, else bf16]")] = None,
-    layers: Annotated[Optional[int], typer.Option("--layers", min=1, help="Run (and predict) the first N layers only, at full width. [default: all]")] = None,
-    repeat: Annotated[int, typer.Option("--repeat", min=1, max=100, help="Rounds, interleaving the batches; TPOT is the median with a 90% bootstrap interval.")] = V.VALIDATE_ROUNDS,
-    tolerance: Annotated[float, typer.Option("--tolerance", help="The verdict's +- band around a ratio of 1 (0.15: within 15%).")] = V.VALIDATE_TOLERANCE,
-    engine: Annotated[str, typer.Option("--engine", help="eager (roofline's own decoder) or transformers (Hugging Face's; pip install 'roofline[engines]').")] = "eager",
-    hardware: Annotated[Optional[str], typer.Option("--hardware", "-H", help="Profile or datasheet to predict with. [default: a quick measure of this device]")] = None,
+    output: Annotated[
+        int, typer.Option("--output", min=2, help="Output tokens per sequence (decode steps + 1).")
+    ] = V.VALIDATE_OUTPUT,
+    dtype: Annotated[
+        str | None, typer.Option("--dtype", help="fp32, bf16 or fp16. [default: the model's, else bf16]")
+    ] = None,
+    layers: Annotated[
+        int | None,
+        typer.Option(
+            "--layers", min=1, help="Run (and predict) the first N layers only, at full width. [default: all]"
+        ),
+    ] = None,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            min=1,
+            max=100,
+            help="Rounds, interleaving the batches; TPOT is the median with a 90% bootstrap interval.",
+        ),
+    ] = V.VALIDATE_ROUNDS,
+    tolerance: Annotated[
+        float, typer.Option("--tolerance", help="The verdict's +- band around a ratio of 1 (0.15: within 15%).")
+    ] = V.VALIDATE_TOLERANCE,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="eager (roofline's own decoder) or transformers (Hugging Face's; pip install 'roofline[engines]').",
+        ),
+    ] = "eager",
+    hardware: Annotated[
+        str | None,
+        typer.Option(
+            "--hardware", "-H", help="Profile or datasheet to predict with. [default: a quick measure of this device]"
+        ),
+    ] = None,
     json: Json = False,
     csv: Csv = False,
 ) -> None:
@@ -162,10 +240,23 @@ def validate(
 
     if json and csv:
         raise UsageError("--json and --csv: choose one output format")
-    spec = check.sliced(load_model(text_value(model, "--model") or V.VALIDATE_MODEL), layers)  # refuses unsupported models before torch
+    spec = check.sliced(
+        load_model(text_value(model, "--model") or V.VALIDATE_MODEL), layers
+    )  # refuses unsupported models before torch
     batches = parse_counts(batch, "--batch")
     used = load_hardware(text_value(hardware, "--hardware")) if hardware is not None else None
     with _Progress() as step:
-        result = check.run(spec, used, device, batches, prompt, output, text_value(dtype, "--dtype"), on_step=step, repeat=repeat,
-                           tolerance=tolerance, engine=engine)
+        result = check.run(
+            spec,
+            used,
+            device,
+            batches,
+            prompt,
+            output,
+            text_value(dtype, "--dtype"),
+            on_step=step,
+            repeat=repeat,
+            tolerance=tolerance,
+            engine=engine,
+        )
     emit(result, json, csv)

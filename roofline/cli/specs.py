@@ -1,6 +1,6 @@
 """`hardware list|show` and `models list|show|import`: the bundled specs."""
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -42,7 +42,9 @@ def hardware_list(json: Json = False, csv: Csv = False) -> None:
 
 @hardware_app.command("show")
 @handled
-def hardware_show(hardware: Annotated[str, typer.Argument(help="Hardware id or YAML path.")], json: Json = False, csv: Csv = False) -> None:
+def hardware_show(
+    hardware: Annotated[str, typer.Argument(help="Hardware id or YAML path.")], json: Json = False, csv: Csv = False
+) -> None:
     """Show one device's figures and the ridge point of each dtype."""
     from roofline.calc import describe
     from roofline.report import Report
@@ -64,8 +66,12 @@ def models_list(json: Json = False, csv: Csv = False) -> None:
 
 @models_app.command("show")
 @handled
-def models_show(model: Annotated[str, typer.Argument(help="Model id, YAML, GGUF, config.json / model folder, or Hub id.")], json: Json = False,
-                csv: Csv = False, exact_bytes: ExactBytes = False) -> None:
+def models_show(
+    model: Annotated[str, typer.Argument(help="Model id, YAML, GGUF, config.json / model folder, or Hub id.")],
+    json: Json = False,
+    csv: Csv = False,
+    exact_bytes: ExactBytes = False,
+) -> None:
     """Show a model's derived parameter count (by role) and KV cache per token."""
     from roofline.calc import describe
     from roofline.report import Report
@@ -78,8 +84,18 @@ def models_show(model: Annotated[str, typer.Argument(help="Model id, YAML, GGUF,
 @handled
 def models_import(
     config: Annotated[str, typer.Argument(help="A Hugging Face config.json, or a model folder holding one.")],
-    name: Annotated[Optional[str], typer.Option("--name", help="The model's name (and the id to save it under). [default: the config's folder name]")] = None,
-    out_path: Annotated[Optional[str], typer.Option("--out", "-o", help="Write the YAML here (e.g. models/ID.yaml) instead of stdout. [default: stdout]")] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name", help="The model's name (and the id to save it under). [default: the config's folder name]"
+        ),
+    ] = None,
+    out_path: Annotated[
+        str | None,
+        typer.Option(
+            "--out", "-o", help="Write the YAML here (e.g. models/ID.yaml) instead of stdout. [default: stdout]"
+        ),
+    ] = None,
 ) -> None:
     """Convert a config.json into a model YAML (offline: no hub access).
 

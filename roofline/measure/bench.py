@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from roofline.errors import UsageError
 from roofline.measure.planner import Plan
 from roofline.measure.timing import (
-    MATMUL_DTYPES, METHOD_VERSION, SCHEMA_VERSION, STORAGE, Clock, matmul_flops, pick_device, summary, torch_module,
+    MATMUL_DTYPES,
+    METHOD_VERSION,
+    SCHEMA_VERSION,
+    STORAGE,
+    Clock,
+    matmul_flops,
+    pick_device,
+    summary,
+    torch_module,
 )
 
 
@@ -55,7 +64,9 @@ def run(
         """Uniform values in [-1, 1), non-trivial to verify. Large tensors tile a 1 Mi-value random block:
         drawing hundreds of MiB of random numbers would cost more than timing them."""
         count = math.prod(shape)
-        block = torch.empty(min(count, 2**20), dtype=getattr(torch, STORAGE[dtype]), device=where).uniform_(-1.0, 1.0, generator=generator)
+        block = torch.empty(min(count, 2**20), dtype=getattr(torch, STORAGE[dtype]), device=where).uniform_(
+            -1.0, 1.0, generator=generator
+        )
         return block.repeat(-(-count // block.numel()))[:count].view(*shape).to(dev)
 
     measured = [d for d in wanted if d != "tf32" or kind == "cuda"]
@@ -64,7 +75,9 @@ def run(
     on_step("probe")
     free = torch.cuda.mem_get_info()[0] if kind == "cuda" else machine.available_memory()
     read_probe, rate_probe = _probe(torch, kind, tensor, dev, measured)
-    fast = [d for d, r in rate_probe.items() if r >= 0.1 * max(rate_probe.values())]  # slow dtypes get their probe shape only
+    fast = [
+        d for d, r in rate_probe.items() if r >= 0.1 * max(rate_probe.values())
+    ]  # slow dtypes get their probe shape only
     here = planner.Machine(kind, context["last_level_cache_bytes"], free, read_probe, max(rate_probe.values()))
     plan = plan or planner.plan(here, quick, deadline - time.perf_counter(), len(fast))
     if plan.note:
@@ -72,7 +85,9 @@ def run(
     clock = Clock(torch, kind, plan, deadline)
 
     def phase(name: str) -> None:  # each phase may run to its share of the budget (with the planner's slack)
-        clock.deadline = min(deadline, time.perf_counter() + planner.SLACK * planner.SHARES[name] * max(plan.budget_s, 0.5))
+        clock.deadline = min(
+            deadline, time.perf_counter() + planner.SLACK * planner.SHARES[name] * max(plan.budget_s, 0.5)
+        )
 
     phase("matmul")
     matmul = {}
@@ -86,8 +101,13 @@ def run(
         notes.append(f"weights_read in {read_dtype}: {weight_dtype} matmuls run at under 10% of the fastest dtype's")
 
     on_step("bandwidth and headline rounds")
-    bandwidth = shrinking(torch, lambda size: _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on_step, phase),
-                          plan.buffer_bytes, "bandwidth buffers", notes)
+    bandwidth = shrinking(
+        torch,
+        lambda size: _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on_step, phase),
+        plan.buffer_bytes,
+        "bandwidth buffers",
+        notes,
+    )
     read_rate = max(bandwidth["read"]["best_bytes_per_s"], bandwidth["weights_read"]["best_bytes_per_s"])
 
     phase("curve")
@@ -95,12 +115,18 @@ def run(
     for d in dict.fromkeys([weight_dtype, *(x for x in matmul if x != "tf32")]):
         on_step(f"decode-shaped matmul {d}")
         if d in slow and quick:
-            notes.append(f"decode-shaped {d}: skipped in a quick run, its matmuls run at under 10% of the fastest dtype's")
+            notes.append(
+                f"decode-shaped {d}: skipped in a quick run, its matmuls run at under 10% of the fastest dtype's"
+            )
             continue
         if d in slow:  # e.g. 16-bit without native arithmetic: a short curve keeps the run in budget
-            notes.append(f"decode-shaped {d}: M = 1 and 2 at k = {plan.decode_ks[-1]} only, its matmuls run at under 10% of the fastest dtype's")
+            notes.append(
+                f"decode-shaped {d}: M = 1 and 2 at k = {plan.decode_ks[-1]} only, its matmuls run at under 10% of the fastest dtype's"
+            )
         short = plan._replace(decode_m=plan.decode_m[:2], decode_ks=plan.decode_ks[-1:]) if d in slow else plan
-        curve_clock = Clock(torch, kind, short, deadline)  # decode_curve opens its own window once its weights are filled
+        curve_clock = Clock(
+            torch, kind, short, deadline
+        )  # decode_curve opens its own window once its weights are filled
         curve = lambda size: decode_curve(torch, curve_clock, tensor, d, matmul.get(d), read_rate, size, notes)  # noqa: E731
         curves[d], entry = shrinking(torch, curve, plan.buffer_bytes, f"decode-shaped {d} weight", notes)
         if d == weight_dtype:
@@ -128,9 +154,15 @@ def run(
         "schema_version": SCHEMA_VERSION,
         "method_version": METHOD_VERSION,
         "device": context,
-        "plan": {"budget_s": budget, "planned_s": plan.budget_s, "buffer_bytes": plan.buffer_bytes, "rounds": plan.rounds,
-                 "last_level_cache_bytes": context["last_level_cache_bytes"], "note": plan.note or None,
-                 "probe": {"read_bytes_per_s": read_probe, "flop_per_s": rate_probe}},
+        "plan": {
+            "budget_s": budget,
+            "planned_s": plan.budget_s,
+            "buffer_bytes": plan.buffer_bytes,
+            "rounds": plan.rounds,
+            "last_level_cache_bytes": context["last_level_cache_bytes"],
+            "note": plan.note or None,
+            "probe": {"read_bytes_per_s": read_probe, "flop_per_s": rate_probe},
+        },
         "matmul": matmul,
         "bandwidth": bandwidth,
         "decode_matmul": curves,
@@ -150,13 +182,16 @@ def _probe(torch, kind: str, tensor, dev, dtypes: list[str]) -> tuple[float, dic
 
     probe_clock = Clock(torch, kind, None)
     buffer = torch.ones(16 * 2**20, dtype=torch.float32, device=dev)
-    read = summary(buffer.numel() * 4, probe_clock.times(lambda: buffer.sum(), min_reps=3, min_time=0.0, max_time=0.3))[0]
-    del buffer
+    times = probe_clock.times(lambda: buffer.sum(), min_reps=3, min_time=0.0, max_time=0.3)
+    read = summary(buffer.numel() * 4, times)[0]
+    buffer = None  # free it before the matmul probes
     rates = {}
     for d in dtypes:
         a = tensor(256, 256, dtype=d)
         with tf32_mode(torch, probe_clock, d):
-            rates[d] = summary(matmul_flops(256, 256, 256), probe_clock.times(lambda: a @ a, min_reps=2, min_time=0.0, max_time=0.3))[0]
+            rates[d] = summary(
+                matmul_flops(256, 256, 256), probe_clock.times(lambda: a @ a, min_reps=2, min_time=0.0, max_time=0.3)
+            )[0]
     return read, rates
 
 
@@ -182,7 +217,13 @@ def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on
     for d in shapes:
         s = stability([b for b, _ in rates[d]], [m for _, m in rates[d]])
         best = max(matmul[d]["best_flop_per_s"], s["best_bytes_per_s"])
-        matmul[d].update(best_flop_per_s=best, median_flop_per_s=s["median_bytes_per_s"], rounds=s["rounds"], cv=s["cv"], unstable=s["unstable"])
+        matmul[d].update(
+            best_flop_per_s=best,
+            median_flop_per_s=s["median_bytes_per_s"],
+            rounds=s["rounds"],
+            cv=s["cv"],
+            unstable=s["unstable"],
+        )
     bandwidth = {name: kernels.entry(name, rates[name]) for name in kernels.kernels()}
     kernels.free()
     del shapes
@@ -196,7 +237,9 @@ def decode_bandwidth(bandwidth: dict[str, Any]) -> tuple[str, float]:
     understates what a read-dominated step can reach; it stays in the output as the conventional figure.
     The best of the read kernels is a ceiling that a real decode should not beat.
     """
-    candidates = {name: bandwidth[name]["best_bytes_per_s"] for name in ("read", "weights_read", "gemv") if bandwidth.get(name)}
+    candidates = {
+        name: bandwidth[name]["best_bytes_per_s"] for name in ("read", "weights_read", "gemv") if bandwidth.get(name)
+    }
     name = max(candidates, key=candidates.get)
     return name, candidates[name]
 
@@ -210,7 +253,18 @@ def ridges(matmul: dict[str, Any], bandwidth: dict[str, Any], notes: list[str]) 
         return {"ridge_point_flop_per_byte": None, "ridge_dtype": None, "ridge_points": {}, "decode_bandwidth": source}
     fastest = max(matmul, key=lambda d: matmul[d]["best_flop_per_s"])
     sixteen = [d for d in ("bf16", "fp16") if d in matmul]
-    if "fp32" in matmul and sixteen and all(matmul[d]["best_flop_per_s"] < matmul["fp32"]["best_flop_per_s"] for d in sixteen):
-        notes.append(f"{' and '.join(sixteen)} matmuls run slower than fp32 here (no native 16-bit matrix units): "
-                     f"the headline ridge is fp32's")
-    return {"ridge_point_flop_per_byte": points[fastest], "ridge_dtype": fastest, "ridge_points": points, "decode_bandwidth": source}
+    if (
+        "fp32" in matmul
+        and sixteen
+        and all(matmul[d]["best_flop_per_s"] < matmul["fp32"]["best_flop_per_s"] for d in sixteen)
+    ):
+        notes.append(
+            f"{' and '.join(sixteen)} matmuls run slower than fp32 here (no native 16-bit matrix units): "
+            f"the headline ridge is fp32's"
+        )
+    return {
+        "ridge_point_flop_per_byte": points[fastest],
+        "ridge_dtype": fastest,
+        "ridge_points": points,
+        "decode_bandwidth": source,
+    }

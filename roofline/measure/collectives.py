@@ -15,14 +15,14 @@ returns the result (the others return None and print nothing). A group of more t
 
 import os
 import socket
-import sys
 import statistics
+import sys
 import time
 from typing import Any
 
 from roofline.errors import UsageError
-from roofline.units import KiB
 from roofline.measure.timing import MeasureError, torch_module
+from roofline.units import KiB
 
 SIZES = [KiB * 4**k for k in range(10)]  # 1 KiB .. 256 MiB
 QUICK_SIZES = [KiB * 4**k for k in range(8)]  # 1 KiB .. 16 MiB
@@ -43,14 +43,30 @@ def launcher(env: dict[str, str] | None = None) -> dict[str, int] | None:
         rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
         local_rank, local_world = int(env.get("LOCAL_RANK", rank)), int(env.get("LOCAL_WORLD_SIZE", world))
     except ValueError:
-        raise UsageError("RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE must be integers (as torchrun sets them)") from None
+        raise UsageError(
+            "RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE must be integers (as torchrun sets them)"
+        ) from None
     if not (0 <= rank < world and 0 <= local_rank < local_world <= world):
-        raise UsageError(f"RANK {rank}, WORLD_SIZE {world}, LOCAL_RANK {local_rank}, LOCAL_WORLD_SIZE {local_world}: inconsistent")
-    return {"rank": rank, "world": world, "local_rank": local_rank, "local_world": local_world, "nodes": -(-world // local_world)}
+        raise UsageError(
+            f"RANK {rank}, WORLD_SIZE {world}, LOCAL_RANK {local_rank}, LOCAL_WORLD_SIZE {local_world}: inconsistent"
+        )
+    return {
+        "rank": rank,
+        "world": world,
+        "local_rank": local_rank,
+        "local_world": local_world,
+        "nodes": -(-world // local_world),
+    }
 
 
-def run(devices: int | None = None, device: str = "auto", quick: bool = False, sizes: list[int] | None = None,
-        min_time: float | None = None, timeout: float = 300.0) -> dict[str, Any] | None:
+def run(
+    devices: int | None = None,
+    device: str = "auto",
+    quick: bool = False,
+    sizes: list[int] | None = None,
+    min_time: float | None = None,
+    timeout: float = 300.0,
+) -> dict[str, Any] | None:
     """Time all-reduces over the group and summarize (see the module docstring); None on ranks other than 0
     under a launcher."""
     torch = torch_module("measure --collectives")
@@ -69,7 +85,11 @@ def run(devices: int | None = None, device: str = "auto", quick: bool = False, s
         raise UsageError(f"--devices: {count} asked, {torch.cuda.device_count()} GPUs here")
     backend = "nccl" if cuda else "gloo"
     sizes = sizes or (QUICK_SIZES if quick else SIZES)
-    plan = {"sizes": sizes, "min_time": min_time if min_time is not None else (0.02 if quick else 0.1), "repeats": 2 if quick else 3}
+    plan = {
+        "sizes": sizes,
+        "min_time": min_time if min_time is not None else (0.02 if quick else 0.1),
+        "repeats": 2 if quick else 3,
+    }
     started = time.perf_counter()
     if group:
         rows, verified = _launched(torch, backend, group, plan)
@@ -77,7 +97,13 @@ def run(devices: int | None = None, device: str = "auto", quick: bool = False, s
             return None
     else:
         rows, verified = _spawn(torch, backend, count, plan, timeout)
-    name = torch.cuda.get_device_name(0) if cuda else "loopback (gloo, CPU processes)" if not group else "gloo, CPU processes"
+    name = (
+        torch.cuda.get_device_name(0)
+        if cuda
+        else "loopback (gloo, CPU processes)"
+        if not group
+        else "gloo, CPU processes"
+    )
     return {
         "schema_version": 1,
         "backend": backend,
@@ -116,7 +142,10 @@ def _spawn(torch, backend: str, count: int, plan: dict, timeout: float) -> tuple
     context = torch.multiprocessing.get_context("spawn")
     queue = context.SimpleQueue()
     port = _free_port()
-    workers = [context.Process(target=worker, args=(rank, count, backend, port, plan, queue), daemon=True) for rank in range(count)]
+    workers = [
+        context.Process(target=worker, args=(rank, count, backend, port, plan, queue), daemon=True)
+        for rank in range(count)
+    ]
     for w in workers:
         w.start()
     deadline = time.monotonic() + timeout
@@ -155,8 +184,13 @@ def worker(rank: int, world: int, backend: str, port: int, plan: dict, queue) ->
 
         if sys.platform.startswith("linux"):
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback; other platforms name it differently
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=120))
+        dist.init_process_group(
+            backend,
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=120),
+        )
         device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
         if backend == "nccl":
             torch.cuda.set_device(device)
@@ -190,8 +224,14 @@ def _time_size(torch, dist, device, sync, size: int, world: int, plan: dict) -> 
     times = [_elapsed(dist, sync, buffer, calls, torch, device) for _ in range(plan["repeats"])]
     best, median = min(times), statistics.median(times)
     algbw = size / best
-    return {"bytes": size, "time_s": best, "median_time_s": median, "algbw_bytes_per_s": algbw,
-            "busbw_bytes_per_s": bus_bandwidth(algbw, world), "calls": calls}
+    return {
+        "bytes": size,
+        "time_s": best,
+        "median_time_s": median,
+        "algbw_bytes_per_s": algbw,
+        "busbw_bytes_per_s": bus_bandwidth(algbw, world),
+        "calls": calls,
+    }
 
 
 def _elapsed(dist, sync, buffer, calls: int, torch, device) -> float:

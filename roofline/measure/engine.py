@@ -27,8 +27,16 @@ def check_supported(model: Model) -> Architecture:
 class Decoder:
     """Weights, a preallocated KV cache and prefill / decode steps for one batch."""
 
-    def __init__(self, arch: Architecture, dtype: str, device: str, batch: int, max_tokens: int, seed: int = 0,
-                 weights: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        arch: Architecture,
+        dtype: str,
+        device: str,
+        batch: int,
+        max_tokens: int,
+        seed: int = 0,
+        weights: dict[str, Any] | None = None,
+    ):
         import torch
 
         self.torch, self.a, self.batch, self.max_tokens = torch, arch, batch, max_tokens
@@ -42,8 +50,12 @@ class Decoder:
             if a.position_embeddings == "learned":
                 tables["position"] = self._weight(a.max_positions, a.hidden_size)
             head = tables["embedding"] if a.tied_embeddings else self._weight(a.vocab_size, a.hidden_size)
-            weights = {"tables": tables, "layers": [self._layer(q_width, kv_width) for _ in range(a.layers)],
-                       "final_norm": self._norm(), "head": head}
+            weights = {
+                "tables": tables,
+                "layers": [self._layer(q_width, kv_width) for _ in range(a.layers)],
+                "final_norm": self._norm(),
+                "head": head,
+            }
         self.weights, self.layers = weights["tables"], weights["layers"]
         self.final_norm, self.head = weights["final_norm"], weights["head"]
         self._shared = weights
@@ -139,10 +151,12 @@ class Decoder:
             v = F.linear(h, *layer["v"]).view(B, T, a.num_kv_heads, a.head_dim).transpose(1, 2)
             if a.position_embeddings == "rope":
                 q, k = self._rotate(q, positions), self._rotate(k, positions)
-            self.k_cache[index, :, :, start:start + T] = k
-            self.v_cache[index, :, :, start:start + T] = v
-            keys, values = self.k_cache[index, :, :, :start + T], self.v_cache[index, :, :, :start + T]
-            attended = F.scaled_dot_product_attention(q, keys, values, is_causal=T > 1, enable_gqa=a.num_heads != a.num_kv_heads)
+            self.k_cache[index, :, :, start : start + T] = k
+            self.v_cache[index, :, :, start : start + T] = v
+            keys, values = self.k_cache[index, :, :, : start + T], self.v_cache[index, :, :, : start + T]
+            attended = F.scaled_dot_product_attention(
+                q, keys, values, is_causal=T > 1, enable_gqa=a.num_heads != a.num_kv_heads
+            )
             out = F.linear(attended.transpose(1, 2).reshape(B, T, -1), *layer["o"])
             x = x + (self._normed(out, norms[2]) if len(norms) == 4 else out)
             h = self._normed(x, norms[1])

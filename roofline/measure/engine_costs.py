@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 DEPTHS = (2, 8)
 BATCHES = (1, 4, 16)
@@ -26,13 +27,34 @@ def archetypes() -> dict[str, Any]:
     """The two tiny architectures, by archetype name."""
     from roofline.specs.params import Architecture
 
-    common = dict(layers=DEPTHS[0], hidden_size=WIDTH, num_heads=HEADS, head_dim=WIDTH // HEADS, intermediate_size=2 * WIDTH,
-                  vocab_size=VOCAB, max_positions=256)
+    common = dict(
+        layers=DEPTHS[0],
+        hidden_size=WIDTH,
+        num_heads=HEADS,
+        head_dim=WIDTH // HEADS,
+        intermediate_size=2 * WIDTH,
+        vocab_size=VOCAB,
+        max_positions=256,
+    )
     return {
-        "rope": Architecture(**common, num_kv_heads=HEADS // 2, mlp="gated", tied_embeddings=False, position_embeddings="rope",
-                             norm="rmsnorm", bias="none"),
-        "learned": Architecture(**common, num_kv_heads=HEADS, mlp="plain", tied_embeddings=True, position_embeddings="learned",
-                                norm="layernorm", bias="all"),
+        "rope": Architecture(
+            **common,
+            num_kv_heads=HEADS // 2,
+            mlp="gated",
+            tied_embeddings=False,
+            position_embeddings="rope",
+            norm="rmsnorm",
+            bias="none",
+        ),
+        "learned": Architecture(
+            **common,
+            num_kv_heads=HEADS,
+            mlp="plain",
+            tied_embeddings=True,
+            position_embeddings="learned",
+            norm="layernorm",
+            bias="all",
+        ),
     }
 
 
@@ -43,8 +65,9 @@ def fit(step_seconds: dict[int, float]) -> tuple[float, float]:
     return max(t0 - d0 * per_layer, 0.0), per_layer
 
 
-def measure(step_time: Callable[[Any, int, int], float], deadline: float = float("inf"),
-            batches: tuple[int, ...] = BATCHES) -> dict[str, Any]:
+def measure(
+    step_time: Callable[[Any, int, int], float], deadline: float = float("inf"), batches: tuple[int, ...] = BATCHES
+) -> dict[str, Any]:
     """Fixed costs per archetype and batch; `step_time(arch, depth, batch)` times one engine's decode step.
     The smallest and largest batches are always measured (the batch scaling needs both); the others only
     before `deadline`."""
@@ -71,11 +94,15 @@ def of(engine: str, kind: str, dtype: str, quick: bool = False, deadline: float 
         from roofline.measure.hf_engine import TransformersDecoder as build
     else:
         from roofline.measure.engine import Decoder as build
-    timed = step_time(torch, kind, lambda arch, batch, tokens: build(arch, dtype, kind, batch, tokens), steps=8 if quick else 12)
+    timed = step_time(
+        torch, kind, lambda arch, batch, tokens: build(arch, dtype, kind, batch, tokens), steps=8 if quick else 12
+    )
     return {**measure(timed, deadline, (1, 16) if quick else BATCHES), "dtype": dtype}
 
 
-def step_time(torch, kind: str, build: Callable[[Any, int, int], Any], steps: int = 12) -> Callable[[Any, int, int], float]:
+def step_time(
+    torch, kind: str, build: Callable[[Any, int, int], Any], steps: int = 12
+) -> Callable[[Any, int, int], float]:
     """step_time(arch, depth, batch) for `measure`: the median of `steps` decode steps of the engine that
     `build(arch, batch, max_tokens)` makes (any object with prefill, decode and device), after two warm-up steps."""
     sync = torch.cuda.synchronize if kind == "cuda" else torch.mps.synchronize if kind == "mps" else (lambda: None)

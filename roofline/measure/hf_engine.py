@@ -9,7 +9,8 @@ optional dependency (`pip install 'roofline[engines]'`), imported only here.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from roofline.errors import RooflineError
 from roofline.measure.engine import TORCH_DTYPES
@@ -37,13 +38,29 @@ def config(arch, max_tokens: int):
     """The transformers config of `arch` (its family's class), with room for `max_tokens` positions."""
     t = transformers_module()
     if family(arch) == "gpt2":
-        return t.GPT2Config(vocab_size=arch.vocab_size, n_positions=max(arch.max_positions or 0, max_tokens), n_embd=arch.hidden_size,
-                            n_layer=arch.layers, n_head=arch.num_heads, n_inner=arch.intermediate_size, tie_word_embeddings=True,
-                            bos_token_id=0, eos_token_id=0)  # GPT-2's 50256 lies outside a tiny vocabulary
+        return t.GPT2Config(
+            vocab_size=arch.vocab_size,
+            n_positions=max(arch.max_positions or 0, max_tokens),
+            n_embd=arch.hidden_size,
+            n_layer=arch.layers,
+            n_head=arch.num_heads,
+            n_inner=arch.intermediate_size,
+            tie_word_embeddings=True,
+            bos_token_id=0,
+            eos_token_id=0,
+        )  # GPT-2's 50256 lies outside a tiny vocabulary
     kind = t.Qwen2Config if family(arch) == "qwen2" else t.LlamaConfig
-    return kind(vocab_size=arch.vocab_size, hidden_size=arch.hidden_size, intermediate_size=arch.intermediate_size,
-                num_hidden_layers=arch.layers, num_attention_heads=arch.num_heads, num_key_value_heads=arch.num_kv_heads,
-                head_dim=arch.head_dim, max_position_embeddings=max(max_tokens, 2048), tie_word_embeddings=arch.tied_embeddings)
+    return kind(
+        vocab_size=arch.vocab_size,
+        hidden_size=arch.hidden_size,
+        intermediate_size=arch.intermediate_size,
+        num_hidden_layers=arch.layers,
+        num_attention_heads=arch.num_heads,
+        num_key_value_heads=arch.num_kv_heads,
+        head_dim=arch.head_dim,
+        max_position_embeddings=max(max_tokens, 2048),
+        tie_word_embeddings=arch.tied_embeddings,
+    )
 
 
 class TransformersDecoder:
@@ -56,8 +73,9 @@ class TransformersDecoder:
         self.a, self.device, self.batch = arch, torch.device(device), batch
         if model is None:
             torch.manual_seed(0)
-            model = t.AutoModelForCausalLM.from_config(config(arch, max_tokens), attn_implementation="sdpa",
-                                                       dtype=getattr(torch, TORCH_DTYPES[dtype]))
+            model = t.AutoModelForCausalLM.from_config(
+                config(arch, max_tokens), attn_implementation="sdpa", dtype=getattr(torch, TORCH_DTYPES[dtype])
+            )
             model = model.to(self.device).eval()
         self.model, self.past = model, None
         # transformers >= 5.x names the cache argument `cache`, earlier releases `past_key_values`
@@ -72,7 +90,9 @@ class TransformersDecoder:
     def _forward(self, tokens, past):
         """One forward call as generate() makes it: the last position's logits only, the cache carried along."""
         name = self.cache_name
-        out = self.model(input_ids=tokens, use_cache=True, logits_to_keep=1, **({name: past} if past is not None else {}))
+        out = self.model(
+            input_ids=tokens, use_cache=True, logits_to_keep=1, **({name: past} if past is not None else {})
+        )
         self.past = getattr(out, name)
         return out.logits[:, -1].argmax(-1)
 
@@ -86,4 +106,6 @@ class TransformersDecoder:
 def builder(model) -> Callable[..., TransformersDecoder]:
     """build(arch, dtype, device, batch, max_tokens, weights) for validate's rounds (weights: the built model)."""
     transformers_module()
-    return lambda a, dtype, device, batch, tokens, weights: TransformersDecoder(a, dtype, device, batch, tokens, weights)
+    return lambda a, dtype, device, batch, tokens, weights: TransformersDecoder(
+        a, dtype, device, batch, tokens, weights
+    )

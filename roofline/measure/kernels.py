@@ -4,11 +4,22 @@ decode attention and the per-op overhead (torch passed in; the method: roofline.
 import math
 import statistics
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any
 
+from roofline.measure.timing import (
+    STORAGE,
+    Clock,
+    MeasureError,
+    copy_bytes,
+    matmul_flops,
+    summary,
+    verify_close,
+    verify_matmul,
+)
 from roofline.units import MiB
-from roofline.measure.timing import STORAGE, Clock, MeasureError, copy_bytes, matmul_flops, summary, verify_close, verify_matmul
+
 
 @contextmanager
 def tf32_mode(torch, clock: Clock, dtype: str):
@@ -40,7 +51,12 @@ class BestShape:
     def time(self, min_time: float, max_time: float) -> tuple[float, float]:
         """(best, median) FLOP/s of a few calls."""
         with tf32_mode(self.torch, self.clock, self.dtype):
-            times = self.clock.times(lambda: self.torch.matmul(self.a, self.b, out=self.out), min_reps=1, min_time=min_time, max_time=max_time)
+            times = self.clock.times(
+                lambda: self.torch.matmul(self.a, self.b, out=self.out),
+                min_reps=1,
+                min_time=min_time,
+                max_time=max_time,
+            )
         return summary(self.flops, times)
 
 
@@ -57,7 +73,9 @@ def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) ->
     for index, (m, k, n) in enumerate(shapes):
         if matmul_flops(m, k, n) / rate > plan.max_call:
             skipped = ", ".join("x".join(map(str, s)) for s in shapes[index:])
-            notes.append(f"matmul {dtype}: {skipped} skipped, over {plan.max_call:g} s per call at {rate / 1e9:.3g} GFLOP/s")
+            notes.append(
+                f"matmul {dtype}: {skipped} skipped, over {plan.max_call:g} s per call at {rate / 1e9:.3g} GFLOP/s"
+            )
             break
         on_step(f"matmul {dtype} {m}x{k}x{n}")
         try:
@@ -70,7 +88,9 @@ def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) ->
     if not results:  # even the smallest planned shape is too slow: report the probe
         times = clock.times(lambda: torch.matmul(a, b, out=out))
         best, median = summary(matmul_flops(probe, probe, probe), times)
-        results.append({"shape": [probe] * 3, "best_flop_per_s": best, "median_flop_per_s": median, "calls": len(times)})
+        results.append(
+            {"shape": [probe] * 3, "best_flop_per_s": best, "median_flop_per_s": median, "calls": len(times)}
+        )
     top = max(results, key=lambda r: r["best_flop_per_s"])
     return {
         "best_flop_per_s": top["best_flop_per_s"],
@@ -93,7 +113,9 @@ def _matmul_shape(torch, clock: Clock, tensor, dtype: str, m: int, k: int, n: in
 
 def out_of_memory(torch) -> tuple[type[BaseException], ...]:
     """The exception types of a device allocation failure (CUDA's OutOfMemoryError)."""
-    return tuple(t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t)
+    return tuple(
+        t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t
+    )
 
 
 def _free(torch) -> None:
@@ -146,7 +168,10 @@ class Bandwidth:
         return {
             "copy": (lambda: self.dst.copy_(self.src), copy_bytes(self.buffer_bytes)),
             "read": (lambda: self.out.__setitem__("sum", self.src.sum()), float(self.buffer_bytes)),
-            "weights_read": (lambda: self.out.__setitem__("y", [self.F.linear(self.x, w) for w in self.weights]), float(self.weight_bytes)),
+            "weights_read": (
+                lambda: self.out.__setitem__("y", [self.F.linear(self.x, w) for w in self.weights]),
+                float(self.weight_bytes),
+            ),
         }
 
     def time(self, name: str, min_time: float, max_time: float) -> list[float]:
@@ -170,11 +195,19 @@ class Bandwidth:
 
     def entry(self, name: str, rates: list[tuple[float, float]]) -> dict[str, Any]:
         """The JSON of one kernel from its per-round (best, median) rates [B/s]."""
-        e = {**stability([best for best, _ in rates], [median for _, median in rates]), "buffer_bytes": self.buffer_bytes,
-             "verified": True, "counts": {"copy": "read + write", "read": "read", "weights_read": "weight read"}[name]}
+        e = {
+            **stability([best for best, _ in rates], [median for _, median in rates]),
+            "buffer_bytes": self.buffer_bytes,
+            "verified": True,
+            "counts": {"copy": "read + write", "read": "read", "weights_read": "weight read"}[name],
+        }
         if name == "weights_read":
-            e.update(buffer_bytes=self.weight_bytes, dtype=self.dtype, weights=len(self.weights),
-                     shapes=sorted({tuple(w.shape) for w in self.weights}))
+            e.update(
+                buffer_bytes=self.weight_bytes,
+                dtype=self.dtype,
+                weights=len(self.weights),
+                shapes=sorted({tuple(w.shape) for w in self.weights}),
+            )
             e["shapes"] = [list(s) for s in e["shapes"]]
         return e
 
@@ -190,11 +223,18 @@ def stability(bests: list[float], medians: list[float]) -> dict[str, Any]:
     medians, and the coefficient of variation of the rounds' best rates (population standard deviation / mean)."""
     mean = statistics.fmean(bests)
     cv = statistics.pstdev(bests) / mean if len(bests) > 1 and mean > 0 else 0.0
-    return {"best_bytes_per_s": max(bests), "median_bytes_per_s": statistics.median(medians), "rounds": len(bests),
-            "cv": cv, "unstable": cv > UNSTABLE_CV}
+    return {
+        "best_bytes_per_s": max(bests),
+        "median_bytes_per_s": statistics.median(medians),
+        "rounds": len(bests),
+        "cv": cv,
+        "unstable": cv > UNSTABLE_CV,
+    }
 
 
-def decode_curve(torch, clock: Clock, tensor, dtype: str, matmul: dict | None, read_rate: float, buffer_bytes: int, notes: list[str]):
+def decode_curve(
+    torch, clock: Clock, tensor, dtype: str, matmul: dict | None, read_rate: float, buffer_bytes: int, notes: list[str]
+):
     """F.linear(x[M x k], W[n x k]) for M in the plan and each row length k: FLOP/s and weight bytes/s.
 
     The weights are sized like real layers (planner.weight_rows: about 4k rows, 1 to 64 MiB) and cold, as in
@@ -213,7 +253,10 @@ def decode_curve(torch, clock: Clock, tensor, dtype: str, matmul: dict | None, r
     rate = matmul["best_flop_per_s"] if matmul else None
     short = plan.decode_ks[0]  # the tall weight: the whole buffer, and at least 8x a layer's rows, like an lm_head
     tall = (short, max(8 * weight_rows(short, size), buffer_bytes // (short * size) // 256 * 256), 1)
-    series = [(k, n, max(2, math.ceil(buffer_bytes / (n * k * size)))) for k, n in ((k, weight_rows(k, size)) for k in plan.decode_ks)]
+    series = [
+        (k, n, max(2, math.ceil(buffer_bytes / (n * k * size))))
+        for k, n in ((k, weight_rows(k, size)) for k in plan.decode_ks)
+    ]
     series.append(tall)
     # One pool of values, filled once; each series views it as its weights (distinct, so still cold when cycled).
     pool = tensor(max(count * n * k for k, n, count in series), dtype=dtype)
@@ -224,7 +267,7 @@ def decode_curve(torch, clock: Clock, tensor, dtype: str, matmul: dict | None, r
         if clock.left() <= 0:
             notes.append(f"decode-shaped {dtype}: k = {k} and later series skipped, the time budget ran out")
             break
-        weights = [pool[i * n * k:(i + 1) * n * k].view(n, k) for i in range(count)]
+        weights = [pool[i * n * k : (i + 1) * n * k].view(n, k) for i in range(count)]
         weight_bytes = count * n * k * size
         for m in plan.decode_m:
             flops = matmul_flops(m, k, count * n)
@@ -234,22 +277,44 @@ def decode_curve(torch, clock: Clock, tensor, dtype: str, matmul: dict | None, r
                 break
             x = tensor(m, k, dtype=dtype)
             out = {}
-            times = clock.times(lambda: out.__setitem__("y", [F.linear(x, w) for w in weights]), min_reps=plan.curve_reps,
-                                min_time=plan.curve_time, max_time=plan.curve_time)
+            times = clock.times(
+                lambda: out.__setitem__("y", [F.linear(x, w) for w in weights]),
+                min_reps=plan.curve_reps,
+                min_time=plan.curve_time,
+                max_time=plan.curve_time,
+            )
             verify_matmul(x, weights[-1].t(), out["y"][-1], dtype, f"decode-shaped matmul {dtype} M={m} k={k} n={n}")
             best_flops, median_flops = summary(flops, times)
-            curve.append({"m": m, "k": k, "n": n, "flop_per_s": best_flops, "bytes_per_s": weight_bytes * best_flops / flops,
-                          "median_flop_per_s": median_flops})
+            curve.append(
+                {
+                    "m": m,
+                    "k": k,
+                    "n": n,
+                    "flop_per_s": best_flops,
+                    "bytes_per_s": weight_bytes * best_flops / flops,
+                    "median_flop_per_s": median_flops,
+                }
+            )
             if m == 1 and k == plan.decode_ks[-1] and count > 1:
                 best, median = summary(weight_bytes, times)
-                first = {"best_bytes_per_s": best, "median_bytes_per_s": median, "buffer_bytes": weight_bytes, "verified": True,
-                         "counts": "weight read", "dtype": dtype, "shape": [count * n, k]}
-        del weights
+                first = {
+                    "best_bytes_per_s": best,
+                    "median_bytes_per_s": median,
+                    "buffer_bytes": weight_bytes,
+                    "verified": True,
+                    "counts": "weight read",
+                    "dtype": dtype,
+                    "shape": [count * n, k],
+                }
+        weights = None  # free this shape's weights before the next
     del pool
     return curve, first
 
 
-ATTENTION_SHAPES = {"mha": (8, 16, 16, 128, 512), "gqa": (8, 32, 8, 128, 512)}  # batch, heads, kv heads, head_dim, context
+ATTENTION_SHAPES = {
+    "mha": (8, 16, 16, 128, 512),
+    "gqa": (8, 32, 8, 128, 512),
+}  # batch, heads, kv heads, head_dim, context
 
 
 def attention(torch, clock: Clock, tensor, dtype: str, rate: float | None, notes: list[str]) -> dict[str, Any] | None:
@@ -268,16 +333,35 @@ def attention(torch, clock: Clock, tensor, dtype: str, rate: float | None, notes
         if rate and flops / rate > 100 * clock.plan.max_call:  # matmuls this slow: attention would be too
             notes.append(f"decode attention {dtype}: skipped, this dtype's matmuls run at {rate / 1e9:.3g} GFLOP/s")
             return None
-        q, k, v = tensor(b, h, 1, d, dtype=dtype), tensor(b, kv, ctx, d, dtype=dtype), tensor(b, kv, ctx, d, dtype=dtype)
+        q, k, v = (
+            tensor(b, h, 1, d, dtype=dtype),
+            tensor(b, kv, ctx, d, dtype=dtype),
+            tensor(b, kv, ctx, d, dtype=dtype),
+        )
         out = {}
-        times = clock.times(lambda: out.__setitem__("y", F.scaled_dot_product_attention(q, k, v, enable_gqa=h != kv)),
-                            min_reps=clock.plan.curve_reps, min_time=clock.plan.attention_time, max_time=clock.plan.attention_time)
+        times = clock.times(
+            lambda: out.__setitem__("y", F.scaled_dot_product_attention(q, k, v, enable_gqa=h != kv)),
+            min_reps=clock.plan.curve_reps,
+            min_time=clock.plan.attention_time,
+            max_time=clock.plan.attention_time,
+        )
         host = [t.cpu().double() for t in (q, k, v)]  # float64 on the host: MPS has none
         reference = F.scaled_dot_product_attention(*host, enable_gqa=h != kv)
         verify_close(out["y"], reference, dtype, f"decode attention {dtype} {name}")
         best = min(times)
-        shapes.append({"shape": name, "batch": b, "heads": h, "kv_heads": kv, "head_dim": d, "context": ctx,
-                       "time_s": best, "flop_per_s": flops / best, "bytes_per_s": nbytes / best})
+        shapes.append(
+            {
+                "shape": name,
+                "batch": b,
+                "heads": h,
+                "kv_heads": kv,
+                "head_dim": d,
+                "context": ctx,
+                "time_s": best,
+                "flop_per_s": flops / best,
+                "bytes_per_s": nbytes / best,
+            }
+        )
     return {"flop_per_s": shapes[1]["flop_per_s"], "bytes_per_s": shapes[0]["bytes_per_s"], "shapes": shapes}
 
 

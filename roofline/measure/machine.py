@@ -12,7 +12,6 @@ from typing import Any
 from roofline.units import MiB
 
 
-
 def context(torch, kind: str) -> dict[str, Any]:
     """The measurement's context: device kind and name, threads, torch version, memory as reported, date."""
     from roofline.measure.timing import METHOD_VERSION
@@ -99,7 +98,9 @@ def _meminfo() -> dict[str, float]:
         lines = Path("/proc/meminfo").read_text().splitlines()
     except OSError:
         return {}
-    return {k: float(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in lines) if v.strip().endswith("kB")}
+    return {
+        k: float(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in lines) if v.strip().endswith("kB")
+    }
 
 
 def _sysctl(key: str) -> str | None:

@@ -49,7 +49,9 @@ class Plan(NamedTuple):
     curve_reps: int = 3  # per decode-curve point
     curve_time: float = 0.05  # seconds per decode-curve point
     attention_time: float = 0.05  # seconds per decode-attention shape
-    curve_window: float | None = None  # seconds for one dtype's curve once its weights are filled (None: 3 x its points' time)
+    curve_window: float | None = (
+        None  # seconds for one dtype's curve once its weights are filled (None: 3 x its points' time)
+    )
     budget_s: float = 0.0  # the whole run's budget
     note: str = ""  # why buffers are under 4x the last-level cache, when they are
 
@@ -57,10 +59,19 @@ class Plan(NamedTuple):
 # What to scan, per device kind and run length: a few squares and LLM-shaped matmuls (mamf-finder's lesson:
 # the best shape is rarely the biggest square), decode rows M and row lengths k.
 SHAPES = {
-    ("cpu", False): ((512, 1000, 1536, 2000), ((256, 4096, 4096), (512, 4096, 14336)), (1, 2, 4, 16, 64, 256), (512, 1024, 4096)),
+    ("cpu", False): (
+        (512, 1000, 1536, 2000),
+        ((256, 4096, 4096), (512, 4096, 14336)),
+        (1, 2, 4, 16, 64, 256),
+        (512, 1024, 4096),
+    ),
     ("cpu", True): ((1000, 1536), ((256, 4096, 4096),), (1, 4, 16), (512, 4096)),
-    ("gpu", False): ((2048, 4096, 6144, 8192, 16384), ((4096, 8192, 8192), (8192, 8192, 28672), (16384, 8192, 28672)),
-                     (1, 2, 4, 8, 16, 32, 64, 128, 256, 512), (1024, 8192)),
+    ("gpu", False): (
+        (2048, 4096, 6144, 8192, 16384),
+        ((4096, 8192, 8192), (8192, 8192, 28672), (16384, 8192, 28672)),
+        (1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+        (1024, 8192),
+    ),
     ("gpu", True): ((4096, 8192), ((8192, 8192, 28672),), (1, 8, 64, 256), (1024, 8192)),
 }
 BUFFER_FLOOR = {"cpu": 64 * MiB, "gpu": 512 * MiB}
@@ -85,13 +96,27 @@ def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> Plan:
     note = ""
     if buffer < 4 * m.last_level_cache_bytes:
         limit = "the time budget" if by_time <= by_memory else "free memory"
-        note = (f"buffers of {buffer // MiB} MiB are under 4x the last-level cache ({m.last_level_cache_bytes / MiB:.0f} MiB): "
-                f"{limit} allows no more, so bandwidth figures may include cache hits")
+        note = (
+            f"buffers of {buffer // MiB} MiB are under 4x the last-level cache ({m.last_level_cache_bytes / MiB:.0f} MiB): "
+            f"{limit} allows no more, so bandwidth figures may include cache hits"
+        )
     return Plan(
-        squares=squares, shapes=shapes, decode_m=decode_m, decode_ks=decode_ks, buffer_bytes=buffer, rounds=rounds,
-        min_reps=2 if quick else 3, min_time=shape_time, max_time=shape_time, max_call=min(shape_time, round_time) / 2,
-        round_time=round_time, curve_reps=2 if quick else 3, curve_time=point_time,
-        attention_time=SHARES["attention"] * usable / (2 * dtypes), budget_s=seconds, note=note,
+        squares=squares,
+        shapes=shapes,
+        decode_m=decode_m,
+        decode_ks=decode_ks,
+        buffer_bytes=buffer,
+        rounds=rounds,
+        min_reps=2 if quick else 3,
+        min_time=shape_time,
+        max_time=shape_time,
+        max_call=min(shape_time, round_time) / 2,
+        round_time=round_time,
+        curve_reps=2 if quick else 3,
+        curve_time=point_time,
+        attention_time=SHARES["attention"] * usable / (2 * dtypes),
+        budget_s=seconds,
+        note=note,
     )
 
 

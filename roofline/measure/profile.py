@@ -9,9 +9,9 @@ from typing import Any
 
 from roofline.errors import RooflineError
 from roofline.report import Report
-from roofline.specs.records import Hardware
 from roofline.specs.catalog import catalog
 from roofline.specs.hardware import load_hardware
+from roofline.specs.records import Hardware
 
 HEADER = """\
 # Written by `roofline measure` ({date}). Figures are the best measured over a shape scan (matmul) or a
@@ -38,10 +38,29 @@ def report(result: dict[str, Any], datasheet: Hardware | None) -> Report:
     datasheet = datasheet or match_datasheet(result["device"]["name"])
     if datasheet:
         result = {**result, "datasheet": comparison(result, datasheet)}
-    rows = [{"figure": f"matmul {d}", "best": m["best_flop_per_s"], "median": m["median_flop_per_s"], "unit": "FLOP/s",
-             "cv": m.get("cv"), "unstable": m.get("unstable")} for d, m in result["matmul"].items()]
-    rows += [{"figure": f"bandwidth {k}", "best": v["best_bytes_per_s"], "median": v["median_bytes_per_s"], "unit": "B/s",
-              "cv": v.get("cv"), "unstable": v.get("unstable")} for k, v in result["bandwidth"].items() if v]
+    rows = [
+        {
+            "figure": f"matmul {d}",
+            "best": m["best_flop_per_s"],
+            "median": m["median_flop_per_s"],
+            "unit": "FLOP/s",
+            "cv": m.get("cv"),
+            "unstable": m.get("unstable"),
+        }
+        for d, m in result["matmul"].items()
+    ]
+    rows += [
+        {
+            "figure": f"bandwidth {k}",
+            "best": v["best_bytes_per_s"],
+            "median": v["median_bytes_per_s"],
+            "unit": "B/s",
+            "cv": v.get("cv"),
+            "unstable": v.get("unstable"),
+        }
+        for k, v in result["bandwidth"].items()
+        if v
+    ]
     return Report("measure", result, rows)
 
 
@@ -53,7 +72,10 @@ def collectives_report(result: dict[str, Any], datasheet: Hardware | None) -> Re
 
 def comparison(result: dict[str, Any], datasheet: Hardware) -> dict[str, Any]:
     """Each measured figure as a fraction of the datasheet's peak (None where the datasheet has no figure)."""
-    matmul = {d: m["best_flop_per_s"] / datasheet.peak_flops[d] if d in datasheet.peak_flops else None for d, m in result["matmul"].items()}
+    matmul = {
+        d: m["best_flop_per_s"] / datasheet.peak_flops[d] if d in datasheet.peak_flops else None
+        for d, m in result["matmul"].items()
+    }
     bandwidth = {k: v["best_bytes_per_s"] / datasheet.memory_bandwidth for k, v in result["bandwidth"].items() if v}
     return {
         "id": datasheet.id,
@@ -122,9 +144,13 @@ def _plain(value: Any) -> Any:
 def _links(base: Hardware, result: dict[str, Any]) -> dict[str, Any]:
     """The interconnect keys of the saved spec: a measurement that spans nodes sets the internode tier and
     keeps the intra-node figures as they were; one inside a node sets the intra-node tier."""
-    links = {"interconnect_bandwidth": base.interconnect_bandwidth, "interconnect_latency": base.interconnect_latency,
-             "internode_bandwidth": base.internode_bandwidth, "internode_latency": base.internode_latency,
-             "devices_per_node": base.devices_per_node}
+    links = {
+        "interconnect_bandwidth": base.interconnect_bandwidth,
+        "interconnect_latency": base.interconnect_latency,
+        "internode_bandwidth": base.internode_bandwidth,
+        "internode_latency": base.internode_latency,
+        "devices_per_node": base.devices_per_node,
+    }
     tier = "internode" if result.get("nodes", 1) > 1 else "interconnect"
     links[f"{tier}_bandwidth"], links[f"{tier}_latency"] = result["bus_bandwidth_bytes_per_s"], result["latency_s"]
     if result.get("nodes", 1) > 1:
@@ -134,7 +160,6 @@ def _links(base: Hardware, result: dict[str, Any]) -> dict[str, Any]:
 
 def save_collectives(result: dict[str, Any], path: str, base: Hardware) -> None:
     """Write `base` with the measured interconnect (bus bandwidth and latency) to `path`, atomically."""
-
 
     spec = {
         "name": base.name,
@@ -157,25 +182,46 @@ def save_collectives(result: dict[str, Any], path: str, base: Hardware) -> None:
 
 def engine_report(result: dict[str, Any]) -> Report:
     """`measure --engine NAME --json`: fixed costs per archetype and batch; CSV one row per (archetype, batch)."""
-    rows = [{"engine": result["engine"], "archetype": kind, "batch": int(b), "per_step_s": costs["per_step_s"][b],
-             "per_layer_s": costs["per_layer_s"][b]}
-            for kind, costs in result["archetypes"].items() for b in costs["per_layer_s"]]
+    rows = [
+        {
+            "engine": result["engine"],
+            "archetype": kind,
+            "batch": int(b),
+            "per_step_s": costs["per_step_s"][b],
+            "per_layer_s": costs["per_layer_s"][b],
+        }
+        for kind, costs in result["archetypes"].items()
+        for b in costs["per_layer_s"]
+    ]
     return Report("engine", result, rows)
 
 
 def save_engine(result: dict[str, Any], path: str, base: Hardware) -> None:
     """Write the profile at `path` again with engines[NAME] set to the measured fixed costs, atomically."""
     spec = hardware_spec_of(base)
-    spec["engines"] = {**(base.engines or {}), result["engine"]: {k: v for k, v in result.items() if k not in ("engine", "device")}}
+    spec["engines"] = {
+        **(base.engines or {}),
+        result["engine"]: {k: v for k, v in result.items() if k not in ("engine", "device")},
+    }
     header = f"# engines.{result['engine']}: fixed costs per decode step and per layer measured by `roofline measure --engine`.\n"
     _write(path, header, spec)
 
 
 def hardware_spec_of(h: Hardware) -> dict[str, Any]:
     """A Hardware record back as its YAML mapping (the keys it was loaded from)."""
-    spec = {"name": h.name, "source": h.source, "memory_capacity": h.memory_capacity, "memory_bandwidth": h.memory_bandwidth,
-            "peak_flops": dict(h.peak_flops), "interconnect_bandwidth": h.interconnect_bandwidth,
-            "interconnect_latency": h.interconnect_latency, "internode_bandwidth": h.internode_bandwidth,
-            "internode_latency": h.internode_latency, "devices_per_node": h.devices_per_node,
-            "aliases": list(h.aliases) or None, "engines": h.engines, "measured": h.measured}
+    spec = {
+        "name": h.name,
+        "source": h.source,
+        "memory_capacity": h.memory_capacity,
+        "memory_bandwidth": h.memory_bandwidth,
+        "peak_flops": dict(h.peak_flops),
+        "interconnect_bandwidth": h.interconnect_bandwidth,
+        "interconnect_latency": h.interconnect_latency,
+        "internode_bandwidth": h.internode_bandwidth,
+        "internode_latency": h.internode_latency,
+        "devices_per_node": h.devices_per_node,
+        "aliases": list(h.aliases) or None,
+        "engines": h.engines,
+        "measured": h.measured,
+    }
     return {k: v for k, v in spec.items() if v is not None}

@@ -36,7 +36,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (position - low) * (ordered[high] - ordered[low])
 
 
-def median_interval(rounds: list[list[float]], level: float = LEVEL, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
+def median_interval(
+    rounds: list[list[float]], level: float = LEVEL, resamples: int = RESAMPLES, seed: int = 0
+) -> tuple[float, float]:
     """A `level` bootstrap interval of the median of all samples, resampling rounds, then samples within them."""
     rng = random.Random(seed)
     medians = []

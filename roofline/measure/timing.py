@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from roofline.errors import RooflineError, UsageError
 
@@ -86,8 +87,14 @@ class Clock:
         elif self.kind == "mps":
             self.torch.mps.synchronize()
 
-    def times(self, fn: Callable[[], Any], warmup: int = 1, min_reps: int | None = None, min_time: float | None = None,
-              max_time: float | None = None) -> list[float]:
+    def times(
+        self,
+        fn: Callable[[], Any],
+        warmup: int = 1,
+        min_reps: int | None = None,
+        min_time: float | None = None,
+        max_time: float | None = None,
+    ) -> list[float]:
         """Per-call seconds after `warmup` calls, until min_reps and min_time (the plan's unless given) are met,
         or max_time (the plan's unless given) or the deadline passes."""
         for _ in range(warmup):
@@ -131,7 +138,9 @@ def verify_close(result, reference, dtype: str, what: str) -> None:
     scale = reference.abs().max().item() or 1.0
     error = (result - reference).abs().max().item() / scale
     if not error <= TOLERANCE[dtype]:  # also catches NaN
-        raise MeasureError(f"{what}: result differs from the float64 reference by {error:.3g} (tolerance {TOLERANCE[dtype]:g} for {dtype})")
+        raise MeasureError(
+            f"{what}: result differs from the float64 reference by {error:.3g} (tolerance {TOLERANCE[dtype]:g} for {dtype})"
+        )
 
 
 def verify_matmul(a, b, out, dtype: str, what: str, samples: int = 16) -> None:

@@ -12,14 +12,15 @@ within only when both are. Engines: roofline's own plain decoder ("eager") or Hu
 
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from roofline.calc.attention import kv_bytes_per_token
 from roofline.calc.estimate import estimate
 from roofline.calc.knobs import VALIDATE_BATCHES, VALIDATE_OUTPUT, VALIDATE_PROMPT, VALIDATE_ROUNDS, VALIDATE_TOLERANCE
+from roofline.errors import UsageError
 from roofline.measure import stats
 from roofline.measure.engine import Decoder, check_supported
-from roofline.calc.attention import kv_bytes_per_token
-from roofline.errors import UsageError
 from roofline.report import Report
 from roofline.specs.params import count_params
 from roofline.specs.records import DTYPE_BYTES, Hardware, Model
@@ -45,14 +46,26 @@ def memory_needed(model: Model, dtype: str, batch: int, tokens: int) -> float:
     and activations of the prefill (a few hidden-wide and MLP-wide buffers per token)."""
     a = model.arch
     kv = kv_bytes_per_token(model, dtype) * batch * tokens
-    activations = batch * tokens * (4 * a.hidden_size + 3 * a.intermediate_size + a.num_heads * tokens) * DTYPE_BYTES[dtype]
+    activations = (
+        batch * tokens * (4 * a.hidden_size + 3 * a.intermediate_size + a.num_heads * tokens) * DTYPE_BYTES[dtype]
+    )
     return model.params * DTYPE_BYTES[dtype] + kv + activations
 
 
-def run(model: Model, hardware: Hardware | None = None, device: str = "auto", batches: list[int] = VALIDATE_BATCHES,
-        prompt: int = VALIDATE_PROMPT, output: int = VALIDATE_OUTPUT, dtype: str | None = None, available_bytes: float | None = None,
-        on_step: Callable[[str], None] = lambda s: None, repeat: int = VALIDATE_ROUNDS, tolerance: float = VALIDATE_TOLERANCE,
-        engine: str = "eager") -> Report:
+def run(
+    model: Model,
+    hardware: Hardware | None = None,
+    device: str = "auto",
+    batches: list[int] = VALIDATE_BATCHES,
+    prompt: int = VALIDATE_PROMPT,
+    output: int = VALIDATE_OUTPUT,
+    dtype: str | None = None,
+    available_bytes: float | None = None,
+    on_step: Callable[[str], None] = lambda s: None,
+    repeat: int = VALIDATE_ROUNDS,
+    tolerance: float = VALIDATE_TOLERANCE,
+    engine: str = "eager",
+) -> Report:
     """Measured vs predicted TTFT and TPOT for each batch (see the module docstring): the `validate --json` report.
 
     `hardware` None: a quick `measure` of this device first. `dtype` None: the model's if it is fp32, bf16 or
@@ -71,7 +84,9 @@ def run(model: Model, hardware: Hardware | None = None, device: str = "auto", ba
     if engine not in ENGINES:
         raise UsageError(f"expected one of {', '.join(ENGINES)}, got {engine!r}", "engine")
     if a.position_embeddings == "learned" and prompt + output > a.max_positions:
-        raise UsageError(f"--prompt + --output: {prompt + output} exceeds {model.id}'s {a.max_positions} learned positions")
+        raise UsageError(
+            f"--prompt + --output: {prompt + output} exceeds {model.id}'s {a.max_positions} learned positions"
+        )
     if available_bytes is not None:  # refuse before importing torch
         _check_memory(model, dtype, batches, prompt + output, available_bytes)
     from roofline.measure import machine
@@ -81,7 +96,13 @@ def run(model: Model, hardware: Hardware | None = None, device: str = "auto", ba
     build = engine_builder(engine, model)
     device = pick_device(torch, device)
     if available_bytes is None:
-        _check_memory(model, dtype, batches, prompt + output, torch.cuda.mem_get_info()[0] if device == "cuda" else machine.available_memory())
+        _check_memory(
+            model,
+            dtype,
+            batches,
+            prompt + output,
+            torch.cuda.mem_get_info()[0] if device == "cuda" else machine.available_memory(),
+        )
     if hardware is None:
         hardware = _quick_profile(device, dtype, on_step, engine)
     runs: dict[int, list[dict[str, Any]]] = {b: [] for b in batches}
@@ -95,8 +116,16 @@ def run(model: Model, hardware: Hardware | None = None, device: str = "auto", ba
             del decoder
     rows = []
     for batch in batches:
-        predicted = estimate(model, hardware, batch=batch, prompt_tokens=prompt, output_tokens=output, weight_dtype=dtype, kv_dtype=dtype,
-                             engine=engine if hardware.measured else None)  # a datasheet gives the roofline only
+        predicted = estimate(
+            model,
+            hardware,
+            batch=batch,
+            prompt_tokens=prompt,
+            output_tokens=output,
+            weight_dtype=dtype,
+            kv_dtype=dtype,
+            engine=engine if hardware.measured else None,
+        )  # a datasheet gives the roofline only
         rows.append(_row(batch, runs[batch], predicted, hardware, tolerance))
     name = torch.cuda.get_device_name(0) if device == "cuda" else machine.cpu_name()
     envelope = {
@@ -105,9 +134,19 @@ def run(model: Model, hardware: Hardware | None = None, device: str = "auto", ba
         "rounds": repeat,
         "tolerance": tolerance,
         "model": {"id": model.id, "name": model.name, "params": model.params, "layers": a.layers, "dtype": dtype},
-        "device": {"kind": device, "name": name, "threads": torch.get_num_threads(), "torch_version": str(torch.__version__)},
-        "hardware": {"id": hardware.id, "name": hardware.name, "figures": hardware.origin,
-                     "memory_bandwidth_bytes_per_s": hardware.memory_bandwidth, "peak_flop_per_s": dict(hardware.peak_flops)},
+        "device": {
+            "kind": device,
+            "name": name,
+            "threads": torch.get_num_threads(),
+            "torch_version": str(torch.__version__),
+        },
+        "hardware": {
+            "id": hardware.id,
+            "name": hardware.name,
+            "figures": hardware.origin,
+            "memory_bandwidth_bytes_per_s": hardware.memory_bandwidth,
+            "peak_flop_per_s": dict(hardware.peak_flops),
+        },
         "inputs": {"prompt_tokens": prompt, "output_tokens": output, "batches": list(batches)},
         "rows": rows,
     }
@@ -126,8 +165,10 @@ def engine_builder(engine: str, model: Model) -> Callable[..., Any]:
 def _check_memory(model: Model, dtype: str, batches: list[int], tokens: int, available_bytes: float) -> None:
     need = memory_needed(model, dtype, max(batches), tokens)
     if need > available_bytes:
-        raise UsageError(f"--batch: {model.id} at batch {max(batches)} needs about {need / 1e9:.3g} GB here, "
-                         f"{available_bytes / 1e9:.3g} GB are available (try --layers or a smaller batch)")
+        raise UsageError(
+            f"--batch: {model.id} at batch {max(batches)} needs about {need / 1e9:.3g} GB here, "
+            f"{available_bytes / 1e9:.3g} GB are available (try --layers or a smaller batch)"
+        )
 
 
 def _quick_profile(kind: str, dtype: str, on_step: Callable[[str], None], engine: str = "eager") -> Hardware:

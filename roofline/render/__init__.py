@@ -81,6 +81,10 @@ def table(result: Any) -> Any:
         return getattr(specs, kind)(result.data)
     from roofline.render import measure
 
-    tables = {"measure": measure.measure_table, "collectives": measure.collectives_table, "validate": measure.validate_table,
-              "engine": measure.engine_table}
+    tables = {
+        "measure": measure.measure_table,
+        "collectives": measure.collectives_table,
+        "validate": measure.validate_table,
+        "engine": measure.engine_table,
+    }
     return tables[kind](result.data)

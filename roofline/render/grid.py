@@ -3,7 +3,7 @@ chooses, and says which. rich is imported when the table is drawn, at the width 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 GAP = 2  # columns between two cells: rich's padding (0, 1) on each side, no outer edge (pad_edge=False)
 
@@ -12,8 +12,14 @@ class Grid:
     """Columns `columns`, the first `left` left-aligned (names), the rest right-aligned (numbers); `drop` names the
     columns a narrow terminal may lose, first to go first; `wrap` the text columns that may wrap instead (reasons)."""
 
-    def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1, drop: Sequence[str] = (),
-                 wrap: Sequence[str] = ()):
+    def __init__(
+        self,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        left: int = 1,
+        drop: Sequence[str] = (),
+        wrap: Sequence[str] = (),
+    ):
         self.columns, self.rows, self.left = list(columns), [list(r) for r in rows], left
         self.drop, self.wrap = [c for c in drop if c in self.columns], set(wrap) & set(self.columns)
 
@@ -48,11 +54,15 @@ class Grid:
             wraps = name in self.wrap
             # Where even the kept columns do not fit, a cell wraps (or folds) onto a second line rather than lose its
             # end to an ellipsis; rich wraps only when the columns' natural widths do not fit.
-            table.add_column(name, justify="left" if k < self.left else "right", overflow="fold", min_width=None if wraps else 1)
+            table.add_column(
+                name, justify="left" if k < self.left else "right", overflow="fold", min_width=None if wraps else 1
+            )
         for row in self.rows:
             table.add_row(*(row[k] for k in shown))
         yield table
         dropped = [self.columns[k] for k in range(len(self.columns)) if k not in shown]
         if dropped:
-            yield Text(f"(not shown at {options.max_width} columns: {', '.join(dropped)}; a wider terminal, --json or --csv has them)",
-                       style="dim")
+            yield Text(
+                f"(not shown at {options.max_width} columns: {', '.join(dropped)}; a wider terminal, --json or --csv has them)",
+                style="dim",
+            )

@@ -25,43 +25,76 @@ def measure_table(result: dict[str, Any]):
     peaks = datasheet["peak_flop_per_s"] if datasheet else {}
     for dtype, m in result["matmul"].items():
         fraction = datasheet["matmul_fraction_of_peak"].get(dtype) if datasheet else None
-        rows.append([
-            f"matmul {dtype}", si(m["best_flop_per_s"], "FLOP/s"), si(m["median_flop_per_s"], "FLOP/s"), _cv(m),
-            "x".join(map(str, m["best_shape"])), si(peaks.get(dtype), "FLOP/s") if dtype in peaks else "-", _fraction(fraction),
-        ])
-    labels = {"copy": "copy (read + write)", "read": "read (sum)", "weights_read": "weights read (decode-like)", "gemv": "matrix-vector"}
+        rows.append(
+            [
+                f"matmul {dtype}",
+                si(m["best_flop_per_s"], "FLOP/s"),
+                si(m["median_flop_per_s"], "FLOP/s"),
+                _cv(m),
+                "x".join(map(str, m["best_shape"])),
+                si(peaks.get(dtype), "FLOP/s") if dtype in peaks else "-",
+                _fraction(fraction),
+            ]
+        )
+    labels = {
+        "copy": "copy (read + write)",
+        "read": "read (sum)",
+        "weights_read": "weights read (decode-like)",
+        "gemv": "matrix-vector",
+    }
     for name, b in result["bandwidth"].items():
         if not b:
             continue
         where = f"{binary(b['buffer_bytes'])}" + (f" {b['dtype']} weights" if "dtype" in b else " buffer")
         fraction = datasheet["bandwidth_fraction_of_peak"].get(name) if datasheet else None
-        rows.append([
-            labels.get(name, name), si(b["best_bytes_per_s"], "B/s"), si(b["median_bytes_per_s"], "B/s"), _cv(b), where,
-            si(datasheet["memory_bandwidth_bytes_per_s"], "B/s") if datasheet else "-", _fraction(fraction),
-        ])
-    table = Grid(["", "best", "median", "cv", "at", "datasheet", "of peak"], rows, left=1, drop=("datasheet", "median", "at"))
+        rows.append(
+            [
+                labels.get(name, name),
+                si(b["best_bytes_per_s"], "B/s"),
+                si(b["median_bytes_per_s"], "B/s"),
+                _cv(b),
+                where,
+                si(datasheet["memory_bandwidth_bytes_per_s"], "B/s") if datasheet else "-",
+                _fraction(fraction),
+            ]
+        )
+    table = Grid(
+        ["", "best", "median", "cv", "at", "datasheet", "of peak"], rows, left=1, drop=("datasheet", "median", "at")
+    )
     lines = [head, Text(""), table, Text("")]
     ridge, dtype = result["ridge_point_flop_per_byte"], result["ridge_dtype"]
     if ridge is not None:
         decode = result["decode_bandwidth"]
-        lines.append(Text(
-            f"measured ridge {number(ridge)} FLOP/byte = {dtype} {si(result['matmul'][dtype]['best_flop_per_s'], 'FLOP/s')} / "
-            f"{labels.get(decode, decode)} {si(result['bandwidth'][decode]['best_bytes_per_s'], 'B/s')} (the read bandwidth that predicts decode)"
-        ))
+        lines.append(
+            Text(
+                f"measured ridge {number(ridge)} FLOP/byte = {dtype} {si(result['matmul'][dtype]['best_flop_per_s'], 'FLOP/s')} / "
+                f"{labels.get(decode, decode)} {si(result['bandwidth'][decode]['best_bytes_per_s'], 'B/s')} (the read bandwidth that predicts decode)"
+            )
+        )
         others = [f"{d} {number(r)}" for d, r in result.get("ridge_points", {}).items() if d != dtype]
         if others:
             lines.append(Text(f"ridge per dtype (FLOP/byte): {', '.join(others)}"))
     plan = result.get("plan") or {}
     if plan:
-        lines.append(Text(f"budget {plan['budget_s']:g} s · buffers {binary(plan['buffer_bytes'])} · "
-                          f"{plan.get('rounds', '-')} interleaved rounds; cv = spread of the rounds (! above 10%: unstable)"))
-    lines.append(Text("copy counts read + write bytes (STREAM convention); every result was verified against float64 or exactly"))
+        lines.append(
+            Text(
+                f"budget {plan['budget_s']:g} s · buffers {binary(plan['buffer_bytes'])} · "
+                f"{plan.get('rounds', '-')} interleaved rounds; cv = spread of the rounds (! above 10%: unstable)"
+            )
+        )
+    lines.append(
+        Text("copy counts read + write bytes (STREAM convention); every result was verified against float64 or exactly")
+    )
     lines += [
         Text(""),
         Text("decode-shaped matmul (F.linear, M rows, row length k, cold weights): weight GB/s | GFLOP/s"),
         _curve_table(result["decode_matmul"]),
-        *[Text(f"decode attention {d} (SDPA, one query): {si(a['flop_per_s'], 'FLOP/s')} at 4:1 GQA, {si(a['bytes_per_s'], 'B/s')} of KV at MHA")
-          for d, a in result.get("decode_attention", {}).items()],
+        *[
+            Text(
+                f"decode attention {d} (SDPA, one query): {si(a['flop_per_s'], 'FLOP/s')} at 4:1 GQA, {si(a['bytes_per_s'], 'B/s')} of KV at MHA"
+            )
+            for d, a in result.get("decode_attention", {}).items()
+        ],
         Text(f"per-op overhead {si(result['op_overhead_s'], 's')} (one tiny eager op)"),
     ]
     lines += [Text(f"note: {n}") for n in result["notes"]]
@@ -90,7 +123,10 @@ def _curve_table(curves: dict[str, list[dict[str, Any]]]):
         series = sorted({(p.get("k", 0), p.get("n", 0)) for p in points})
         for k, n in series:
             by_m = {p["m"]: p for p in points if (p.get("k", 0), p.get("n", 0)) == (k, n)}
-            cells = [f"{by_m[m]['bytes_per_s'] / 1e9:.3g} | {by_m[m]['flop_per_s'] / 1e9:.3g}" if m in by_m else "-" for m in ms]
+            cells = [
+                f"{by_m[m]['bytes_per_s'] / 1e9:.3g} | {by_m[m]['flop_per_s'] / 1e9:.3g}" if m in by_m else "-"
+                for m in ms
+            ]
             tall = any(other_k == k and other_n < n for other_k, other_n in series)
             rows.append([f"{dtype} k={k}" + (f" n={n} (tall)" if tall else ""), *cells])
     return Grid(["M", *map(str, ms)], rows, left=1)
@@ -103,18 +139,31 @@ def collectives_table(result: dict[str, Any]):
 
     from roofline.render.grid import Grid
 
-    rows = [[binary(row["bytes"]), si(row["time_s"], "s"), si(row["median_time_s"], "s"), si(row["algbw_bytes_per_s"], "B/s"),
-             si(row["busbw_bytes_per_s"], "B/s")] for row in result["sizes"]]
+    rows = [
+        [
+            binary(row["bytes"]),
+            si(row["time_s"], "s"),
+            si(row["median_time_s"], "s"),
+            si(row["algbw_bytes_per_s"], "B/s"),
+            si(row["busbw_bytes_per_s"], "B/s"),
+        ]
+        for row in result["sizes"]
+    ]
     table = Grid(["size", "time", "median", "algbw", "busbw"], rows, left=0)
     link = result.get("datasheet_interconnect_bandwidth_bytes_per_s")
     versus = f" (datasheet {si(link, 'B/s')}: {result['bus_bandwidth_bytes_per_s'] / link:.0%})" if link else ""
     return Group(
-        Text.assemble((f"all-reduce, {result['devices']} x {result['device_name']}", "bold"), f" · {result['backend']} · {result['elapsed_s']:.1f} s"),
+        Text.assemble(
+            (f"all-reduce, {result['devices']} x {result['device_name']}", "bold"),
+            f" · {result['backend']} · {result['elapsed_s']:.1f} s",
+        ),
         Text(""),
         table,
         Text(""),
-        Text(f"bus bandwidth {si(result['bus_bandwidth_bytes_per_s'], 'B/s')}{versus} · latency {si(result['latency_s'], 's')} · "
-             "busbw = algbw x 2(N-1)/N (nccl-tests); the sum of known values was verified"),
+        Text(
+            f"bus bandwidth {si(result['bus_bandwidth_bytes_per_s'], 'B/s')}{versus} · latency {si(result['latency_s'], 's')} · "
+            "busbw = algbw x 2(N-1)/N (nccl-tests); the sum of known values was verified"
+        ),
     )
 
 
@@ -128,24 +177,67 @@ def validate_table(result: dict[str, Any]):
     from roofline.render.grid import Grid
 
     m, d, h = result["model"], result["device"], result["hardware"]
-    columns = ["batch", "", "measured", "p10-p90", "predicted", "ratio [90%]", "verdict", "roofline", "ratio", "achieved", "MBU", "bound"]
+    columns = [
+        "batch",
+        "",
+        "measured",
+        "p10-p90",
+        "predicted",
+        "ratio [90%]",
+        "verdict",
+        "roofline",
+        "ratio",
+        "achieved",
+        "MBU",
+        "bound",
+    ]
     rows = []
     for r in result["rows"]:
         roofline_ttft = r.get("roofline_ttft_s")
-        rows.append([str(r["batch"]), "TTFT", si(r["measured_ttft_s"], "s"), "-", si(r["predicted_ttft_s"], "s"), _ratio(r, "ttft"),
-                     r.get("ttft_verdict", "-"), si(roofline_ttft, "s"),
-                     f"{roofline_ttft / r['measured_ttft_s']:.2f}" if roofline_ttft else "-", "-", "-", "-"])
-        rows.append(["", "TPOT", si(r["measured_tpot_s"], "s"), f"{si(r['measured_tpot_p10_s'], 's')}-{si(r['measured_tpot_p90_s'], 's')}",
-                     si(r["predicted_tpot_s"], "s"), _ratio(r, "tpot"), r.get("tpot_verdict", r["verdict"]), si(r["roofline_tpot_s"], "s"),
-                     f"{r['roofline_tpot_ratio']:.2f}", si(r["achieved_bytes_per_s"], "B/s"), f"{r['mbu']:.0%}", r["expected_bound"]])
+        rows.append(
+            [
+                str(r["batch"]),
+                "TTFT",
+                si(r["measured_ttft_s"], "s"),
+                "-",
+                si(r["predicted_ttft_s"], "s"),
+                _ratio(r, "ttft"),
+                r.get("ttft_verdict", "-"),
+                si(roofline_ttft, "s"),
+                f"{roofline_ttft / r['measured_ttft_s']:.2f}" if roofline_ttft else "-",
+                "-",
+                "-",
+                "-",
+            ]
+        )
+        rows.append(
+            [
+                "",
+                "TPOT",
+                si(r["measured_tpot_s"], "s"),
+                f"{si(r['measured_tpot_p10_s'], 's')}-{si(r['measured_tpot_p90_s'], 's')}",
+                si(r["predicted_tpot_s"], "s"),
+                _ratio(r, "tpot"),
+                r.get("tpot_verdict", r["verdict"]),
+                si(r["roofline_tpot_s"], "s"),
+                f"{r['roofline_tpot_ratio']:.2f}",
+                si(r["achieved_bytes_per_s"], "B/s"),
+                f"{r['mbu']:.0%}",
+                r["expected_bound"],
+            ]
+        )
     kind = result["rows"][0]["prediction"] if result["rows"] else "roofline"
     drop = ("p10-p90", "achieved", "bound", "MBU", "ratio", "roofline")
     verdicts = " · ".join(f"batch {r['batch']} {r['verdict']}" for r in result["rows"])
     return Group(
-        Text.assemble((f"{m['name']} ({m['layers']} layers, {m['dtype']})", "bold"),
-                      f" on {d['name']} ({d['kind']}, {d['threads']} threads), engine {result.get('engine', 'eager')}"),
-        Text(f"prediction: {kind} from {h['name']} ({h['figures']} figures); ratio = predicted / measured; "
-             f"{result.get('rounds', 1)} interleaved rounds; verdict at +-{result.get('tolerance', 0.15):.0%}"),
+        Text.assemble(
+            (f"{m['name']} ({m['layers']} layers, {m['dtype']})", "bold"),
+            f" on {d['name']} ({d['kind']}, {d['threads']} threads), engine {result.get('engine', 'eager')}",
+        ),
+        Text(
+            f"prediction: {kind} from {h['name']} ({h['figures']} figures); ratio = predicted / measured; "
+            f"{result.get('rounds', 1)} interleaved rounds; verdict at +-{result.get('tolerance', 0.15):.0%}"
+        ),
         Text(""),
         Grid(columns, rows, left=2, drop=drop),
         Text(f"verdict (within only when TTFT and TPOT both are): {verdicts}"),
@@ -166,7 +258,12 @@ def engine_table(result: dict[str, Any]):
 
     from roofline.render.grid import Grid
 
-    rows = [[kind, b, si(costs["per_step_s"][b], "s"), si(costs["per_layer_s"][b], "s")]
-            for kind, costs in result["archetypes"].items() for b in costs["per_layer_s"]]
-    return Group(Text(f"{result['engine']} engine fixed costs ({result['device']}, {result['dtype']})", style="bold"),
-                 Grid(["archetype", "batch", "per step", "per layer"], rows, left=1))
+    rows = [
+        [kind, b, si(costs["per_step_s"][b], "s"), si(costs["per_layer_s"][b], "s")]
+        for kind, costs in result["archetypes"].items()
+        for b in costs["per_layer_s"]
+    ]
+    return Group(
+        Text(f"{result['engine']} engine fixed costs ({result['device']}, {result['dtype']})", style="bold"),
+        Grid(["archetype", "batch", "per step", "per layer"], rows, left=1),
+    )

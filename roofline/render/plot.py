@@ -13,14 +13,14 @@ from typing import Any
 
 from roofline.calc.estimate import Estimate
 from roofline.calc.plan import Plan
+from roofline.calc.sweep import Sweep
 from roofline.errors import RooflineError, UsageError, shown
 from roofline.specs.records import Hardware
-from roofline.calc.sweep import Sweep
 
 FORMATS = (".png", ".svg")
 
 
-def roofline_data(hardware: "Hardware | list[Hardware]", estimates: list[Estimate]) -> dict[str, Any]:
+def roofline_data(hardware: Hardware | list[Hardware], estimates: list[Estimate]) -> dict[str, Any]:
     """Roofs and points in (FLOP/byte, FLOP/s): per device, one compute ceiling per dtype, the bandwidth slope, ridges.
 
     A measured profile's figures are drawn dashed ("measured"); the datasheet it was compared with, if any,
@@ -40,20 +40,29 @@ def roofline_data(hardware: "Hardware | list[Hardware]", estimates: list[Estimat
         i = e.inputs
         series = f"{e.model.id} on {e.hardware.id}" if several else e.model.id
         for phase, step in (("prefill", e.prefill), ("decode", e.decode)):
-            points.append({
-                "label": f"{phase} b={i.batch} p={i.prompt_tokens}",
-                "series": series,
-                "phase": phase,
-                "intensity_flop_per_byte": step.intensity_flop_per_byte,
-                "flop_per_s": step.flops / step.time_s,
-                "bound": step.bound,
-            })
-    intensities = [p["intensity_flop_per_byte"] for p in points] + [c["ridge_flop_per_byte"] for r in roofs for c in r["ceilings"]]
+            points.append(
+                {
+                    "label": f"{phase} b={i.batch} p={i.prompt_tokens}",
+                    "series": series,
+                    "phase": phase,
+                    "intensity_flop_per_byte": step.intensity_flop_per_byte,
+                    "flop_per_s": step.flops / step.time_s,
+                    "bound": step.bound,
+                }
+            )
+    intensities = [p["intensity_flop_per_byte"] for p in points] + [
+        c["ridge_flop_per_byte"] for r in roofs for c in r["ceilings"]
+    ]
     low, high = min([*intensities, 1.0]) / 4, max(intensities) * 4
     models = list(dict.fromkeys(e.model.name for e in estimates))
     title = (", ".join(models) + " on " if models else "") + ", ".join(h.name for h in devices)
-    return {"title": title, "x_range": [low, high], "roofs": roofs, "points": points,
-            "series": list(dict.fromkeys(p["series"] for p in points))}
+    return {
+        "title": title,
+        "x_range": [low, high],
+        "roofs": roofs,
+        "points": points,
+        "series": list(dict.fromkeys(p["series"] for p in points)),
+    }
 
 
 def _roof(peaks: dict[str, float], bandwidth: float, style: str, hardware: Hardware) -> dict[str, Any]:
@@ -61,7 +70,9 @@ def _roof(peaks: dict[str, float], bandwidth: float, style: str, hardware: Hardw
     by_peak: dict[float, list[str]] = {}
     for dtype, peak in peaks.items():
         by_peak.setdefault(peak, []).append(dtype)
-    ceilings = [{"dtypes": d, "flop_per_s": p, "ridge_flop_per_byte": p / bandwidth} for p, d in sorted(by_peak.items())]
+    ceilings = [
+        {"dtypes": d, "flop_per_s": p, "ridge_flop_per_byte": p / bandwidth} for p, d in sorted(by_peak.items())
+    ]
     return {"style": style, "device": hardware.id, "bandwidth_bytes_per_s": bandwidth, "ceilings": ceilings}
 
 
@@ -72,7 +83,7 @@ def roof_line(bandwidth: float, peak: float, x_range: list[float], samples: int 
     return [(x, min(peak, bandwidth * x)) for x in xs if x_range[0] <= x <= x_range[1]]
 
 
-def sweep_data(sweeps: "Sweep | list[Sweep]") -> dict[str, Any]:
+def sweep_data(sweeps: Sweep | list[Sweep]) -> dict[str, Any]:
     """Throughput and TPOT against batch for each (prompt, output) group of each sweep (one per model x device),
     with the SLO and the batch marks."""
     sweeps = sweeps if isinstance(sweeps, list) else [sweeps]
@@ -82,19 +93,26 @@ def sweep_data(sweeps: "Sweep | list[Sweep]") -> dict[str, Any]:
         for g in s.groups:
             rows = [r for r in s.rows if (r.prompt_tokens, r.output_tokens) == (g.prompt_tokens, g.output_tokens)]
             where = f"{s.inputs['model']} on {s.inputs['hardware']}, " if several else ""
-            series.append({
-                "label": f"{where}prompt {g.prompt_tokens}, output {g.output_tokens}",
-                "batch": [r.batch for r in rows],
-                "tokens_per_s": [r.tokens_per_s for r in rows],
-                "goodput_tokens_per_s": [r.goodput_tokens_per_s for r in rows],
-                "tpot_s": [r.tpot_s for r in rows],
-                "critical_batch": g.critical_batch,
-                "max_batch": g.max_batch,
-                "best_batch": g.best_batch,
-            })
+            series.append(
+                {
+                    "label": f"{where}prompt {g.prompt_tokens}, output {g.output_tokens}",
+                    "batch": [r.batch for r in rows],
+                    "tokens_per_s": [r.tokens_per_s for r in rows],
+                    "goodput_tokens_per_s": [r.goodput_tokens_per_s for r in rows],
+                    "tpot_s": [r.tpot_s for r in rows],
+                    "critical_batch": g.critical_batch,
+                    "max_batch": g.max_batch,
+                    "best_batch": g.best_batch,
+                }
+            )
     models = ", ".join(dict.fromkeys(s.inputs["model"] for s in sweeps))
     devices = ", ".join(dict.fromkeys(s.inputs["hardware"] for s in sweeps))
-    return {"title": f"{models} on {devices}", "tpot_slo_s": sweeps[0].inputs["tpot_slo_s"], "series": series, "marks": not several}
+    return {
+        "title": f"{models} on {devices}",
+        "tpot_slo_s": sweeps[0].inputs["tpot_slo_s"],
+        "series": series,
+        "marks": not several,
+    }
 
 
 def plan_data(p: Plan) -> dict[str, Any]:
@@ -102,7 +120,16 @@ def plan_data(p: Plan) -> dict[str, Any]:
     else devices (plan's own ranking key), with the Pareto frontier: the options no other beats on both."""
     good = [o for o in p.options if o.meets_slo]
     priced = p.inputs["ranked_by"] == "cost"
-    points = [{"label": f"{o.hardware} tp{o.tp}" + (f" pp{o.pp}" if o.pp > 1 else "") + (f" {o.disagg}" if o.disagg else ""), "tpot_s": o.tpot_s, "y": o.cost_per_million_tokens if priced else o.devices} for o in good]
+    points = [
+        {
+            "label": f"{o.hardware} tp{o.tp}"
+            + (f" pp{o.pp}" if o.pp > 1 else "")
+            + (f" {o.disagg}" if o.disagg else ""),
+            "tpot_s": o.tpot_s,
+            "y": o.cost_per_million_tokens if priced else o.devices,
+        }
+        for o in good
+    ]
     frontier, lowest = [], math.inf
     for q in sorted(points, key=lambda q: (q["tpot_s"], q["y"])):
         if q["y"] < lowest:  # cheaper than every faster option
@@ -110,9 +137,13 @@ def plan_data(p: Plan) -> dict[str, Any]:
             lowest = q["y"]
     inputs = p.inputs
     slo = inputs["tpot_slo_s"]
-    return {"title": f"{inputs['model']}: prompt {inputs['prompt_tokens']}, output {inputs['output_tokens']}",
-            "y_label": "$ per million output tokens" if priced else "devices", "tpot_slo_s": slo,
-            "points": points, "frontier": frontier}
+    return {
+        "title": f"{inputs['model']}: prompt {inputs['prompt_tokens']}, output {inputs['output_tokens']}",
+        "y_label": "$ per million output tokens" if priced else "devices",
+        "tpot_slo_s": slo,
+        "points": points,
+        "frontier": frontier,
+    }
 
 
 def pyplot(command: str = "roofline plot"):
@@ -144,13 +175,31 @@ def draw_roofline(data: dict[str, Any], path: str) -> None:
             color = colors[(devices.index(roof["device"]) if len(devices) > 1 else k) % len(colors)]
             label = f"{where}{', '.join(c['dtypes'])} {si(c['flop_per_s'], 'FLOP/s')} ({roof['style']}), ridge {number(c['ridge_flop_per_byte'])}"
             if len(devices) > 1:  # one legend entry a device: its bandwidth and every ceiling's dtypes
-                label = (f"{roof['device']} ({roof['style']}): {si(bandwidth, 'B/s')}, ceilings "
-                         f"{'; '.join(', '.join(x['dtypes']) for x in roof['ceilings'])}") if k == len(roof["ceilings"]) - 1 else None
-            ax.plot(*zip(*xy), linestyle="--" if dashed else "-", color=color, linewidth=1.5 if len(devices) == 1 else 1.0, label=label)
+                label = (
+                    (
+                        f"{roof['device']} ({roof['style']}): {si(bandwidth, 'B/s')}, ceilings "
+                        f"{'; '.join(', '.join(x['dtypes']) for x in roof['ceilings'])}"
+                    )
+                    if k == len(roof["ceilings"]) - 1
+                    else None
+                )
+            ax.plot(
+                *zip(*xy),
+                linestyle="--" if dashed else "-",
+                color=color,
+                linewidth=1.5 if len(devices) == 1 else 1.0,
+                label=label,
+            )
             ax.plot([c["ridge_flop_per_byte"]], [c["flop_per_s"]], marker="o", color=color, markersize=4)
         x0 = data["x_range"][0] * 1.3
-        ax.annotate(f"{where}{si(bandwidth, 'B/s')} ({roof['style']})", (x0, bandwidth * x0), textcoords="offset points",
-                    xytext=(-6, 14), rotation=28, fontsize=7)
+        ax.annotate(
+            f"{where}{si(bandwidth, 'B/s')} ({roof['style']})",
+            (x0, bandwidth * x0),
+            textcoords="offset points",
+            xytext=(-6, 14),
+            rotation=28,
+            fontsize=7,
+        )
     series = data.get("series") or []
     marks = ["black", *colors[::-1]]
     seen = {"prefill": 0, "decode": 0}
@@ -160,12 +209,24 @@ def draw_roofline(data: dict[str, Any], path: str) -> None:
         color = marks[series.index(p["series"]) % len(marks)] if p.get("series") in series else "black"
         name = p.get("series") if len(series) > 1 and p.get("series") not in legend_done else None
         legend_done.add(p.get("series"))
-        ax.plot([p["intensity_flop_per_byte"]], [p["flop_per_s"]], marker=marker, color=color, markersize=6, linestyle="none",
-                label=f"{name} (square prefill, triangle decode)" if name else None)
+        ax.plot(
+            [p["intensity_flop_per_byte"]],
+            [p["flop_per_s"]],
+            marker=marker,
+            color=color,
+            markersize=6,
+            linestyle="none",
+            label=f"{name} (square prefill, triangle decode)" if name else None,
+        )
         if series and p.get("series") != series[0]:
             continue  # overlaid series: the first one's labels say which batch each point is
-        ax.annotate(p["label"], (p["intensity_flop_per_byte"], p["flop_per_s"]), textcoords="offset points",
-                    xytext=(5, -12 if seen[p["phase"]] % 2 else 6), fontsize=7)  # alternate so neighbours don't collide
+        ax.annotate(
+            p["label"],
+            (p["intensity_flop_per_byte"], p["flop_per_s"]),
+            textcoords="offset points",
+            xytext=(5, -12 if seen[p["phase"]] % 2 else 6),
+            fontsize=7,
+        )  # alternate so neighbours don't collide
         seen[p["phase"]] += 1
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -185,13 +246,21 @@ def draw_sweep(data: dict[str, Any], path: str) -> None:
     for s in data["series"]:
         top.plot(s["batch"], s["tokens_per_s"], marker="o", markersize=3, label=f"tokens/s, {s['label']}")
         bottom.plot(s["batch"], [t * 1e3 for t in s["tpot_s"]], marker="o", markersize=3, label=s["label"])
-        for key, style, name in (("critical_batch", ":", "critical batch"), ("max_batch", "--", "memory limit"), ("best_batch", "-.", "best goodput")):
+        for key, style, name in (
+            ("critical_batch", ":", "critical batch"),
+            ("max_batch", "--", "memory limit"),
+            ("best_batch", "-.", "best goodput"),
+        ):
             if s[key] and data.get("marks", True):  # one series' marks; overlaid series would bury the curves in lines
                 for ax in (top, bottom):
                     ax.axvline(s[key], linestyle=style, color="gray", linewidth=1)
-                top.annotate(f"{name} {s[key]}", (s[key], 0.02), xycoords=("data", "axes fraction"), rotation=90, fontsize=7)
+                top.annotate(
+                    f"{name} {s[key]}", (s[key], 0.02), xycoords=("data", "axes fraction"), rotation=90, fontsize=7
+                )
     if data["tpot_slo_s"]:
-        bottom.axhline(data["tpot_slo_s"] * 1e3, color="red", linewidth=1, label=f"TPOT SLO {data['tpot_slo_s'] * 1e3:g} ms")
+        bottom.axhline(
+            data["tpot_slo_s"] * 1e3, color="red", linewidth=1, label=f"TPOT SLO {data['tpot_slo_s'] * 1e3:g} ms"
+        )
     top.set_xscale("log", base=2)
     top.set_ylabel("decode tokens/s (all sequences)")
     bottom.set_ylabel("TPOT (ms)")
@@ -211,13 +280,24 @@ def draw_plan(data: dict[str, Any], path: str) -> None:
     plt = pyplot("roofline plan --plot")
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=100)
     by_label = {q["label"]: q for q in data["points"]}
-    ax.plot([q["tpot_s"] * 1e3 for q in data["points"]], [q["y"] for q in data["points"]], "o", color="gray", markersize=4, label="options")
+    ax.plot(
+        [q["tpot_s"] * 1e3 for q in data["points"]],
+        [q["y"] for q in data["points"]],
+        "o",
+        color="gray",
+        markersize=4,
+        label="options",
+    )
     front = [by_label[name] for name in data["frontier"]]
-    ax.plot([q["tpot_s"] * 1e3 for q in front], [q["y"] for q in front], "o-", color="black", markersize=5, label="frontier")
+    ax.plot(
+        [q["tpot_s"] * 1e3 for q in front], [q["y"] for q in front], "o-", color="black", markersize=5, label="frontier"
+    )
     for q in front:
         ax.annotate(q["label"], (q["tpot_s"] * 1e3, q["y"]), textcoords="offset points", xytext=(5, 4), fontsize=7)
     if data["tpot_slo_s"]:
-        ax.axvline(data["tpot_slo_s"] * 1e3, color="red", linewidth=1, label=f"TPOT SLO {data['tpot_slo_s'] * 1e3:g} ms")
+        ax.axvline(
+            data["tpot_slo_s"] * 1e3, color="red", linewidth=1, label=f"TPOT SLO {data['tpot_slo_s'] * 1e3:g} ms"
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     from matplotlib.ticker import FuncFormatter

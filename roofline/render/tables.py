@@ -17,7 +17,10 @@ def estimate_table(e: Estimate):
     i, p, d = e.inputs, e.prefill, e.decode
     head = Text.assemble(
         *([(f"does NOT fit: {e.fits_reason}\n", "bold red")] if not e.fits else []),
-        (f"{e.model.name}", "bold"), " on ", (e.hardware.name, "bold"), f"  ({e.hardware.figures} figures)\n",
+        (f"{e.model.name}", "bold"),
+        " on ",
+        (e.hardware.name, "bold"),
+        f"  ({e.hardware.figures} figures)\n",
         f"batch {i.batch}, prompt {i.prompt_tokens}, output {i.output_tokens} tokens{_parallel(i)}; "
         f"weights {i.weight_dtype}{_bits(e)}, KV {i.kv_dtype}, compute {i.compute_dtype}\n"
         f"efficiency: compute {i.compute_efficiency:g}, bandwidth {i.bandwidth_efficiency:g}"
@@ -48,14 +51,18 @@ def _parallel(i) -> str:
 
 
 def _pipeline_line(p) -> str:
-    return (f"pipeline {p.stages} stages x {p.micro_batches} micro-batches: a decode slot {si(p.stage_decode_s, 's')} + hop "
-            f"{si(p.hop_decode_s, 's')}, every {p.cycle_stages} slots · bubble prefill {p.bubble_prefill:.0%}, decode {p.bubble_decode:.0%}")
+    return (
+        f"pipeline {p.stages} stages x {p.micro_batches} micro-batches: a decode slot {si(p.stage_decode_s, 's')} + hop "
+        f"{si(p.hop_decode_s, 's')}, every {p.cycle_stages} slots · bubble prefill {p.bubble_prefill:.0%}, decode {p.bubble_decode:.0%}"
+    )
 
 
 def _disagg_line(d) -> str:
-    return (f"disagg {d.prefill_instances}P:{d.decode_instances}D ({d.prefill_devices} + {d.decode_devices} devices): KV transfer "
-            f"{si(d.kv_transfer_s, 's')} · pools {number(d.prefill_requests_per_s)} / {number(d.decode_requests_per_s)} requests/s "
-            f"(prefill / decode): {d.bottleneck}-bound, fleet {number(d.requests_per_s)} requests/s")
+    return (
+        f"disagg {d.prefill_instances}P:{d.decode_instances}D ({d.prefill_devices} + {d.decode_devices} devices): KV transfer "
+        f"{si(d.kv_transfer_s, 's')} · pools {number(d.prefill_requests_per_s)} / {number(d.decode_requests_per_s)} requests/s "
+        f"(prefill / decode): {d.bottleneck}-bound, fleet {number(d.requests_per_s)} requests/s"
+    )
 
 
 def _bits(e: Estimate) -> str:
@@ -78,8 +85,14 @@ def summary_lines(e: Estimate) -> list[str]:
         f"TTFT {si(e.ttft_s, 's')} · TPOT {si(e.tpot_s, 's')} · request {si(e.request_latency_s, 's')}",
         *([_pipeline_line(e.pipeline)] if e.pipeline else []),
         *([_disagg_line(e.disagg)] if e.disagg else []),
-        *([f"engine {e.engine.name} ({e.engine.source}): TTFT {si(e.engine.ttft_s, 's')} · TPOT {si(e.engine.tpot_s, 's')} · "
-           f"{number(e.engine.output_tokens_per_s)} output tokens/s (the bound above is what no engine can beat)"] if e.engine else []),
+        *(
+            [
+                f"engine {e.engine.name} ({e.engine.source}): TTFT {si(e.engine.ttft_s, 's')} · TPOT {si(e.engine.tpot_s, 's')} · "
+                f"{number(e.engine.output_tokens_per_s)} output tokens/s (the bound above is what no engine can beat)"
+            ]
+            if e.engine
+            else []
+        ),
         f"decode {number(d.tokens_per_s)} tokens/s ({number(d.tokens_per_s_per_sequence)} per sequence; B / TPOT) · "
         f"end to end {number(e.output_tokens_per_s)} output tokens/s, {number(e.requests_per_s)} requests/s (prefill included) · "
         f"MBU {_percent(d.mbu)} · MFU {_percent(d.mfu)}",
@@ -92,9 +105,15 @@ def summary_lines(e: Estimate) -> list[str]:
         f"- weights{per_device} · max batch {limit} · {'fits' if e.fits else 'does NOT fit'}",
         f"ridge {number(e.ridge_point_flop_per_byte)} FLOP/B ({i.compute_dtype}) · critical batch {critical}: "
         f"{e.critical_batch_reason}",
-        *([f"calibrated (measured curve + per-op cost, plain eager PyTorch): TTFT {si(e.calibrated.ttft_s, 's')} · "
-           f"TPOT {si(e.calibrated.tpot_s, 's')} (linears {si(e.calibrated.decode_linear_s, 's')}, attention "
-           f"{si(e.calibrated.decode_attention_s, 's')}, per-op {si(e.calibrated.decode_overhead_s, 's')})"] if e.calibrated else []),
+        *(
+            [
+                f"calibrated (measured curve + per-op cost, plain eager PyTorch): TTFT {si(e.calibrated.ttft_s, 's')} · "
+                f"TPOT {si(e.calibrated.tpot_s, 's')} (linears {si(e.calibrated.decode_linear_s, 's')}, attention "
+                f"{si(e.calibrated.decode_attention_s, 's')}, per-op {si(e.calibrated.decode_overhead_s, 's')})"
+            ]
+            if e.calibrated
+            else []
+        ),
         _verdict("prefill", e.prefill.bound, e.prefill.intensity_flop_per_byte, e.ridge_point_flop_per_byte),
         _verdict("decode", d.bound, d.intensity_flop_per_byte, e.ridge_point_flop_per_byte),
         *[f"note: {n}" for n in e.notes],
@@ -109,7 +128,9 @@ def _verdict(phase: str, bound: str, intensity: float, ridge: float) -> str:
     return f"{phase} is {bound}-bound: {si(intensity, 'FLOP/byte')} vs ridge {si(ridge, 'FLOP/byte')}"
 
 
-def listing_table(columns: list[str], rows: list[list[str]], left: int = 2, drop: tuple[str, ...] = (), wrap: tuple[str, ...] = ()):
+def listing_table(
+    columns: list[str], rows: list[list[str]], left: int = 2, drop: tuple[str, ...] = (), wrap: tuple[str, ...] = ()
+):
     """A plain table: the first `left` columns left-aligned (names), the rest right-aligned (numbers); on a narrow
     terminal the columns in `drop` go first (roofline.render.grid: a number or an id is never cut)."""
     from roofline.render.grid import Grid
@@ -123,33 +144,66 @@ def sweep_table(s: Any):
     from rich.text import Text
 
     grid = len(s.groups) > 1
-    columns = ["batch", *(["prompt", "output"] if grid else []), "TTFT", "TPOT", "decode tok/s", "output tok/s", "per seq", "MBU", "MFU",
-               "KV (batch)", "fits", "bound", "SLO", "goodput"]
+    columns = [
+        "batch",
+        *(["prompt", "output"] if grid else []),
+        "TTFT",
+        "TPOT",
+        "decode tok/s",
+        "output tok/s",
+        "per seq",
+        "MBU",
+        "MFU",
+        "KV (batch)",
+        "fits",
+        "bound",
+        "SLO",
+        "goodput",
+    ]
     rows = [
-        [str(r.batch), *([str(r.prompt_tokens), str(r.output_tokens)] if grid else []),
-         si(r.ttft_s, "s"), si(r.tpot_s, "s"), number(r.tokens_per_s), number(r.output_tokens_per_s), number(r.tokens_per_s_per_sequence),
-         _percent(r.mbu), _percent(r.mfu), si(r.kv_bytes, "B"), "yes" if r.fits else "no", r.bound,
-         "yes" if r.meets_slo else "no", number(r.goodput_tokens_per_s)]
+        [
+            str(r.batch),
+            *([str(r.prompt_tokens), str(r.output_tokens)] if grid else []),
+            si(r.ttft_s, "s"),
+            si(r.tpot_s, "s"),
+            number(r.tokens_per_s),
+            number(r.output_tokens_per_s),
+            number(r.tokens_per_s_per_sequence),
+            _percent(r.mbu),
+            _percent(r.mfu),
+            si(r.kv_bytes, "B"),
+            "yes" if r.fits else "no",
+            r.bound,
+            "yes" if r.meets_slo else "no",
+            number(r.goodput_tokens_per_s),
+        ]
         for r in s.rows
     ]
     table = listing_table(columns, rows, left=0, drop=("per seq", "MFU", "output tok/s", "bound", "KV (batch)", "SLO"))
     i = s.inputs
-    slo = ", ".join(f"{name} <= {si(v, 's')}" for name, v in (("TPOT", i["tpot_slo_s"]), ("TTFT", i["ttft_slo_s"])) if v) or "none"
+    slo = (
+        ", ".join(f"{name} <= {si(v, 's')}" for name, v in (("TPOT", i["tpot_slo_s"]), ("TTFT", i["ttft_slo_s"])) if v)
+        or "none"
+    )
     head = Text.assemble(
-        (f"{i['model']} on {i['hardware']}", "bold"), f"  ({i['figures']} figures) · {_layout(i)} · SLO: {slo} · "
+        (f"{i['model']} on {i['hardware']}", "bold"),
+        f"  ({i['figures']} figures) · {_layout(i)} · SLO: {slo} · "
         f"weights {i['weight_dtype']}, KV {i['kv_dtype']}, compute {i['compute_dtype']}",
     )
     of = i.get("goodput_of", "output")
-    meaning = (Text("decode tok/s = B / TPOT (the decode step); output tok/s = B x O / request latency (end to end, prefill "
-                    f"included); goodput counts {'output' if of == 'output' else 'decode'} tok/s; KV (batch): the whole batch's "
-                    "cache over all devices"))
+    meaning = Text(
+        "decode tok/s = B / TPOT (the decode step); output tok/s = B x O / request latency (end to end, prefill "
+        f"included); goodput counts {'output' if of == 'output' else 'decode'} tok/s; KV (batch): the whole batch's "
+        "cache over all devices"
+    )
     lines = [head, meaning, Text(""), table, Text("")]
     for g in s.groups:
         where = f"prompt {g.prompt_tokens}, output {g.output_tokens}: " if grid else ""
         best = (
             f"best batch {g.best_batch}: {number(g.best_goodput_tokens_per_s)} tokens/s goodput, "
             f"TPOT {si(g.best_tpot_s, 's')}, TTFT {si(g.best_ttft_s, 's')}"
-            if g.best_batch is not None else "no batch fits and meets the SLOs"
+            if g.best_batch is not None
+            else "no batch fits and meets the SLOs"
         )
         critical = g.critical_batch if g.critical_batch is not None else "none"
         limit = g.max_batch if g.max_batch is not None else "unbounded"
@@ -164,18 +218,41 @@ def compare_table(c: Any):
 
     table = [
         [
-            r.model, r.hardware, "yes" if r.fits else "no", si(r.weight_bytes, "B"), "-" if r.max_batch is None else str(r.max_batch),
-            number(r.ridge_point_flop_per_byte), si(r.ttft_s, "s"), si(r.tpot_s, "s"), number(r.tokens_per_s),
-            r.decode_bound, "-" if r.best_batch is None else str(r.best_batch),
+            r.model,
+            r.hardware,
+            "yes" if r.fits else "no",
+            si(r.weight_bytes, "B"),
+            "-" if r.max_batch is None else str(r.max_batch),
+            number(r.ridge_point_flop_per_byte),
+            si(r.ttft_s, "s"),
+            si(r.tpot_s, "s"),
+            number(r.tokens_per_s),
+            r.decode_bound,
+            "-" if r.best_batch is None else str(r.best_batch),
             "-" if r.best_goodput_tokens_per_s is None else number(r.best_goodput_tokens_per_s),
         ]
         for r in c.rows
     ]
     i = c.inputs
-    columns = ["model", "hardware", "fits", "weights (total)", "max batch", "ridge", "TTFT", "TPOT", "tokens/s", "decode", "best batch", "goodput"]
+    columns = [
+        "model",
+        "hardware",
+        "fits",
+        "weights (total)",
+        "max batch",
+        "ridge",
+        "TTFT",
+        "TPOT",
+        "tokens/s",
+        "decode",
+        "best batch",
+        "goodput",
+    ]
     slo = ", ".join(f"{n} <= {si(v, 's')}" for n, v in (("TPOT", i["tpot_slo_s"]), ("TTFT", i["ttft_slo_s"])) if v)
-    head = Text(f"batch {i['batch']}, prompt {i['prompt_tokens']}, output {i['output_tokens']} tokens · {_layout(i)}"
-                f"{' · SLO ' + slo if slo else ''} · weights are the whole model's, TTFT/TPOT/tokens/s at batch {i['batch']}")
+    head = Text(
+        f"batch {i['batch']}, prompt {i['prompt_tokens']}, output {i['output_tokens']} tokens · {_layout(i)}"
+        f"{' · SLO ' + slo if slo else ''} · weights are the whole model's, TTFT/TPOT/tokens/s at batch {i['batch']}"
+    )
     if not slo:  # no objective: no best batch and no goodput to show
         columns, table = columns[:-2], [r[:-2] for r in table]
     return Group(head, Text(""), listing_table(columns, table, drop=("ridge", "decode", "weights (total)")))
@@ -186,7 +263,9 @@ def _layout(i: dict) -> str:
     tp, pp, ep = i.get("tp", 1), i.get("pp", 1), i.get("ep", 1)
     parts = [f"tp {tp}"] + ([f"pp {pp}"] if pp > 1 else [])
     devices = max(tp, ep) * pp
-    return (" x ".join(parts) + (f", ep {ep}" if ep > 1 else "") + f" = {devices} devices") if devices > 1 else "1 device"
+    return (
+        (" x ".join(parts) + (f", ep {ep}" if ep > 1 else "") + f" = {devices} devices") if devices > 1 else "1 device"
+    )
 
 
 def fit_table(f: Any):
@@ -196,12 +275,16 @@ def fit_table(f: Any):
 
     i = f.inputs
     answer = lambda value, unit: "-" if value is None else f"{value:,} {unit}{'' if value == 1 else 's'}"  # noqa: E731
-    rows = [["largest context", f"batch {i['batch']}", answer(f.max_context_tokens, "token"), f.max_context_reason],
-            ["largest batch", f"context {i['context_tokens']:,}", answer(f.max_batch, "sequence"), f.max_batch_reason],
-            ["smallest tp", f"context {i['context_tokens']:,}", answer(f.min_tp, "device"), f.min_tp_reason]]
-    head = Text.assemble((f"{f.model['name']} on {f.hardware['name']}", "bold"),
-                         f"  weights {i['weight_dtype']} at {i['bits_per_weight']:.3g} bits, KV {i['kv_dtype']}, memory fraction "
-                         f"{i['memory_fraction']:g}, tp {i['tp']}")
+    rows = [
+        ["largest context", f"batch {i['batch']}", answer(f.max_context_tokens, "token"), f.max_context_reason],
+        ["largest batch", f"context {i['context_tokens']:,}", answer(f.max_batch, "sequence"), f.max_batch_reason],
+        ["smallest tp", f"context {i['context_tokens']:,}", answer(f.min_tp, "device"), f.min_tp_reason],
+    ]
+    head = Text.assemble(
+        (f"{f.model['name']} on {f.hardware['name']}", "bold"),
+        f"  weights {i['weight_dtype']} at {i['bits_per_weight']:.3g} bits, KV {i['kv_dtype']}, memory fraction "
+        f"{i['memory_fraction']:g}, tp {i['tp']}",
+    )
     return Group(head, Text(""), listing_table(["question", "at", "answer", "why"], rows, left=2, wrap=("why",)))
 
 
@@ -211,26 +294,71 @@ def plan_table(p: Any):
     from rich.text import Text
 
     dash = lambda v, f: "-" if v is None else f(v)  # noqa: E731
-    rows = [[o.hardware, str(o.tp), str(o.pp), o.disagg or "-", dash(o.replicas, str), dash(o.batch, str), dash(o.devices, str),
-             dash(o.ttft_s, lambda v: si(v, "s")), dash(o.tpot_s, lambda v: si(v, "s")), dash(o.output_tokens_per_s, number),
-             dash(o.goodput_per_device, number), dash(o.cost_per_hour, dollars), dash(o.cost_per_million_tokens, dollars),
-             dash(o.energy_j_per_million_tokens, lambda v: si(v, "J")), "" if o.meets_slo else o.reason] for o in p.options]
+    rows = [
+        [
+            o.hardware,
+            str(o.tp),
+            str(o.pp),
+            o.disagg or "-",
+            dash(o.replicas, str),
+            dash(o.batch, str),
+            dash(o.devices, str),
+            dash(o.ttft_s, lambda v: si(v, "s")),
+            dash(o.tpot_s, lambda v: si(v, "s")),
+            dash(o.output_tokens_per_s, number),
+            dash(o.goodput_per_device, number),
+            dash(o.cost_per_hour, dollars),
+            dash(o.cost_per_million_tokens, dollars),
+            dash(o.energy_j_per_million_tokens, lambda v: si(v, "J")),
+            "" if o.meets_slo else o.reason,
+        ]
+        for o in p.options
+    ]
     i = p.inputs
     load = f"{i['concurrency']} in flight" if i["concurrency"] is not None else f"{i['rate_per_s']:g} requests/s"
-    slo = ", ".join(f"{n} <= {si(v, 's')}" for n, v in (("TPOT", i["tpot_slo_s"]), ("TTFT", i["ttft_slo_s"])) if v) or "none"
-    head = Text.assemble((f"{i['model']}: {load}, prompt {i['prompt_tokens']}, output {i['output_tokens']}", "bold"),
-                         f" · SLO {slo} · ranked by {i['ranked_by']}")
-    columns = ["hardware", "tp", "pp", "pools", "replicas", "batch", "devices", "TTFT", "TPOT", "output tok/s", "per device", "$/hour",
-               "$/M tokens", "energy/M tokens", "why not"]
+    slo = (
+        ", ".join(f"{n} <= {si(v, 's')}" for n, v in (("TPOT", i["tpot_slo_s"]), ("TTFT", i["ttft_slo_s"])) if v)
+        or "none"
+    )
+    head = Text.assemble(
+        (f"{i['model']}: {load}, prompt {i['prompt_tokens']}, output {i['output_tokens']}", "bold"),
+        f" · SLO {slo} · ranked by {i['ranked_by']}",
+    )
+    columns = [
+        "hardware",
+        "tp",
+        "pp",
+        "pools",
+        "replicas",
+        "batch",
+        "devices",
+        "TTFT",
+        "TPOT",
+        "output tok/s",
+        "per device",
+        "$/hour",
+        "$/M tokens",
+        "energy/M tokens",
+        "why not",
+    ]
     if not rows:
         return Group(head, Text("no device and tp meets the SLOs (--all lists why)"))
-    keep = [n not in (("pp",) if i.get("pp", [1]) == [1] else ()) + (() if i.get("disagg") else ("pools",)) for n in columns]
+    keep = [
+        n not in (("pp",) if i.get("pp", [1]) == [1] else ()) + (() if i.get("disagg") else ("pools",)) for n in columns
+    ]
     if all(o.meets_slo for o in p.options):  # no refusals listed: no empty "why not" column
         keep[-1] = False
     columns = [c for c, k in zip(columns, keep) if k]
     rows = [[v for v, k in zip(r, keep) if k] for r in rows]
-    lines = [head, *([Text(f"no price for {', '.join(i['unpriced'])}: ranked after the priced options (--price ID=USD)")]
-                     if i.get("unpriced") else []), Text("")]
+    lines = [
+        head,
+        *(
+            [Text(f"no price for {', '.join(i['unpriced'])}: ranked after the priced options (--price ID=USD)")]
+            if i.get("unpriced")
+            else []
+        ),
+        Text(""),
+    ]
     drop = ("energy/M tokens", "output tok/s", "TTFT", "replicas", "pp", "pools", "$/hour", "per device")
     return Group(*lines, listing_table(columns, rows, left=1, drop=drop, wrap=("why not",)))
 

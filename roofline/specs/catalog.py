@@ -1,7 +1,6 @@
 """Locating specs: a spec is referred to by id (the file name in the bundled hardware/ or models/ folder) or
 by path; models also by a Hugging Face config.json or a folder holding one."""
 
-
 from pathlib import Path
 
 from roofline.errors import UsageError, shown
@@ -26,7 +25,9 @@ def resolve(ref: str, kind: str) -> Path:
     path = user_path(ref)
     if path.suffix in (".yaml", ".yml") or is_file(path) or "/" in ref:
         if not is_file(path):
-            raise UsageError(f"{ref if len(ref) <= 100 else shown(ref)}: no such file (expected a {kind} YAML file or a bundled id)")
+            raise UsageError(
+                f"{ref if len(ref) <= 100 else shown(ref)}: no such file (expected a {kind} YAML file or a bundled id)"
+            )
         return path
     bundled = data_dir() / kind / f"{ref.lower()}.yaml"
     if is_file(bundled):
@@ -87,5 +88,7 @@ def _from_config(ref: str, kind: str) -> Model:
     model = model_from_mapping(hf.to_model_keys(hf.read_config(config), str(config)), str(config), spec_id)
     shards = safetensors_files(config.parent)
     if shards:
-        return model._replace(weights_file=safetensors_bytes(shards), source_kind="hub" if kind == "hub" else "safetensors")
+        return model._replace(
+            weights_file=safetensors_bytes(shards), source_kind="hub" if kind == "hub" else "safetensors"
+        )
     return model._replace(source_kind=kind)

@@ -40,8 +40,23 @@ class WeightBytes(NamedTuple):
 def role(name: str) -> str:
     """The role of a tensor from its name (GGUF or Hugging Face naming)."""
     n = name.lower()
-    if n.endswith((".scales", ".qzeros", ".g_idx", "_scale", ".weight_scale", ".weight_scale_inv", ".input_scale",
-                   ".weight_scale_2", ".zeros", ".absmax")) or "weight_scale" in n:
+    if (
+        n.endswith(
+            (
+                ".scales",
+                ".qzeros",
+                ".g_idx",
+                "_scale",
+                ".weight_scale",
+                ".weight_scale_inv",
+                ".input_scale",
+                ".weight_scale_2",
+                ".zeros",
+                ".absmax",
+            )
+        )
+        or "weight_scale" in n
+    ):
         return "scales"
     if n.startswith("token_embd") or "embed_tokens" in n or n.endswith("wte.weight") or "word_embeddings" in n:
         return "embedding"
@@ -89,7 +104,9 @@ def gguf_model(path: Path) -> tuple[dict[str, Any], WeightBytes]:
     m = header.metadata
     arch = m.get("general.architecture")
     if not isinstance(arch, str) or arch not in GGUF_FAMILIES:
-        raise RooflineError(f"{path}: general.architecture {arch!r} is not supported (supported: {', '.join(sorted(GGUF_FAMILIES))})")
+        raise RooflineError(
+            f"{path}: general.architecture {arch!r} is not supported (supported: {', '.join(sorted(GGUF_FAMILIES))})"
+        )
     names = {t.name for t in header.tensors}
     embd = next((t for t in header.tensors if t.name == "token_embd.weight"), None)
 
@@ -138,10 +155,17 @@ def _llama(get, names) -> dict[str, Any]:
 
 
 def _qwen_moe(get, names) -> dict[str, Any]:
-    return {"num_experts": get("expert_count"), "experts_per_token": get("expert_used_count"),
-            "expert_intermediate_size": get("expert_feed_forward_length"), "intermediate_size": get("expert_feed_forward_length"),
-            **({"num_shared_experts": 1, "shared_expert_intermediate_size": get("expert_shared_feed_forward_length")}
-               if get("expert_shared_feed_forward_length", None) else {})}
+    return {
+        "num_experts": get("expert_count"),
+        "experts_per_token": get("expert_used_count"),
+        "expert_intermediate_size": get("expert_feed_forward_length"),
+        "intermediate_size": get("expert_feed_forward_length"),
+        **(
+            {"num_shared_experts": 1, "shared_expert_intermediate_size": get("expert_shared_feed_forward_length")}
+            if get("expert_shared_feed_forward_length", None)
+            else {}
+        ),
+    }
 
 
 def _gemma2(get, names) -> dict[str, Any]:
@@ -154,27 +178,55 @@ def _phi3(get, names) -> dict[str, Any]:
 
 
 def _gpt2(get, names) -> dict[str, Any]:
-    return {"mlp": "plain", "position_embeddings": "learned", "norm": "layernorm", "bias": "all", "tied_embeddings": "output.weight" not in names}
+    return {
+        "mlp": "plain",
+        "position_embeddings": "learned",
+        "norm": "layernorm",
+        "bias": "all",
+        "tied_embeddings": "output.weight" not in names,
+    }
 
 
 def _deepseek2(get, names) -> dict[str, Any]:
     rope = get("rope.dimension_count")
-    return {"kv_lora_rank": get("attention.kv_lora_rank"), "q_lora_rank": get("attention.q_lora_rank", 0) or 0,
-            "qk_rope_head_dim": rope, "qk_nope_head_dim": get("attention.key_length") - rope, "v_head_dim": get("attention.value_length"),
-            "num_experts": get("expert_count"), "experts_per_token": get("expert_used_count"),
-            "num_shared_experts": get("expert_shared_count", 0), "expert_intermediate_size": get("expert_feed_forward_length"),
-            "first_dense_layers": get("leading_dense_block_count", 0), "head_dim": None}
+    return {
+        "kv_lora_rank": get("attention.kv_lora_rank"),
+        "q_lora_rank": get("attention.q_lora_rank", 0) or 0,
+        "qk_rope_head_dim": rope,
+        "qk_nope_head_dim": get("attention.key_length") - rope,
+        "v_head_dim": get("attention.value_length"),
+        "num_experts": get("expert_count"),
+        "experts_per_token": get("expert_used_count"),
+        "num_shared_experts": get("expert_shared_count", 0),
+        "expert_intermediate_size": get("expert_feed_forward_length"),
+        "first_dense_layers": get("leading_dense_block_count", 0),
+        "head_dim": None,
+    }
 
 
 def _gpt_oss(get, names) -> dict[str, Any]:
-    return {"bias": "all", "num_experts": get("expert_count"), "experts_per_token": get("expert_used_count"),
-            "intermediate_size": get("expert_feed_forward_length", None) or get("feed_forward_length"),
-            "sliding_window": get("attention.sliding_window"), "sliding_layers": "even"}
+    return {
+        "bias": "all",
+        "num_experts": get("expert_count"),
+        "experts_per_token": get("expert_used_count"),
+        "intermediate_size": get("expert_feed_forward_length", None) or get("feed_forward_length"),
+        "sliding_window": get("attention.sliding_window"),
+        "sliding_layers": "even",
+    }
 
 
 GGUF_FAMILIES = {
-    "llama": _llama, "qwen2": _llama, "qwen3": _llama, "mistral": _llama, "qwen3moe": _qwen_moe, "qwen2moe": _qwen_moe,
-    "gemma2": _gemma2, "phi3": _phi3, "gpt2": _gpt2, "deepseek2": _deepseek2, "gpt-oss": _gpt_oss,
+    "llama": _llama,
+    "qwen2": _llama,
+    "qwen3": _llama,
+    "mistral": _llama,
+    "qwen3moe": _qwen_moe,
+    "qwen2moe": _qwen_moe,
+    "gemma2": _gemma2,
+    "phi3": _phi3,
+    "gpt2": _gpt2,
+    "deepseek2": _deepseek2,
+    "gpt-oss": _gpt_oss,
 }
 
 
@@ -224,7 +276,9 @@ def safetensors_bytes(files: list[Path]) -> WeightBytes:
             except (KeyError, TypeError, ValueError):
                 raise RooflineError(f"{path}: tensor {name!r} lacks a valid dtype, shape or data_offsets") from None
             if not 0 <= start <= end:
-                raise RooflineError(f"{path}: tensor {name!r} has data_offsets {start}, {end} (expected 0 <= start <= end)")
+                raise RooflineError(
+                    f"{path}: tensor {name!r} has data_offsets {start}, {end} (expected 0 <= start <= end)"
+                )
             tensors.append((name, dtype, weight_elements(name, dtype, elements), end - start))
     if not tensors:
         raise RooflineError(f"{files[0]}: no tensors in the safetensors header")

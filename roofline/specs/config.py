@@ -6,8 +6,9 @@ validated by the same code as a model YAML.
 """
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from roofline.errors import RooflineError, UsageError
 from roofline.specs.fields import is_dir, is_file, shown, user_path
@@ -27,7 +28,9 @@ def find_config(ref: str) -> Path:
     """The config.json `ref` names, or the one usage error (exit 2) for a missing one, from any command."""
     path = config_path(ref)
     if path is None:
-        raise UsageError(f"{ref if len(ref) <= 100 else shown(ref)}: no such config.json (expected a Hugging Face config.json or a folder holding one)")
+        raise UsageError(
+            f"{ref if len(ref) <= 100 else shown(ref)}: no such config.json (expected a Hugging Face config.json or a folder holding one)"
+        )
     return path
 
 
@@ -41,7 +44,9 @@ def read_config(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise RooflineError(f"{path}: line {e.lineno}: JSON syntax error: {e.msg}") from None
     except (RecursionError, ValueError) as e:  # nesting deeper than the parser's stack; integers of 4,300+ digits
-        raise RooflineError(f"{path}: JSON the parser cannot read ({type(e).__name__}: nesting or a number too large)") from None
+        raise RooflineError(
+            f"{path}: JSON the parser cannot read ({type(e).__name__}: nesting or a number too large)"
+        ) from None
     if not isinstance(data, dict):
         raise RooflineError(f"{path}: expected a JSON object (a Hugging Face config.json)")
     return data
@@ -111,7 +116,9 @@ class Config:
         types = self.typed("layer_types", list, "a list of attention kinds per layer")
         if types is not None:
             if not all(isinstance(t, str) for t in types):
-                raise RooflineError(f"{self.where}: key 'layer_types': expected strings such as 'sliding_attention', got {shown(types)}")
+                raise RooflineError(
+                    f"{self.where}: key 'layer_types': expected strings such as 'sliding_attention', got {shown(types)}"
+                )
             layers = [i for i, t in enumerate(types) if t == "sliding_attention"]
             if not layers:  # every layer attends fully: no window anywhere
                 return {}
@@ -133,14 +140,23 @@ def _qwen2(c: Config) -> dict[str, Any]:
 
 
 def _qwen3(c: Config) -> dict[str, Any]:
-    return {**c.base(tied_default=False), **(c.sliding() if c.typed("use_sliding_window", bool, "true or false", False) else {})}
+    return {
+        **c.base(tied_default=False),
+        **(c.sliding() if c.typed("use_sliding_window", bool, "true or false", False) else {}),
+    }
 
 
 def _moe(c: Config, experts: str, size: str) -> dict[str, Any]:
     sparse_step, only_mlp = c.get("decoder_sparse_step", 1), c.get("mlp_only_layers", [])
     if sparse_step != 1 or only_mlp:
-        raise RooflineError(f"{c.where}: dense layers between MoE layers (decoder_sparse_step {sparse_step}, mlp_only_layers {only_mlp}) are not supported")
-    return {"num_experts": c[experts], "experts_per_token": c["num_experts_per_tok"], "expert_intermediate_size": c[size]}
+        raise RooflineError(
+            f"{c.where}: dense layers between MoE layers (decoder_sparse_step {sparse_step}, mlp_only_layers {only_mlp}) are not supported"
+        )
+    return {
+        "num_experts": c[experts],
+        "experts_per_token": c["num_experts_per_tok"],
+        "expert_intermediate_size": c[size],
+    }
 
 
 def _mixtral(c: Config) -> dict[str, Any]:

@@ -3,13 +3,12 @@
 Every mistake is a RooflineError naming the file, the key, the value and what was expected.
 """
 
-
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from roofline import units
 from roofline.errors import RooflineError, UsageError, shown
-
 
 MAX_SPEC_BYTES = 16 << 20  # a spec is a page of text, comments and all; the cap only stops memory bombs (/dev/zero)
 MAX_INT = 2**53  # integers beyond this are not exact as floats, and no model dimension comes near
@@ -70,7 +69,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
         with path.open("rb") as f:
             raw = f.read(MAX_SPEC_BYTES + 1)
         if len(raw) > MAX_SPEC_BYTES:
-            raise RooflineError(f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB (expected a spec file; the cap guards against runaway files)")
+            raise RooflineError(
+                f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB (expected a spec file; the cap guards against runaway files)"
+            )
         data = yaml.load(raw.decode("utf-8"), Loader=_loader())
     except OSError as e:
         raise RooflineError(f"{path}: cannot read ({e.strerror})") from None
@@ -97,7 +98,9 @@ class Fields:
         bad = [k for k in data if not isinstance(k, str)]
         if bad:
             bad = bad[0]
-            raise RooflineError(f"{where}: key {shown(bad)}: expected keys to be names (text), got a {type(bad).__name__}")
+            raise RooflineError(
+                f"{where}: key {shown(bad)}: expected keys to be names (text), got a {type(bad).__name__}"
+            )
         self.data = dict(data)
         self.where = where
 
@@ -177,6 +180,7 @@ def one_of(*options: str) -> str:
 
 def number_between(low: float, high: float) -> Callable[[Any], float]:
     """A plain number from `low` to `high` (watts, dollars: no unit string)."""
+
     def check(value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
             raise ValueError(f"expected a number from {low:g} to {high:g}, got {shown(value)}")

@@ -21,12 +21,38 @@ from roofline.errors import RooflineError, UsageError, shown
 # ggml type id -> (name, elements per block, bytes per block). Source: ggml/include/ggml.h (enum ggml_type) and
 # gguf-py/gguf/constants.py (GGML_QUANT_SIZES); K-quants use super-blocks of QK_K = 256.
 TYPES = {
-    0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24),
-    8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 40), 10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144),
-    13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210), 15: ("Q8_K", 256, 292), 16: ("IQ2_XXS", 256, 66), 17: ("IQ2_XS", 256, 74),
-    18: ("IQ3_XXS", 256, 98), 19: ("IQ1_S", 256, 50), 20: ("IQ4_NL", 32, 18), 21: ("IQ3_S", 256, 110), 22: ("IQ2_S", 256, 82),
-    23: ("IQ4_XS", 256, 136), 24: ("I8", 1, 1), 25: ("I16", 1, 2), 26: ("I32", 1, 4), 27: ("I64", 1, 8), 28: ("F64", 1, 8),
-    29: ("IQ1_M", 256, 56), 30: ("BF16", 1, 2), 34: ("TQ1_0", 256, 54), 35: ("TQ2_0", 256, 66), 39: ("MXFP4", 32, 17),
+    0: ("F32", 1, 4),
+    1: ("F16", 1, 2),
+    2: ("Q4_0", 32, 18),
+    3: ("Q4_1", 32, 20),
+    6: ("Q5_0", 32, 22),
+    7: ("Q5_1", 32, 24),
+    8: ("Q8_0", 32, 34),
+    9: ("Q8_1", 32, 40),
+    10: ("Q2_K", 256, 84),
+    11: ("Q3_K", 256, 110),
+    12: ("Q4_K", 256, 144),
+    13: ("Q5_K", 256, 176),
+    14: ("Q6_K", 256, 210),
+    15: ("Q8_K", 256, 292),
+    16: ("IQ2_XXS", 256, 66),
+    17: ("IQ2_XS", 256, 74),
+    18: ("IQ3_XXS", 256, 98),
+    19: ("IQ1_S", 256, 50),
+    20: ("IQ4_NL", 32, 18),
+    21: ("IQ3_S", 256, 110),
+    22: ("IQ2_S", 256, 82),
+    23: ("IQ4_XS", 256, 136),
+    24: ("I8", 1, 1),
+    25: ("I16", 1, 2),
+    26: ("I32", 1, 4),
+    27: ("I64", 1, 8),
+    28: ("F64", 1, 8),
+    29: ("IQ1_M", 256, 56),
+    30: ("BF16", 1, 2),
+    34: ("TQ1_0", 256, 54),
+    35: ("TQ2_0", 256, 66),
+    39: ("MXFP4", 32, 17),
     40: ("NVFP4", 64, 36),
 }
 SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
@@ -99,7 +125,9 @@ class _Reader:
     def take(self, fmt: str):
         size = struct.calcsize(fmt)
         if self.at + size > len(self.b):
-            raise RooflineError(f"{self.where}: GGUF header ends early at byte {self.at} (a truncated or non-GGUF file)")
+            raise RooflineError(
+                f"{self.where}: GGUF header ends early at byte {self.at} (a truncated or non-GGUF file)"
+            )
         value = struct.unpack_from(fmt, self.b, self.at)[0]
         self.at += size
         return value
@@ -108,7 +136,7 @@ class _Reader:
         n = self.take("<Q")
         if self.at + n > len(self.b):
             raise RooflineError(f"{self.where}: GGUF string of {n} bytes runs past the end of the file")
-        raw = bytes(self.b[self.at:self.at + n])
+        raw = bytes(self.b[self.at : self.at + n])
         self.at += n
         return raw.decode("utf-8", errors="replace")
 
@@ -164,7 +192,9 @@ def _parse(buffer, where: str) -> tuple[dict[str, Any], list[Tensor]]:
         kind = r.take("<I")
         offset = r.take("<Q")  # into the data section
         if kind not in TYPES:
-            raise RooflineError(f"{where}: tensor {shown(name)} has unknown ggml type id {kind} (known: {', '.join(map(str, sorted(TYPES)))})")
+            raise RooflineError(
+                f"{where}: tensor {shown(name)} has unknown ggml type id {kind} (known: {', '.join(map(str, sorted(TYPES)))})"
+            )
         tensors.append(Tensor(name, dims, kind))
         ends.append((offset + tensors[-1].bytes, name))
     _check_data(len(buffer), r.at, metadata.get("general.alignment", 32), ends, where)
@@ -179,5 +209,7 @@ def _check_data(size: int, header_end: int, alignment: Any, ends: list[tuple[int
     data = -(-header_end // alignment) * alignment
     end, name = max(ends, default=(0, ""))
     if data + end > size:
-        raise RooflineError(f"{where}: tensor {shown(name)} ends at byte {data + end:,} but the file has {size:,} "
-                            "(a truncated or partly downloaded file)")
+        raise RooflineError(
+            f"{where}: tensor {shown(name)} ends at byte {data + end:,} but the file has {size:,} "
+            "(a truncated or partly downloaded file)"
+        )

@@ -1,16 +1,28 @@
 """Hardware specs: validate a device's keys (from a YAML file or a fresh measurement) into a Hardware."""
 
-
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from roofline.specs.catalog import resolve
 from roofline.specs.fields import Fields, number_between, positive, positive_int, read_yaml, text
 from roofline.specs.records import COMPUTE_DTYPES, Hardware
 
 HARDWARE_KEYS = [
-    "name", "source", "memory_capacity", "memory_bandwidth", "peak_flops", "interconnect_bandwidth", "interconnect_latency",
-    "internode_bandwidth", "internode_latency", "devices_per_node", "engines", "power", "price_per_hour",
-    "measured", "aliases",
+    "name",
+    "source",
+    "memory_capacity",
+    "memory_bandwidth",
+    "peak_flops",
+    "interconnect_bandwidth",
+    "interconnect_latency",
+    "internode_bandwidth",
+    "internode_latency",
+    "devices_per_node",
+    "engines",
+    "power",
+    "price_per_hour",
+    "measured",
+    "aliases",
 ]
 
 
@@ -39,8 +51,24 @@ def hardware_from_mapping(data: dict[str, Any], where: str, spec_id: str) -> Har
     power = f.take("power", number_between(1, 1e5), "board power in watts, e.g. 700", None)
     price = f.take("price_per_hour", number_between(1e-6, 1e4), "USD per device-hour, e.g. 2.5", None)
     f.done(HARDWARE_KEYS)
-    return Hardware(spec_id, name, source, capacity, bandwidth, peaks, link, measured, aliases, latency, internode, internode_latency,
-                    per_node, engines, power, price)
+    return Hardware(
+        spec_id,
+        name,
+        source,
+        capacity,
+        bandwidth,
+        peaks,
+        link,
+        measured,
+        aliases,
+        latency,
+        internode,
+        internode_latency,
+        per_node,
+        engines,
+        power,
+        price,
+    )
 
 
 def _engines(value: Any) -> dict[str, Any]:
@@ -54,9 +82,16 @@ def _engines(value: Any) -> dict[str, Any]:
         for kind, costs in archetypes.items():
             for key in ("per_step_s", "per_layer_s"):
                 table = costs.get(key) if isinstance(costs, dict) else None
-                if not isinstance(table, dict) or not table or not all(
-                        isinstance(s, (int, float)) and not isinstance(s, bool) and 0 <= s < 10 for s in table.values()):
-                    raise ValueError(f"engine {name!r} archetype {kind!r}: expected {key} as batch -> seconds from 0 to 10")
+                if (
+                    not isinstance(table, dict)
+                    or not table
+                    or not all(
+                        isinstance(s, (int, float)) and not isinstance(s, bool) and 0 <= s < 10 for s in table.values()
+                    )
+                ):
+                    raise ValueError(
+                        f"engine {name!r} archetype {kind!r}: expected {key} as batch -> seconds from 0 to 10"
+                    )
                 try:
                     [int(b) for b in table]
                 except (TypeError, ValueError):
@@ -81,7 +116,9 @@ def _peak_table(where: str) -> Callable[[Any], dict[str, float]]:
         if not isinstance(value, dict) or not value:
             raise TypeError
         peaks = Fields(value, f"{where}: peak_flops")
-        table = {d: peaks.take(d, positive("flop/s"), "a rate such as '989 TFLOP/s'") for d in COMPUTE_DTYPES if d in value}
+        table = {
+            d: peaks.take(d, positive("flop/s"), "a rate such as '989 TFLOP/s'") for d in COMPUTE_DTYPES if d in value
+        }
         peaks.done(list(COMPUTE_DTYPES))
         return table
 

@@ -57,8 +57,10 @@ def snapshot(ref: str) -> Path:
     try:
         import huggingface_hub as hf
     except ImportError:
-        raise UsageError(f"{ref}: not in the local Hugging Face cache ({cache_dir()}); pip install 'roofline[hub]' to fetch "
-                         f"its config.json, or run `hf download {ref.partition('@')[0]} config.json`") from None
+        raise UsageError(
+            f"{ref}: not in the local Hugging Face cache ({cache_dir()}); pip install 'roofline[hub]' to fetch "
+            f"its config.json, or run `hf download {ref.partition('@')[0]} config.json`"
+        ) from None
     repo, _, revision = ref.partition("@")
     try:
         path = hf.hf_hub_download(repo, "config.json", revision=revision or None)
@@ -86,7 +88,9 @@ def remote_weight_bytes(ref: str):
     try:
         import huggingface_hub as hf
     except ImportError:
-        raise UsageError(f"{ref}: exact bytes of a checkpoint not in the cache need huggingface_hub: pip install 'roofline[hub]'") from None
+        raise UsageError(
+            f"{ref}: exact bytes of a checkpoint not in the cache need huggingface_hub: pip install 'roofline[hub]'"
+        ) from None
     repo, _, revision = ref.partition("@")
     try:
         meta = hf.get_safetensors_metadata(repo, revision=revision or None)

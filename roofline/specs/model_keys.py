@@ -4,24 +4,56 @@ Dense transformers take the Llama-style keys; mixture-of-experts, multi-head lat
 sliding-window keys come in groups that must be given together. Every mistake names the key.
 """
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from roofline import units
 from roofline.errors import RooflineError
+from roofline.specs.fields import MAX_INT, Fields, boolean, choice, one_of, positive_int, text
 from roofline.specs.params import Architecture, count_params
 from roofline.specs.records import DTYPE_BYTES, Model
-from roofline.specs.fields import MAX_INT, Fields, boolean, choice, one_of, positive_int, text
 
 ARCH_KEYS = [
-    "layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "vocab_size",
-    "mlp", "tied_embeddings", "position_embeddings", "norm", "bias", "norms_per_layer",
-    "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
-    "num_experts", "experts_per_token", "num_shared_experts", "expert_intermediate_size",
-    "shared_expert_intermediate_size", "first_dense_layers", "sliding_window", "sliding_layers", "mtp_layers",
+    "layers",
+    "hidden_size",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "mlp",
+    "tied_embeddings",
+    "position_embeddings",
+    "norm",
+    "bias",
+    "norms_per_layer",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "num_experts",
+    "experts_per_token",
+    "num_shared_experts",
+    "expert_intermediate_size",
+    "shared_expert_intermediate_size",
+    "first_dense_layers",
+    "sliding_window",
+    "sliding_layers",
+    "mtp_layers",
 ]
 MODEL_KEYS = [
-    "name", "source", "dtype", "kv_dtype", "quant", "params", "kv_bytes_per_token", "max_context", "published_params",
-    "published_active_params", *ARCH_KEYS,
+    "name",
+    "source",
+    "dtype",
+    "kv_dtype",
+    "quant",
+    "params",
+    "kv_bytes_per_token",
+    "max_context",
+    "published_params",
+    "published_active_params",
+    *ARCH_KEYS,
 ]
 
 
@@ -35,15 +67,29 @@ def model_from_mapping(data: dict[str, Any], where: str, spec_id: str) -> Model:
     published = f.take("published_params", count, "a positive parameter count such as 8.03e9", None)
     published_active = f.take("published_active_params", count, "a positive parameter count such as 12.9e9", None)
     kv_dtype = f.take("kv_dtype", choice(*DTYPE_BYTES), f"a KV cache dtype: {one_of(*DTYPE_BYTES)}", dtype)
-    quant = f.take("quant", text, "a weight format such as mxfp4-moe (the published checkpoint's; `roofline estimate --help` lists them)", None)
+    quant = f.take(
+        "quant",
+        text,
+        "a weight format such as mxfp4-moe (the published checkpoint's; `roofline estimate --help` lists them)",
+        None,
+    )
     common = dict(
-        id=spec_id, name=name, source=source, dtype=dtype, kv_dtype=kv_dtype, quant=quant, max_context=max_context,
-        published_params=published, published_active_params=published_active,
+        id=spec_id,
+        name=name,
+        source=source,
+        dtype=dtype,
+        kv_dtype=kv_dtype,
+        quant=quant,
+        max_context=max_context,
+        published_params=published,
+        published_active_params=published_active,
     )
     if "params" in f.data:
         for key in ARCH_KEYS:
             if key in f.data:
-                raise RooflineError(f"{where}: key '{key}': a params-only model (with 'params') takes no architecture keys")
+                raise RooflineError(
+                    f"{where}: key '{key}': a params-only model (with 'params') takes no architecture keys"
+                )
         params = f.take("params", count, "a positive parameter count such as 7e9")
         kv = f.take("kv_bytes_per_token", _non_negative, "a number of bytes per token (>= 0)", None)
         f.done(MODEL_KEYS)
@@ -83,14 +129,18 @@ def _architecture(f: Fields, max_context: int | None) -> Architecture:
     head_dim = f.take("head_dim", positive_int, "a positive integer", None)
     if head_dim is None:
         if hidden % heads:
-            raise RooflineError(f"{f.where}: key 'head_dim' is needed: hidden_size {hidden} is not a multiple of num_heads {heads}")
+            raise RooflineError(
+                f"{f.where}: key 'head_dim' is needed: hidden_size {hidden} is not a multiple of num_heads {heads}"
+            )
         head_dim = hidden // heads
     if heads % kv_heads:
         raise RooflineError(f"{f.where}: key 'num_kv_heads': expected a divisor of num_heads ({heads}), got {kv_heads}")
     intermediate = f.take("intermediate_size", positive_int, "a positive integer (the dense MLP width)")
     position = f.take("position_embeddings", choice("rope", "learned"), one_of("rope", "learned"), "rope")
     if position == "learned" and max_context is None:
-        raise RooflineError(f"{f.where}: key 'max_context' is needed: learned position embeddings have max_context rows")
+        raise RooflineError(
+            f"{f.where}: key 'max_context' is needed: learned position embeddings have max_context rows"
+        )
     return Architecture(
         layers=layers,
         hidden_size=hidden,
@@ -106,7 +156,12 @@ def _architecture(f: Fields, max_context: int | None) -> Architecture:
         norm=f.take("norm", choice("rmsnorm", "layernorm"), one_of("rmsnorm", "layernorm"), "rmsnorm"),
         bias=f.take("bias", choice("none", "qkv", "all"), one_of("none", "qkv", "all"), "none"),
         norms_per_layer=f.take("norms_per_layer", positive_int, "a positive integer (Gemma-2: 4)", 2),
-        mtp_layers=f.take("mtp_layers", non_negative_int, "an integer >= 0 (multi-token-prediction modules: num_nextn_predict_layers)", 0),
+        mtp_layers=f.take(
+            "mtp_layers",
+            non_negative_int,
+            "an integer >= 0 (multi-token-prediction modules: num_nextn_predict_layers)",
+            0,
+        ),
         **_mla(f),
         **_moe(f, layers, intermediate),
         **_sliding(f, layers),
@@ -138,24 +193,39 @@ def _mla(f: Fields) -> dict[str, int]:
 def _moe(f: Fields, layers: int, intermediate: int) -> dict[str, int]:
     """Mixture-of-experts keys, with their defaults."""
     if "num_experts" not in f.data:
-        for key in ("experts_per_token", "num_shared_experts", "expert_intermediate_size", "shared_expert_intermediate_size", "first_dense_layers"):
+        for key in (
+            "experts_per_token",
+            "num_shared_experts",
+            "expert_intermediate_size",
+            "shared_expert_intermediate_size",
+            "first_dense_layers",
+        ):
             if key in f.data:
                 raise RooflineError(f"{f.where}: key '{key}' is for mixture-of-experts models: give num_experts too")
         return {}
     experts = f.take("num_experts", positive_int, "a positive integer (routed experts per MoE layer)")
     per_token = f.take("experts_per_token", positive_int, "a positive integer (needed with num_experts)")
     if per_token > experts:
-        raise RooflineError(f"{f.where}: key 'experts_per_token': expected at most num_experts ({experts}), got {per_token}")
+        raise RooflineError(
+            f"{f.where}: key 'experts_per_token': expected at most num_experts ({experts}), got {per_token}"
+        )
     dense = f.take("first_dense_layers", non_negative_int, "an integer >= 0", 0)
     if dense >= layers:
         raise RooflineError(f"{f.where}: key 'first_dense_layers': expected fewer than layers ({layers}), got {dense}")
-    size = f.take("expert_intermediate_size", positive_int, "a positive integer (default: intermediate_size)", intermediate)
+    size = f.take(
+        "expert_intermediate_size", positive_int, "a positive integer (default: intermediate_size)", intermediate
+    )
     return {
         "num_experts": experts,
         "experts_per_token": per_token,
         "num_shared_experts": f.take("num_shared_experts", non_negative_int, "an integer >= 0", 0),
         "expert_intermediate_size": size,
-        "shared_expert_intermediate_size": f.take("shared_expert_intermediate_size", positive_int, "a positive integer (default: expert_intermediate_size)", size),
+        "shared_expert_intermediate_size": f.take(
+            "shared_expert_intermediate_size",
+            positive_int,
+            "a positive integer (default: expert_intermediate_size)",
+            size,
+        ),
         "first_dense_layers": dense,
     }
 
@@ -167,7 +237,12 @@ def _sliding(f: Fields, layers: int) -> dict[str, Any]:
             raise RooflineError(f"{f.where}: key 'sliding_layers' needs sliding_window")
         return {}
     window = f.take("sliding_window", positive_int, "a positive integer (tokens)")
-    which = f.take("sliding_layers", _layer_set(layers), "'all', 'even', 'odd' or a list of layer indices below layers", tuple(range(layers)))
+    which = f.take(
+        "sliding_layers",
+        _layer_set(layers),
+        "'all', 'even', 'odd' or a list of layer indices below layers",
+        tuple(range(layers)),
+    )
     return {"sliding_window": window, "sliding_layers": which}
 
 
@@ -176,7 +251,9 @@ def _layer_set(layers: int) -> Callable[[Any], tuple[int, ...]]:
         named = {"all": range(layers), "even": range(0, layers, 2), "odd": range(1, layers, 2)}
         if isinstance(value, str) and value in named:
             return tuple(named[value])
-        if isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in value):
+        if isinstance(value, list) and all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in value
+        ):
             return tuple(sorted(set(value)))
         raise TypeError
 

@@ -110,7 +110,9 @@ class ParamCounts(NamedTuple):
     def streamed(self, tokens: float) -> float:
         """Parameters read per step that routes `tokens` tokens: all but the lookup tables (lm_head once),
         with routed experts counted by the distinct experts those tokens touch (see expected_experts)."""
-        always = self.attention + self.dense_mlp + self.shared_experts + self.router + self.biases + self.norms + self.head
+        always = (
+            self.attention + self.dense_mlp + self.shared_experts + self.router + self.biases + self.norms + self.head
+        )
         if not self.moe_layers:
             return float(always)
         touched = expected_experts(self.num_experts, self.experts_per_token, tokens)
@@ -129,7 +131,9 @@ def expected_experts(experts: int, per_token: int, tokens: float) -> float:
 def count_params(a: Architecture) -> ParamCounts:
     """Count parameters by role for architecture `a` (shapes as in the module docstring)."""
     matrices = 3 if a.mlp == "gated" else 2
-    ffn_biases = (lambda width: (2 if a.mlp == "gated" else 1) * width + a.hidden_size) if a.bias == "all" else (lambda width: 0)
+    ffn_biases = (
+        (lambda width: (2 if a.mlp == "gated" else 1) * width + a.hidden_size) if a.bias == "all" else (lambda width: 0)
+    )
     attention, attention_biases = _attention(a)
     dense_layers = a.layers - a.moe_layers
     shared_width = a.num_shared_experts * (a.shared_expert_intermediate_size or a.expert_intermediate_size)
@@ -142,7 +146,9 @@ def count_params(a: Architecture) -> ParamCounts:
         dense_mlp=dense_layers * matrices * a.hidden_size * a.intermediate_size,
         shared_experts=a.moe_layers * matrices * a.hidden_size * shared_width,
         router=a.moe_layers * (a.hidden_size + (1 if a.bias == "all" else 0)) * a.num_experts,
-        biases=a.layers * attention_biases + dense_layers * ffn_biases(a.intermediate_size) + (a.moe_layers * ffn_biases(shared_width) if shared_width else 0),
+        biases=a.layers * attention_biases
+        + dense_layers * ffn_biases(a.intermediate_size)
+        + (a.moe_layers * ffn_biases(shared_width) if shared_width else 0),
         norms=(a.norms_per_layer * a.layers + 1) * per_norm,
         head=a.vocab_size * a.hidden_size,
         tied=a.tied_embeddings,
@@ -160,7 +166,11 @@ def _attention(a: Architecture) -> tuple[int, int]:
     if a.mla:
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
         q = h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * heads * qk if a.q_lora_rank else h * heads * qk
-        kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank + a.kv_lora_rank * heads * (a.qk_nope_head_dim + a.v_head_dim)
+        kv = (
+            h * (a.kv_lora_rank + a.qk_rope_head_dim)
+            + a.kv_lora_rank
+            + a.kv_lora_rank * heads * (a.qk_nope_head_dim + a.v_head_dim)
+        )
         return q + kv + heads * a.v_head_dim * h, 0
     q_width, kv_width = heads * a.head_dim, a.num_kv_heads * a.head_dim
     weights = h * (q_width + 2 * kv_width) + q_width * h

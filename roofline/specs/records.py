@@ -1,6 +1,5 @@
 """The spec records: a device (Hardware) and a model (Model), and the dtypes they are stored in. SI units."""
 
-
 from typing import Any, NamedTuple
 
 from roofline.specs.params import Architecture, ParamCounts
@@ -53,7 +52,9 @@ class Model(NamedTuple):
     counts: ParamCounts | None = None  # derived from arch
     weights_file: Any = None  # roofline.specs.checkpoint.WeightBytes when read from a GGUF or safetensors file
     source_kind: str = "yaml"  # "yaml", "config", "gguf", "safetensors" or "hub"
-    quant: str | None = None  # the published checkpoint's weight format (roofline.calc.storage.QUANTS), when not plain dtype
+    quant: str | None = (
+        None  # the published checkpoint's weight format (roofline.calc.storage.QUANTS), when not plain dtype
+    )
 
     @property
     def params(self) -> float:
