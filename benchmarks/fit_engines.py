@@ -33,6 +33,7 @@ import yaml
 
 from roofline import estimate, load_hardware, load_model
 from roofline.calc import presets
+from roofline.specs.presets import PROXY_RANGES
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -219,8 +220,8 @@ def _row(name: str, predict, measured: float, params: dict) -> str:
 def fit(name: str, training: list) -> dict:
     """The preset's fitted parameters, rounded as stored, with its fixed keys."""
     fixed, extra, _ = STRUCTURE[name]
-    ranges = presets.PROXY_RANGES if "compute_peak" in fixed else presets.RANGES
-    fitted = presets.fit(
+    ranges = PROXY_RANGES if "compute_peak" in fixed else presets.RANGES
+    fitted = presets.pattern_search(
         loss_of([(n, lambda p, f=f, x=fixed: f({**p, **x}), m) for n, f, m in training]),
         {**START, **extra},
         ranges=ranges,

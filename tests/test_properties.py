@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import estimate
-from roofline.calc.setup import MAX_COUNT
+from roofline.calc.checks import MAX_COUNT
 from roofline.specs.params import Architecture, count_params, expected_experts
 from roofline.specs.records import Hardware, Model
 

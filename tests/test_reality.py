@@ -49,7 +49,7 @@ def test_the_fitting_search_on_a_tiny_synthetic_set():
             math.log((w / (1e12 * p["bandwidth_fraction"]) + p["step_overhead_s"]) / t) ** 2 for w, t in truth.items()
         )
 
-    fitted = presets.fit(loss, {"bandwidth_fraction": 0.9, "step_overhead_s": 0.0}, tolerance=1e-4)
+    fitted = presets.pattern_search(loss, {"bandwidth_fraction": 0.9, "step_overhead_s": 0.0}, tolerance=1e-4)
     assert fitted["bandwidth_fraction"] == pytest.approx(0.6, abs=0.01) and fitted["step_overhead_s"] == pytest.approx(
         0.002, abs=2e-4
     )

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import estimate, load_hardware, load_model
-from roofline.calc import serving
+from roofline.calc.serving import speculative
 from roofline.calc.shape import windowed_pairs
 
 M, H = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
@@ -13,8 +13,8 @@ M, H = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
 
 def test_expected_tokens_by_hand():
     # Leviathan et al. 2023: k = 4, a = 0.8 -> (1 - 0.8^5) / 0.2 = (1 - 0.32768) / 0.2 = 3.3616 tokens per iteration.
-    assert serving.expected_tokens(4, 0.8) == pytest.approx(3.3616)
-    assert serving.expected_tokens(4, 1.0) == 5 and serving.expected_tokens(4, 0.0) == 1
+    assert speculative.expected_tokens(4, 0.8) == pytest.approx(3.3616)
+    assert speculative.expected_tokens(4, 1.0) == 5 and speculative.expected_tokens(4, 0.0) == 1
 
 
 def test_speculative_tpot_is_iteration_over_expected_tokens():

@@ -20,12 +20,13 @@ from roofline.calc import calibrate
 from roofline.calc import formulas as f
 from roofline.calc.attention import engine_support
 from roofline.calc.calibrate import Calibrated
-from roofline.calc.features import cached_tokens, chunked, disagg, draft_memory, pipeline, speculative
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
-from roofline.calc.serving import Work
-from roofline.calc.setup import MAX_COUNT, HardwareInfo, Inputs, ModelInfo, Setup, engines, prepare
+from roofline.calc.checks import MAX_COUNT, count
+from roofline.calc.inputs import Inputs, measured_engines
+from roofline.calc.prepare import HardwareInfo, ModelInfo, Prepared, prepare
+from roofline.calc.serving import chunked, disagg, pipeline, prefix, speculative
 from roofline.calc.shape import Shape
-from roofline.calc.step import Phase, decode_step, phase
+from roofline.calc.step import Phase, Work, decode_step, phase
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model
 from roofline.units import si
@@ -83,12 +84,12 @@ class Estimate(NamedTuple):
     notes: list[str]
     calibrated: Calibrated | None = None  # from a measured profile: see roofline.calibrate
     engine: "EngineResult | None" = None  # an engine's predicted figures: a preset or a measured profile
-    speculative: Any = None  # roofline.calc.serving.Speculative when drafting
-    chunked: Any = None  # roofline.calc.serving.Chunked when prefill is chunked
+    speculative: Any = None  # roofline.calc.serving.speculative.Speculative when drafting
+    chunked: Any = None  # roofline.calc.serving.chunked.Chunked when prefill is chunked
     prefill_cached_tokens: int = 0  # prompt tokens served from a prefix cache
     comm: dict[str, float] | None = None  # a decode step's communication by kind [s] when parallel: tp_s, ep_s, pp_s
-    pipeline: Any = None  # roofline.calc.serving.Pipeline when pp > 1
-    disagg: Any = None  # roofline.calc.serving.Disagg when prefill and decode run on separate pools
+    pipeline: Any = None  # roofline.calc.serving.pipeline.Pipeline when pp > 1
+    disagg: Any = None  # roofline.calc.serving.disagg.Disagg when prefill and decode run on separate pools
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,125 +125,149 @@ def estimate(
     return estimate_at(prepare(model, hardware, knobs, **overrides), batch, prompt_tokens, output_tokens)
 
 
-def estimate_at(s: Setup, batch: int, prompt_tokens: int, output_tokens: int) -> Estimate:
-    """The estimate of one batch and lengths for a prepared setup (a sweep prepares once, then calls this)."""
-    for name, value, low in (
-        ("batch", batch, 1),
-        ("prompt_tokens", prompt_tokens, 1),
-        ("output_tokens", output_tokens, 0),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
-            raise UsageError(f"expected an integer from {low} to {MAX_COUNT:.0e}, got {value!r}", name)
-    model, hardware, k, shape, F, W = s.model, s.hardware, s.knobs, s.shape, s.F, s.W
-    link, latency, ep_link, tp, ep = s.link, s.latency, s.ep_link, k.tp, shape.ep
-    inputs = Inputs(batch, prompt_tokens, output_tokens, *s.template[3:])
-    notes = list(s.notes)
-    B, P, O = batch, prompt_tokens, output_tokens
+def estimate_at(p: Prepared, batch: int, prompt_tokens: int, output_tokens: int, cache: dict | None = None) -> Estimate:
+    """The estimate of one batch and lengths for a prepared setup (a sweep prepares once, then calls this; its
+    `cache` keeps the critical batch per context, which no batch changes)."""
+    B = count(batch, "batch")
+    P = count(prompt_tokens, "prompt_tokens")
+    O = count(output_tokens, "output_tokens", 0)
+    inputs = p.inputs._replace(batch=B, prompt_tokens=P, output_tokens=O)
+    notes = list(p.notes)
+    cached = prefix.cached_tokens(p.knobs, P)
+    prefill = _prefill(p, B, P, cached)
+    timing = _timing(p, B, P, O, cached, prefill, notes)
+    memory = _memory(p, B, P, O, notes)
+    key = (timing.mean_context, memory.limit)  # neither depends on the batch: a sweep's points share them
+    cache = {} if cache is None else cache
+    if key not in cache:
+        found = _critical_batch(p.shape, timing.mean_context, p.F, p.W)
+        cache[key] = found, _critical_reason(found, memory.limit, p.shape, timing.mean_context, p.F, p.W)
+    critical, critical_reason = cache[key]
+    calibrated = _calibrated(p.model, p.hardware, inputs, p.shape, timing.mean_context)
+    split = disagg.price(p, B, P, timing.ttft_s, timing.latency_s, notes)
+    ttft = split.ttft_s if split else timing.ttft_s
+    latency_s = ttft + max(O - 1, 0) * timing.tpot_s
+    several = p.knobs.tp > 1 or p.shape.ep > 1 or p.knobs.pp > 1
+    return Estimate(
+        model=p.model_info,
+        hardware=p.hardware_info,
+        inputs=inputs,
+        weight_bytes=p.shape.storage.resident,
+        weight_bytes_per_device=memory.weights,
+        weight_bytes_streamed=p.shape.streamed(B) * max(p.knobs.tp, p.shape.ep),
+        kv_bytes_per_token=p.shape.kv_per_token,
+        kv_bytes_per_sequence=p.shape.kv_cached(P + O),
+        kv_budget_bytes=max(memory.budget, 0.0),  # 0 when the weights alone exceed the memory fraction (fits_reason says)
+        max_batch=memory.limit,
+        fits=memory.fits,
+        fits_reason=memory.reason,
+        critical_batch=critical,
+        critical_batch_reason=critical_reason,
+        ridge_point_flop_per_byte=f.ridge_point(p.F, p.W),
+        prefill=prefill,
+        decode=timing.decode,
+        ttft_s=ttft,
+        tpot_s=timing.tpot_s,
+        request_latency_s=latency_s,
+        output_tokens_per_s=split.requests_per_s * O if split else f.output_tokens_per_s(B, O, latency_s),
+        requests_per_s=split.requests_per_s if split else B / latency_s,
+        warnings=_warnings(p.model, P, O, p.knobs.draft),
+        notes=notes,
+        calibrated=calibrated,
+        engine=_engine_result(p, inputs, calibrated, notes),
+        speculative=timing.spec,
+        chunked=timing.chunk,
+        prefill_cached_tokens=cached,
+        comm=timing.comm if several else None,
+        pipeline=timing.pipe,
+        disagg=split,
+    )
 
-    cached = cached_tokens(k, P)
-    prefill = phase(
-        shape.prefill_flops(B, P, cached),
-        shape.prefill_bytes(B, P, cached),
-        F,
-        W,
-        comm_s=shape.comm_seconds(B * (P - cached), link, latency, ep_link),
-    )._replace(cached_tokens=cached)
 
-    # Decode steps j = 0..O-2 at cached context P + j: piecewise linear in j, so the means are exact.
+def _prefill(p: Prepared, B: int, P: int, cached: int) -> Phase:
+    """The batch's prefill in one pass: every uncached prompt token of every sequence."""
+    shape = p.shape
+    comm = shape.comm_seconds(B * (P - cached), p.link, p.latency, p.ep_link)
+    step = phase(shape.prefill_flops(B, P, cached), shape.prefill_bytes(B, P, cached), p.F, p.W, comm_s=comm)
+    return step._replace(cached_tokens=cached)
+
+
+class Timing(NamedTuple):
+    """TTFT and TPOT with the serving features that change them, and the mean decode step they start from."""
+
+    ttft_s: float
+    tpot_s: float
+    latency_s: float  # colocated: TTFT + (O - 1) TPOT
+    mean_context: float
+    decode: Decode
+    comm: dict[str, float]
+    spec: Any
+    chunk: Any
+    pipe: Any
+
+
+def _timing(p: Prepared, B: int, P: int, O: int, cached: int, prefill: Phase, notes: list[str]) -> Timing:
+    """Decode steps j = 0..O-2 at cached context P + j (piecewise linear in j, so the means are exact), then
+    speculative decoding, chunked prefill and a pipeline on top of them."""
+    shape = p.shape
     steps = max(O - 1, 1)
-    step = decode_step(shape, B, P, steps, F, W, link, latency, ep_link)
-    comm = {
-        "tp_s": shape.tp_seconds(B, link, latency),
-        "ep_s": shape.ep_seconds(B, *ep_link) if ep_link else 0.0,
-        "pp_s": 0.0,
-    }
+    step = decode_step(shape, B, P, steps, p.F, p.W, p.link, p.latency, p.ep_link)
+    comm = {"tp_s": shape.tp_seconds(B, p.link, p.latency),
+            "ep_s": shape.ep_seconds(B, *p.ep_link) if p.ep_link else 0.0, "pp_s": 0.0}
     mean_context = P + (steps - 1) / 2
-    spec = speculative(s, B, P, cached, mean_context, notes)
-    chunk = chunked(s, B, P, O, mean_context, Work(step.time_s, step.bytes, step.flops), spec, notes)
+    spec = speculative.price(p, B, P, cached, mean_context, notes)
+    chunk = chunked.price(p, B, P, O, mean_context, Work(step.time_s, step.bytes, step.flops), spec, notes)
     tpot = chunk.tpot_s if chunk else spec.tpot_s if spec else step.time_s
     ttft = (chunk.ttft_s if chunk else prefill.time_s) + (spec.draft_prefill_s if spec else 0.0)
-    pipe = None
-    if k.pp > 1:
-        pipe = pipeline(s, B, P, cached, steps, notes)
+    pipe = pipeline.price(p, B, P, cached, steps, notes)
+    if pipe:
         ttft, tpot, comm["pp_s"] = pipe.ttft_s, pipe.tpot_s, pipe.hop_decode_s * pipe.cycle_stages
     # Utilization: the bytes (FLOPs) a device moves per output token of a sequence over the time per token, i.e.
     # one iteration's (speculative, chunked, pipelined) work over its time: never above 1 at the bound.
     per_token = next((r for r in (pipe, chunk, spec) if r is not None), None)
+    moved = per_token.device_bytes_per_token if per_token else step.bytes
+    computed = per_token.device_flops_per_token if per_token else step.flops
     decode = Decode(
-        *step[:8],  # Phase's fields but cached_tokens, in order
+        **{name: getattr(step, name) for name in Decode._fields[:8]},  # the mean step's Phase fields
         steps=O - 1 if O > 1 else 0,
         mean_context_tokens=mean_context,
         tokens_per_s=B / tpot,  # with speculative decoding, chunked prefill or a pipeline, their effective TPOT
         tokens_per_s_per_sequence=1 / tpot,
-        mbu=(per_token.device_bytes_per_token if per_token else step.bytes) / tpot / hardware.memory_bandwidth,
-        mfu=(per_token.device_flops_per_token if per_token else step.flops) / tpot / s.peak,
+        mbu=moved / tpot / p.hardware.memory_bandwidth,
+        mfu=computed / tpot / p.peak,
     )
     if O <= 1:
         notes.append("output_tokens <= 1: no decode step runs; decode figures are those of a step at context P")
+    return Timing(ttft, tpot, ttft + max(O - 1, 0) * tpot, mean_context, decode, comm, spec, chunk, pipe)
 
+
+class Memory(NamedTuple):
+    """What fits per device: the weights, the KV budget left, the max batch and the verdict for this batch."""
+
+    weights: float
+    budget: float
+    limit: int | None
+    fits: bool
+    reason: str
+
+
+def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
+    """Per device: what every sequence brings (its own KV and the drafter's) against the budget left by what is held
+    once (the weights, a shared prefix's KV, the drafter's weights); each attention group (dp > 1: experts spread
+    wider than tp) holds its share of the sequences."""
+    k, shape, hardware = p.knobs, p.shape, p.hardware
     stages = k.pp
-    kv_sequence = shape.kv_cached(P + O)
     shared = min(k.shared_prefix, P)
     if shared:
         notes.append(f"shared prefix: {shared} tokens of KV held once for the batch (reads stay per sequence)")
-    # Per device: what every sequence brings (its own KV, and the drafter's), and what is held once.
-    once, own = draft_memory(s.draft, P + O, shared) if spec else (0.0, 0.0)
-    kv_device = shape.kv_own(P + O, shared) * shape.kv_share / stages + own
+    once, own = prefix.held(shape, P + O, shared)
+    draft_once, draft_own = speculative.memory(p.draft, P + O, shared) if p.draft is not None else (0.0, 0.0)
+    per_sequence = own / stages + draft_own
     weights = shape.weights / stages
-    budget = (
-        f.kv_budget(k.memory_fraction, hardware.memory_capacity, weights)
-        - shape.kv_cached(shared) * shape.kv_share / stages
-        - once
-    )
-    # Each attention group (dp > 1: experts spread wider than tp) holds its share of the sequences.
-    limit = (
-        min(shape.dp * f.max_batch(budget, kv_device), MAX_COUNT) if kv_device > 0 else None
-    )  # a batch past 1e9 is not a batch
-    fits, fits_reason = _fits(budget, limit, B, weights, k.memory_fraction, hardware.memory_capacity)
-    key = (mean_context, limit)  # neither depends on the batch: a sweep's points share them
-    if key not in s.critical:
-        found = _critical_batch(shape, mean_context, F, W)
-        s.critical[key] = found, _critical_reason(found, limit, shape, mean_context, F, W)
-    critical, critical_reason = s.critical[key]
-    calibrated = _calibrated(model, hardware, inputs, shape, mean_context)
-    latency_s = ttft + max(O - 1, 0) * tpot
-    split = disagg(s, B, P, ttft, latency_s, notes) if s.pools else None
-    if split:
-        ttft, latency_s = split.ttft_s, split.ttft_s + max(O - 1, 0) * tpot
-    return Estimate(
-        model=s.model_info,
-        hardware=s.hardware_info,
-        inputs=inputs,
-        weight_bytes=shape.storage.resident,
-        weight_bytes_per_device=weights,
-        weight_bytes_streamed=shape.streamed(B) * max(tp, ep),
-        kv_bytes_per_token=shape.kv_per_token,
-        kv_bytes_per_sequence=kv_sequence,
-        kv_budget_bytes=max(budget, 0.0),  # 0 when the weights alone exceed the memory fraction (fits_reason says)
-        max_batch=limit,
-        fits=fits,
-        fits_reason=fits_reason,
-        critical_batch=critical,
-        critical_batch_reason=critical_reason,
-        ridge_point_flop_per_byte=f.ridge_point(F, W),
-        prefill=prefill,
-        decode=decode,
-        ttft_s=ttft,
-        tpot_s=tpot,
-        request_latency_s=latency_s,
-        output_tokens_per_s=split.requests_per_s * O if split else f.output_tokens_per_s(B, O, latency_s),
-        requests_per_s=split.requests_per_s if split else B / latency_s,
-        warnings=_warnings(model, P, O, k.draft),
-        notes=notes,
-        calibrated=calibrated,
-        engine=_engine_result(model, hardware, inputs, k, calibrated, notes, s.preset),
-        speculative=spec,
-        chunked=chunk,
-        prefill_cached_tokens=cached,
-        comm=comm if (tp > 1 or ep > 1 or stages > 1) else None,
-        pipeline=pipe,
-        disagg=split,
-    )
+    budget = f.kv_budget(k.memory_fraction, hardware.memory_capacity, weights) - once / stages - draft_once
+    limit = min(shape.dp * f.max_batch(budget, per_sequence), MAX_COUNT) if per_sequence > 0 else None  # past 1e9: no batch
+    fits, reason = _fits(budget, limit, B, weights, k.memory_fraction, hardware.memory_capacity)
+    return Memory(weights, budget, limit, fits, reason)
 
 
 def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, cached: float) -> Calibrated | None:
@@ -262,7 +287,7 @@ def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, 
         kv_step,
         attention_flops,
         shape.prefill_attention_flops(B, P),
-        engines(hardware),
+        measured_engines(hardware),
         inputs.engine or "eager",
     )
 
@@ -287,49 +312,34 @@ class EngineResult(NamedTuple):
     output_tokens_per_s: float
 
 
-def _engine_result(
-    model: Model, hardware: Hardware, inputs: Inputs, knobs: Knobs, calibrated, notes: list[str], preset
-) -> EngineResult | None:
-    """The engine's prediction beside the bound: a preset's efficiencies and step cost, or the measured calibration."""
-    name = inputs.engine
-    if preset is not None and (knobs.pp > 1 or knobs.disagg):
-        notes.append(
-            f"engine {name}: no preset prediction with a pipeline or disaggregated pools (the presets were fitted on "
-            "colocated runs without pipeline stages)"
-        )
+def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) -> "EngineResult | None":
+    """The engine's prediction beside the bound: a preset's efficiencies and step cost (its setup prepared once),
+    or the measured calibration."""
+    name, preset = inputs.engine, p.preset
+    if preset is not None and p.preset_setup is None:
+        notes.append(f"engine {name}: no preset prediction with a pipeline or disaggregated pools (the presets were "
+                     "fitted on colocated runs without pipeline stages)")
         return None
     if preset is not None:
         from roofline.calc import presets
 
-        applied = presets.knobs(preset, hardware, inputs.compute_dtype)
-        e = estimate(
-            model,
-            hardware,
-            batch=inputs.batch,
-            prompt_tokens=inputs.prompt_tokens,
-            output_tokens=inputs.output_tokens,
-            knobs=knobs._replace(engine=None, compute_dtype=inputs.compute_dtype, **applied),
-        )
+        e = estimate_at(p.preset_setup, inputs.batch, inputs.prompt_tokens, inputs.output_tokens)
         if not e.fits:  # the engine's own memory rule: what its memory fraction cannot hold, it does not serve
-            notes.append(
-                f"engine {name}: no prediction: under the preset's memory fraction {preset.memory_fraction:.2f} "
-                f"this does not fit ({e.fits_reason})"
-            )
+            notes.append(f"engine {name}: no prediction: under the preset's memory fraction {preset.memory_fraction:.2f} "
+                         f"this does not fit ({e.fits_reason})")
             return None
         ttft, tpot, rate = presets.timings(e, preset.step_overhead_s)
         checked = f", checked on {len(preset.holdout)} held-aside figure(s)" if preset.holdout else ""
-        notes.append(
-            f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} "
-            f"(engines/{preset.name}.yaml): on {hardware.id}, {applied['bandwidth_efficiency']:.2f} of peak bandwidth and "
-            f"{applied['compute_efficiency']:.2f} of the {inputs.compute_dtype} peak, +{preset.step_overhead_s * 1e3:.2g} ms a step, "
-            f"memory fraction {preset.memory_fraction:.2f}"
-        )
+        k = p.preset_setup.knobs
+        notes.append(f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} "
+                     f"(engines/{preset.name}.yaml): on {p.hardware.id}, {k.bandwidth_efficiency:.2f} of peak bandwidth "
+                     f"and {k.compute_efficiency:.2f} of the {inputs.compute_dtype} peak, +{preset.step_overhead_s * 1e3:.2g} "
+                     f"ms a step, memory fraction {preset.memory_fraction:.2f}")
         return EngineResult(preset.name, "preset", ttft, tpot, rate)
     if calibrated is not None and name is not None:
         latency = calibrated.ttft_s + max(inputs.output_tokens - 1, 0) * calibrated.tpot_s
-        return EngineResult(
-            name, "measured", calibrated.ttft_s, calibrated.tpot_s, inputs.batch * inputs.output_tokens / latency
-        )
+        return EngineResult(name, "measured", calibrated.ttft_s, calibrated.tpot_s,
+                            inputs.batch * inputs.output_tokens / latency)
     return None
 
 

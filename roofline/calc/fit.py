@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 
 from roofline.calc.estimate import estimate
 from roofline.calc.knobs import Knobs, knobs_of
-from roofline.calc.setup import MAX_COUNT, storage_for
+from roofline.calc.checks import MAX_COUNT
+from roofline.calc.inputs import storage_for
 from roofline.calc.shape import Shape
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model

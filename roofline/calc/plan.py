@@ -158,12 +158,13 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
         setup = prepare(model, h, **options, tp=tp, pp=pp, disagg="1P:1D" if split else None, **chunking)
     except UsageError as e:  # a combination not modelled (a pipeline with chunked prefill): this option only
         return refused(e.detail)
-    first = estimate_at(setup, 1, prompt, output)
+    cache: dict = {}  # the critical batch per context, shared by every batch
+    first = estimate_at(setup, 1, prompt, output, cache)
     if not first.fits:
         return refused(first.fits_reason)
     best = None
     for batch in default_batches(first.max_batch):
-        e = first if batch == 1 else estimate_at(setup, batch, prompt, output)
+        e = first if batch == 1 else estimate_at(setup, batch, prompt, output, cache)
         if (
             not e.fits
             or (tpot_slo is not None and e.tpot_s > tpot_slo)

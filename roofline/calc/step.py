@@ -44,3 +44,25 @@ def decode_step(shape: Shape, B: int, P: int, steps: int, F: float, W: float, li
         shape.decode_breakpoints(P),
     )
     return phase(mean_compute * F, mean_memory * W, F, W, mean_time, shape.comm_seconds(B, link, latency, ep_link))
+
+
+class Work(NamedTuple):
+    """One step's (or a run of steps') time and the bytes and FLOPs it moves per device [s, B, FLOP]."""
+
+    seconds: float
+    bytes: float
+    flops: float
+
+    def __add__(self, other: "Work") -> "Work":
+        return Work(self.seconds + other.seconds, self.bytes + other.bytes, self.flops + other.flops)
+
+    def __mul__(self, x: float) -> "Work":
+        return Work(self.seconds * x, self.bytes * x, self.flops * x)
+
+
+NO_WORK = Work(0.0, 0.0, 0.0)
+
+
+def step_work(flops: float, nbytes: float, comm_s: float, F: float, W: float) -> Work:
+    """A step's roofline time max(FLOPs / F, bytes / W) plus its communication, with the work it moves."""
+    return Work(max(flops / F, nbytes / W) + comm_s, nbytes, flops)

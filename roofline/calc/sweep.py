@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from roofline.calc.estimate import Estimate, estimate, estimate_at, plain, prepare
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
-from roofline.calc.setup import MAX_COUNT
+from roofline.calc.checks import MAX_COUNT
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model
 
@@ -140,12 +140,13 @@ def sweep(
             raise UsageError(f"expected a positive, finite duration, got {slo!r}", name)
     rows, groups = [], []
     setup = prepare(model, hardware, **options)  # the knobs are checked and the model's shape is built once
+    cache: dict = {}  # the critical batch per context, shared by every batch
     for prompt in prompts:
         for output in outputs:
-            first = estimate_at(setup, 1, prompt, output)
+            first = estimate_at(setup, 1, prompt, output, cache)
             group = []
             for batch in batches or default_batches(first.max_batch):
-                e = first if batch == 1 else estimate_at(setup, batch, prompt, output)
+                e = first if batch == 1 else estimate_at(setup, batch, prompt, output, cache)
                 group.append(row(e, tpot_slo, ttft_slo, goodput_of))
             rows += group
             groups.append(_summarize(group, first))
