@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from roofline import estimate, load_hardware, load_model
 from roofline.calc import presets
@@ -24,7 +26,7 @@ from roofline.calc.estimate import estimate_at, prepare
 from roofline.calc.sweep import default_batches
 
 TRAIN = Path(__file__).resolve().parents[2] / "shared" / "reality" / "train.json"
-HOLDOUT = Path(__file__).resolve().parent / "holdout.json"  # published figures held aside (benchmarks/fit_engines.py)
+HOLDOUT = Path(__file__).resolve().parent / "holdout.json"  # published figures held aside (benchmarks/train_presets.py)
 MORE_TRAINING = (
     Path(__file__).resolve().parent / "more_training.json"
 )  # published figures this project added to training
@@ -38,7 +40,7 @@ def best_throughput(
     model: str, device: str, devices: int, prompt: int, output: int, params: dict | None = None, **knobs
 ) -> tuple[float, str]:
     """The largest end-to-end output tokens/s of `devices` devices split into tp-replicas, over batches that fit,
-    at a preset's `params` (default: the bound). benchmarks/fit_engines.py predicts the offline cases with it."""
+    at a preset's `params` (default: the bound). benchmarks/train_presets.py predicts the offline cases with it."""
     params = params or BOUND
     m, h = load_model(model), load_hardware(device)
     best, how = 0.0, "nothing fits"
@@ -76,6 +78,34 @@ def llamacpp_cases(cases: dict[str, dict], *files: Path) -> list[dict]:
     return out + [c for f in files for c in json.loads(f.read_text())["cases"] if c["engine"] == "llamacpp"]
 
 
+# TensorRT-LLM's H100 FP8 throughput tables (train.json): (case id, model, devices, prompt = output length).
+TRTLLM_CASES = (
+    ("trtllm-h100-llama31-8b-fp8-128-128", "llama-3.1-8b", 1, 128),
+    ("trtllm-h100-llama31-8b-fp8-2048-2048", "llama-3.1-8b", 1, 2048),
+    ("trtllm-h100x2-llama33-70b-fp8-1000-1000", "llama-3.1-70b", 2, 1000),
+    ("trtllm-h100x8-llama31-405b-fp8-1000-1000", "llama-3.1-405b", 8, 1000),
+)
+
+
+def llama_bench(case: dict) -> list[tuple[str, bool, Callable[..., Any], float]]:
+    """Each llama-bench figure of one llama.cpp case as (test, is_decode, run(**knobs) -> Estimate, measured s):
+    tgN is N tokens generated from an empty context (s/token: TPOT), ppN one N-token prefill (s: TTFT), at
+    llama.cpp's default fp16 KV cache."""
+    model, hardware = load_model(case["model"]), load_hardware(case["hardware"])
+    out = []
+    for key, measured in case["value"].items():
+        test = key.split("_")[0]  # tg128, tg512, pp512
+        n = int(test[2:])
+        decode = test.startswith("tg")
+        lengths = {"prompt_tokens": 1, "output_tokens": n + 1} if decode else {"prompt_tokens": n, "output_tokens": 1}
+
+        def run(lengths=lengths, **knobs):
+            return estimate(model, hardware, batch=1, quant=case["quant"], kv_dtype="fp16", **lengths, **knobs)
+
+        out.append((test, decode, run, 1 / measured if decode else n / measured))
+    return out
+
+
 def decode_case(model: str, device: str, prompt: int, output: int, tp: int = 1, **knobs):
     return estimate(
         load_model(model), load_hardware(device), batch=1, prompt_tokens=prompt, output_tokens=output, tp=tp, **knobs
@@ -104,12 +134,7 @@ def rows(cases: dict[str, dict]) -> list[tuple[str, str, float, float, str]]:
         kv_dtype="fp8",
     )
     offline("mlperf41-mi300x8-llama2-70b-offline", "llama-2-70b", "mi300x", 8, 293, weight_dtype="fp8", kv_dtype="fp8")
-    for case_id, model, devices, length in (
-        ("trtllm-h100-llama31-8b-fp8-128-128", "llama-3.1-8b", 1, 128),
-        ("trtllm-h100-llama31-8b-fp8-2048-2048", "llama-3.1-8b", 1, 2048),
-        ("trtllm-h100x2-llama33-70b-fp8-1000-1000", "llama-3.1-70b", 2, 1000),
-        ("trtllm-h100x8-llama31-405b-fp8-1000-1000", "llama-3.1-405b", 8, 1000),
-    ):
+    for case_id, model, devices, length in TRTLLM_CASES:
         bound, how = best_throughput(model, "h100-sxm", devices, length, length, weight_dtype="fp8", kv_dtype="fp8")
         out.append((case_id, f"output tok/s, {length}/{length}", bound, cases[case_id]["value"], how))
     nim = cases["nim-llama33-70b-2xh100-5000-500-c1"]["value"]
@@ -122,15 +147,10 @@ def rows(cases: dict[str, dict]) -> list[tuple[str, str, float, float, str]]:
     # compute dtype is the library default for a ggml format: int8 where the device lists it (llama.cpp multiplies
     # against 8-bit activation blocks: MMQ on CUDA), else fp16. The cases this project added are checked too.
     for c in llamacpp_cases(cases, MORE_TRAINING, HOLDOUT):
-        for key, measured in c["value"].items():
-            test = key.split("_")[0]
-            n = int(test[2:])
-            if test.startswith("tg"):
-                e = decode_case(c["model"], c["hardware"], 1, n + 1, quant=c["quant"], kv_dtype="fp16")
-                out.append((c["id"], f"{test} s/token (latency)", e.tpot_s, 1 / measured, "batch 1"))
-            else:
-                e = decode_case(c["model"], c["hardware"], n, 1, quant=c["quant"], kv_dtype="fp16")
-                out.append((c["id"], f"{test} s (latency)", e.ttft_s, n / measured, "batch 1"))
+        for test, decode, run, measured in llama_bench(c):
+            e = run()
+            what = f"{test} s/token (latency)" if decode else f"{test} s (latency)"
+            out.append((c["id"], what, e.tpot_s if decode else e.ttft_s, measured, "batch 1"))
     kv = cases["vllm-kv-capacity-h100"]["value"]
     for key, model, tp in (("llama2_7b_tp1_tokens", "llama-2-7b", 1), ("llama2_70b_tp4_tokens", "llama-2-70b", 4)):
         e = estimate(load_model(model), load_hardware("h100-sxm"), tp=tp, output_tokens=2)

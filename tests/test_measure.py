@@ -13,7 +13,7 @@ from roofline.measure import kernels as measure_kernels
 from roofline.specs.hardware import load_hardware
 
 runner = CliRunner()
-TINY = planner.Plan(
+TINY = planner.MeasurePlan(
     squares=(64, 96),
     shapes=((32, 64, 48),),
     decode_m=(1, 2, 4),

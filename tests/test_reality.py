@@ -118,16 +118,16 @@ def test_held_aside_cases_are_well_formed_and_never_training_cases():
 
 
 def test_presets_are_current_with_the_calculator_on_held_aside_cases():
-    # The YAML's held-aside residuals were computed by benchmarks/fit_engines.py; recomputing them now must agree,
+    # The YAML's held-aside residuals were computed by benchmarks/train_presets.py; recomputing them now must agree,
     # so a change to the calculator that moves a prediction fails here until the presets are refitted.
     import math
 
-    spec = importlib.util.spec_from_file_location("fit_engines", ROOT / "benchmarks" / "fit_engines.py")
-    fit_engines = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fit_engines)
+    spec = importlib.util.spec_from_file_location("train_presets", ROOT / "benchmarks" / "train_presets.py")
+    train_presets = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train_presets)
     from roofline.calc import presets
 
-    for engine, held in fit_engines.holdout_points().items():
+    for engine, held in train_presets.holdout_points().items():
         p = presets.load(engine)
         params = p._asdict()
         for name, predict, measured in held:

@@ -37,7 +37,7 @@ def tiny(write_yaml):
 @pytest.mark.parametrize("model_id", ["gpt2", "gemma-2-9b", "qwen2.5-7b", "phi-3-mini"])
 def test_engine_parameters_equal_the_calculator(model_id):
     torch = pytest.importorskip("torch")
-    from roofline.measure.engine import Decoder
+    from roofline.measure.decoder import Decoder
 
     model = sliced(load_model(model_id), 1)  # one full-width layer and a small vocabulary keep the test small
     arch = model.arch._replace(vocab_size=1000)
@@ -52,7 +52,7 @@ def test_engine_parameters_equal_the_calculator(model_id):
 
 def test_tiny_model_runs_prefill_and_decode(tiny):
     torch = pytest.importorskip("torch")
-    from roofline.measure.engine import Decoder
+    from roofline.measure.decoder import Decoder
 
     engine = Decoder(tiny.arch, "fp32", "cpu", batch=3, max_tokens=12)
     with torch.inference_mode():
@@ -262,7 +262,7 @@ def test_validate_rounds_interval_and_verdict_in_the_json(tiny, tmp_path):
 def test_transformers_engine_on_a_two_layer_model(tiny, tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from roofline.measure.hf_engine import TransformersDecoder
+    from roofline.measure.hf_decoder import TransformersDecoder
 
     decoder = TransformersDecoder(tiny.arch, "fp32", "cpu", batch=2, max_tokens=16)
     assert decoder.parameters() == tiny.counts.total  # the same shapes: Llama classes, untied head

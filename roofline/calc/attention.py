@@ -40,6 +40,11 @@ class Attention(NamedTuple):
         """KV bytes one sequence holds at `context` tokens (sliding layers capped at the window)."""
         return self.kv_layer_bytes * (self.full_layers * context + self.sliding_layers * min(context, self.window))
 
+    def kv_own(self, context: float, shared: float) -> float:
+        """KV bytes one sequence holds of its own when its first `shared` tokens are a prefix the batch holds once:
+        its other context - shared tokens, at most the window on sliding layers."""
+        return self.kv_cached(context - shared)
+
     def keys(self, cached: float) -> float:
         """Sum over layers of the keys a decode token attends over with `cached` tokens before it (its own included)."""
         return self.full_layers * (cached + 1) + self.sliding_layers * min(cached + 1, self.window)

@@ -20,14 +20,13 @@ from roofline.calc import calibrate
 from roofline.calc import formulas as f
 from roofline.calc.attention import engine_support
 from roofline.calc.calibrate import Calibrated
-from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
 from roofline.calc.checks import MAX_COUNT, count
-from roofline.calc.inputs import Inputs, measured_engines
+from roofline.calc.inputs import Inputs, engine_costs
+from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
 from roofline.calc.prepare import HardwareInfo, ModelInfo, Prepared, prepare
 from roofline.calc.serving import chunked, disagg, pipeline, prefix, speculative
 from roofline.calc.shape import Shape
 from roofline.calc.step import Phase, Work, decode_step, phase
-from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model
 from roofline.units import si
 
@@ -83,7 +82,7 @@ class Estimate(NamedTuple):
     warnings: list[str]
     notes: list[str]
     calibrated: Calibrated | None = None  # from a measured profile: see roofline.calibrate
-    engine: "EngineResult | None" = None  # an engine's predicted figures: a preset or a measured profile
+    engine: "EnginePrediction | None" = None  # an engine's predicted figures: a preset or a measured profile
     speculative: Any = None  # roofline.calc.serving.speculative.Speculative when drafting
     chunked: Any = None  # roofline.calc.serving.chunked.Chunked when prefill is chunked
     prefill_cached_tokens: int = 0  # prompt tokens served from a prefix cache
@@ -287,7 +286,7 @@ def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, 
         kv_step,
         attention_flops,
         shape.prefill_attention_flops(B, P),
-        measured_engines(hardware),
+        engine_costs(hardware),
         inputs.engine or "eager",
     )
 
@@ -302,7 +301,7 @@ def _critical_batch(shape: Shape, cached: float, F: float, W: float) -> int | No
     return f.critical_batch(shape.streamed(1), per_sequence_flops, per_sequence_kv, F, W)
 
 
-class EngineResult(NamedTuple):
+class EnginePrediction(NamedTuple):
     """What an engine is predicted to achieve: from a preset (published benchmarks) or a measured profile."""
 
     name: str
@@ -312,7 +311,7 @@ class EngineResult(NamedTuple):
     output_tokens_per_s: float
 
 
-def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) -> "EngineResult | None":
+def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) -> "EnginePrediction | None":
     """The engine's prediction beside the bound: a preset's efficiencies and step cost (its setup prepared once),
     or the measured calibration."""
     name, preset = inputs.engine, p.preset
@@ -335,10 +334,10 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
                      f"(engines/{preset.name}.yaml): on {p.hardware.id}, {k.bandwidth_efficiency:.2f} of peak bandwidth "
                      f"and {k.compute_efficiency:.2f} of the {inputs.compute_dtype} peak, +{preset.step_overhead_s * 1e3:.2g} "
                      f"ms a step, memory fraction {preset.memory_fraction:.2f}")
-        return EngineResult(preset.name, "preset", ttft, tpot, rate)
+        return EnginePrediction(preset.name, "preset", ttft, tpot, rate)
     if calibrated is not None and name is not None:
         latency = calibrated.ttft_s + max(inputs.output_tokens - 1, 0) * calibrated.tpot_s
-        return EngineResult(name, "measured", calibrated.ttft_s, calibrated.tpot_s,
+        return EnginePrediction(name, "measured", calibrated.ttft_s, calibrated.tpot_s,
                             inputs.batch * inputs.output_tokens / latency)
     return None
 

@@ -9,10 +9,10 @@ scales), split over the devices as far as the KV heads allow. Exact: a search ov
 
 from typing import Any, NamedTuple
 
-from roofline.calc.estimate import estimate
-from roofline.calc.knobs import Knobs, knobs_of
 from roofline.calc.checks import MAX_COUNT
+from roofline.calc.estimate import estimate
 from roofline.calc.inputs import storage_for
+from roofline.calc.knobs import Knobs, knobs_of
 from roofline.calc.shape import Shape
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model

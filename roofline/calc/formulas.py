@@ -53,7 +53,7 @@ def critical_batch(
 ) -> int | None:
     """Smallest B with decode compute time >= memory time, KV traffic included [sequences]. [Pope]
 
-    B f / F >= (W + B k) / BW  <=>  B >= (W / BW) / (f / F - k / BW); None when f / F <= k / BW,
+    B f / F >= (w + B k) / W  <=>  B >= (w / W) / (f / F - k / W) with w the weight bytes; None when f / F <= k / W,
     i.e. when a sequence's own KV traffic keeps its intensity f / k under the ridge at any batch.
     """
     margin = flops_per_sequence / peak - kv_bytes_per_sequence / bandwidth

@@ -146,7 +146,7 @@ def engine_name(name: str | None, hardware: Hardware) -> str | None:
     own decoder, always priced)."""
     if name is None or name == "eager" or is_preset(name):
         return name  # roofline.calc.prepare resolves a preset for the device
-    have = sorted(measured_engines(hardware))
+    have = sorted(engine_costs(hardware))
     if name not in have:
         measured = f"{hardware.id} measured: {', '.join(have)}" if have else f"{hardware.id} is not a profile with measured engines"
         raise UsageError(f"no measured {name!r} engine ({measured}; run `roofline measure --engine {name} --save PROFILE`; "
@@ -161,7 +161,7 @@ def is_preset(name: str) -> bool:
     return name in PRESET_ENGINES or name in presets.names()
 
 
-def measured_engines(hardware: Hardware) -> dict[str, Any]:
+def engine_costs(hardware: Hardware) -> dict[str, Any]:
     """The engine fixed costs a profile carries: its `engines:` key, and those its raw measurement holds."""
     return {**((hardware.measured or {}).get("engines") or {}), **(hardware.engines or {})}
 

@@ -1,13 +1,13 @@
 """Engine presets: what a serving engine achieves of the roofline, learned from published benchmarks.
 
-A preset is data (engines/NAME.yaml), fitted by benchmarks/fit_engines.py on the training cases and never
+A preset is data (engines/NAME.yaml), fitted by benchmarks/train_presets.py on the training cases and never
 edited by hand. It holds, per engine: the fraction of peak bandwidth its decode reaches, the fraction of peak
 FLOP/s its prefill reaches, a fixed cost per decode step, and the share of memory left for weights + KV once
 the engine has kept its own (activations, CUDA graphs, workspace). A prediction with a preset is the roofline
 estimate with those efficiencies and memory fraction, plus the fixed cost on every decode step:
     TPOT = max(FLOPs / (F x compute), bytes / (W x bandwidth)) + step_overhead_s
     output tokens/s = B x O / (TTFT + (O - 1) x TPOT)
-Three optional keys shape a preset whose engine the datasheet peaks describe badly (benchmarks/fit_engines.py
+Three optional keys shape a preset whose engine the datasheet peaks describe badly (benchmarks/train_presets.py
 says why each is used): `backend` (cuda or metal: the devices it applies to; `--engine llamacpp` picks
 llamacpp-cuda or llamacpp-metal by the device), `compute_peak` (the dtype whose peak its compute fraction
 multiplies, e.g. fp32: llama.cpp's prefill follows the CUDA-core rate, not the tensor-core one, so the fraction
@@ -20,6 +20,7 @@ from typing import Any
 
 from roofline.errors import UsageError
 from roofline.specs.presets import BACKENDS, RANGES, Preset, load, names
+
 
 def for_device(engine: str, hardware) -> Preset:
     """The preset of `engine` for `hardware`: engines/ENGINE.yaml, else the one of the device's backend

@@ -37,7 +37,8 @@ class Shape:
         self.window, self.full_layers = att.window, att.full_layers
         self.key_flops_decode, self.key_flops_prefill = att.key_flops_decode, att.key_flops_prefill
         self.kv_share = att.kv_share(tp)
-        self._kv_full, self._kv_sliding = att.kv_layer_bytes * att.full_layers, att.kv_layer_bytes * att.sliding_layers
+        # The KV cache and the keys a token attends over come from the attention seam, the one implementation.
+        self.kv_cached, self.kv_own, self.keys = att.kv_cached, att.kv_own, att.keys
         c = self.counts  # the per-token constants, computed once: a sweep calls the step formulas thousands of times
         self.matmul = float(c.matmul) if c else model.params
         self.head = float(c.head) if c else 0.0
@@ -86,27 +87,6 @@ class Shape:
     def kv_per_token(self) -> float:
         """KV bytes one token adds over all layers (before any window caps it), whole model."""
         return self.attention.kv_per_token
-
-    def kv_cached(self, context: float) -> float:
-        """KV bytes one sequence holds at `context` tokens, whole model (sliding layers capped at the window):
-        attention.kv_cached, inlined with its constants (a sweep calls it ~10 times a point)."""
-        if not self.window:
-            return self._kv_full * context
-        return self._kv_full * context + self._kv_sliding * min(context, self.window)
-
-    def kv_own(self, context: float, shared: float) -> float:
-        """KV bytes one sequence holds of its own when its first `shared` tokens are a prefix the batch holds once:
-        its other context - shared tokens, at most the window on sliding layers, whole model."""
-        own = context - shared
-        if not self.window:
-            return self._kv_full * own
-        return self._kv_full * own + self._kv_sliding * min(own, self.window)
-
-    def keys(self, cached: float) -> float:
-        """Sum over layers of the keys a decode token attends over with `cached` tokens before it (attention.keys)."""
-        if not self.window:
-            return self.full_layers * (cached + 1)
-        return self.full_layers * (cached + 1) + self.sliding * min(cached + 1, self.window)
 
     @property
     def sliding(self) -> int:

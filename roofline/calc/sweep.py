@@ -7,9 +7,9 @@ such batch, since throughput never falls with batch).
 
 from typing import Any, NamedTuple
 
+from roofline.calc.checks import MAX_COUNT
 from roofline.calc.estimate import Estimate, estimate, estimate_at, plain, prepare
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
-from roofline.calc.checks import MAX_COUNT
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model
 

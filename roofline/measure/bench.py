@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from roofline.errors import UsageError
-from roofline.measure.planner import Plan
+from roofline.measure.planner import MeasurePlan
 from roofline.measure.timing import (
     MATMUL_DTYPES,
     METHOD_VERSION,
@@ -28,7 +28,7 @@ def run(
     threads: int | None = None,
     quick: bool = False,
     weight_dtype: str = "bf16",
-    plan: Plan | None = None,
+    plan: MeasurePlan | None = None,
     on_step: Callable[[str], None] = lambda label: None,
     budget_s: float | None = None,
 ) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from roofline.errors import UsageError
-from roofline.measure.timing import MeasureError, torch_module
+from roofline.measure.timing import MeasureError, synchronizer, torch_module
 from roofline.units import KiB
 
 SIZES = [KiB * 4**k for k in range(10)]  # 1 KiB .. 256 MiB
@@ -204,7 +204,7 @@ def worker(rank: int, world: int, backend: str, port: int, plan: dict, queue) ->
 
 def _measure(torch, dist, device, backend: str, world: int, plan: dict) -> tuple[list[dict], bool]:
     """Verify a sum of known values, then time all-reduces per size (every rank runs this)."""
-    sync = torch.cuda.synchronize if backend == "nccl" else (lambda: None)
+    sync = synchronizer(torch, "cuda" if backend == "nccl" else "cpu")
     check = torch.full((1024,), float(dist.get_rank() + 1), device=device)
     dist.all_reduce(check)
     verified = bool(torch.all(check == world * (world + 1) / 2).item())

@@ -91,9 +91,9 @@ def of(engine: str, kind: str, dtype: str, quick: bool = False, deadline: float 
 
     torch = torch_module("measure --engine")
     if engine == "transformers":
-        from roofline.measure.hf_engine import TransformersDecoder as build
+        from roofline.measure.hf_decoder import TransformersDecoder as build
     else:
-        from roofline.measure.engine import Decoder as build
+        from roofline.measure.decoder import Decoder as build
     timed = step_time(
         torch, kind, lambda arch, batch, tokens: build(arch, dtype, kind, batch, tokens), steps=8 if quick else 12
     )
@@ -105,7 +105,9 @@ def step_time(
 ) -> Callable[[Any, int, int], float]:
     """step_time(arch, depth, batch) for `measure`: the median of `steps` decode steps of the engine that
     `build(arch, batch, max_tokens)` makes (any object with prefill, decode and device), after two warm-up steps."""
-    sync = torch.cuda.synchronize if kind == "cuda" else torch.mps.synchronize if kind == "mps" else (lambda: None)
+    from roofline.measure.timing import synchronizer
+
+    sync = synchronizer(torch, kind)
 
     def timed(arch, depth: int, batch: int) -> float:
         engine = build(arch, batch, PROMPT + steps + 4)

@@ -235,7 +235,7 @@ def stability(bests: list[float], medians: list[float]) -> dict[str, Any]:
 def decode_curve(
     torch, clock: Clock, tensor, dtype: str, matmul: dict | None, read_rate: float, buffer_bytes: int, notes: list[str]
 ):
-    """F.linear(x[M x k], W[n x k]) for M in the plan and each row length k: FLOP/s and weight bytes/s.
+    """F.linear(x[M x k], weight[n x k]) for M in the plan and each row length k: FLOP/s and weight bytes/s.
 
     The weights are sized like real layers (planner.weight_rows: about 4k rows, 1 to 64 MiB) and cold, as in
     a decode step: each timed call cycles as many of them as fill the buffer, more than the last-level cache

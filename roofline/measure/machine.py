@@ -36,13 +36,6 @@ def context(torch, kind: str) -> dict[str, Any]:
     }
 
 
-def buffer_bytes(torch, kind: str, context: dict[str, Any], plan) -> int:
-    """Bandwidth buffer size: max(plan floor, 4 x last-level cache), at most 1/8 of free memory."""
-    want = max(plan.buffer_floor, 4 * int(context["last_level_cache_bytes"]))
-    free = torch.cuda.mem_get_info()[0] if kind == "cuda" else available_memory()
-    return int(max(16 * MiB, min(want, free // 8)) // MiB * MiB)
-
-
 def cpu_name() -> str:
     """The CPU model string as the OS reports it."""
     try:

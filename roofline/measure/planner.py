@@ -32,7 +32,7 @@ class Machine(NamedTuple):
     flop_per_s: float  # probed fp32 (or the fastest) matmul rate
 
 
-class Plan(NamedTuple):
+class MeasurePlan(NamedTuple):
     """What to measure and for how long (seconds are per timed kernel unless said otherwise)."""
 
     squares: tuple[int, ...]  # square matmul sizes scanned
@@ -79,7 +79,7 @@ BANDWIDTH_KERNELS = 3  # copy, read, weights_read in each round
 MIN_BUFFER = 4 * MiB
 
 
-def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> Plan:
+def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> MeasurePlan:
     """A plan whose timed work fits `seconds` (what is left of the budget) on machine `m`, for `dtypes` matmul dtypes."""
     family = "cpu" if m.kind == "cpu" else "gpu"
     squares, shapes, decode_m, decode_ks = SHAPES[(family, quick)]
@@ -100,7 +100,7 @@ def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> Plan:
             f"buffers of {buffer // MiB} MiB are under 4x the last-level cache ({m.last_level_cache_bytes / MiB:.0f} MiB): "
             f"{limit} allows no more, so bandwidth figures may include cache hits"
         )
-    return Plan(
+    return MeasurePlan(
         squares=squares,
         shapes=shapes,
         decode_m=decode_m,
@@ -125,7 +125,7 @@ def curve_points(decode_m: tuple[int, ...], decode_ks: tuple[int, ...]) -> int:
     return len(decode_ks) * len(decode_m) + len(decode_m)
 
 
-def planned_seconds(p: Plan, m: Machine, dtypes: int) -> float:
+def planned_seconds(p: MeasurePlan, m: Machine, dtypes: int) -> float:
     """An upper estimate of plan `p`'s timed work on machine `m` [s]: each loop's cap plus one call (at most half
     a cap, or the call the buffer size implies), and filling the buffers and the curve's weights once."""
     dtypes = max(dtypes, 1)

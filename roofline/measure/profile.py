@@ -10,7 +10,7 @@ from typing import Any
 from roofline.errors import RooflineError
 from roofline.report import Report
 from roofline.specs.catalog import catalog
-from roofline.specs.hardware import load_hardware
+from roofline.specs.hardware import hardware_to_mapping, load_hardware
 from roofline.specs.records import Hardware
 
 HEADER = """\
@@ -161,16 +161,7 @@ def _links(base: Hardware, result: dict[str, Any]) -> dict[str, Any]:
 def save_collectives(result: dict[str, Any], path: str, base: Hardware) -> None:
     """Write `base` with the measured interconnect (bus bandwidth and latency) to `path`, atomically."""
 
-    spec = {
-        "name": base.name,
-        "source": base.source,
-        "memory_capacity": base.memory_capacity,
-        "memory_bandwidth": base.memory_bandwidth,
-        "peak_flops": dict(base.peak_flops),
-        **_links(base, result),
-        **({"aliases": list(base.aliases)} if base.aliases else {}),
-        "measured": {**(base.measured or {}), "collectives": result},
-    }
+    spec = {**hardware_to_mapping(base), **_links(base, result), "measured": {**(base.measured or {}), "collectives": result}}
     tier = "internode" if result.get("nodes", 1) > 1 else "interconnect"
     header = (
         f"# {tier}_bandwidth and {tier}_latency measured by `roofline measure --collectives` "
@@ -198,30 +189,10 @@ def engine_report(result: dict[str, Any]) -> Report:
 
 def save_engine(result: dict[str, Any], path: str, base: Hardware) -> None:
     """Write the profile at `path` again with engines[NAME] set to the measured fixed costs, atomically."""
-    spec = hardware_spec_of(base)
+    spec = hardware_to_mapping(base)
     spec["engines"] = {
         **(base.engines or {}),
         result["engine"]: {k: v for k, v in result.items() if k not in ("engine", "device")},
     }
     header = f"# engines.{result['engine']}: fixed costs per decode step and per layer measured by `roofline measure --engine`.\n"
     _write(path, header, spec)
-
-
-def hardware_spec_of(h: Hardware) -> dict[str, Any]:
-    """A Hardware record back as its YAML mapping (the keys it was loaded from)."""
-    spec = {
-        "name": h.name,
-        "source": h.source,
-        "memory_capacity": h.memory_capacity,
-        "memory_bandwidth": h.memory_bandwidth,
-        "peak_flops": dict(h.peak_flops),
-        "interconnect_bandwidth": h.interconnect_bandwidth,
-        "interconnect_latency": h.interconnect_latency,
-        "internode_bandwidth": h.internode_bandwidth,
-        "internode_latency": h.internode_latency,
-        "devices_per_node": h.devices_per_node,
-        "aliases": list(h.aliases) or None,
-        "engines": h.engines,
-        "measured": h.measured,
-    }
-    return {k: v for k, v in spec.items() if v is not None}

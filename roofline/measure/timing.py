@@ -67,6 +67,15 @@ def summary(work: float, times: list[float]) -> tuple[float, float]:
 # ---------------------------------------------------------------- timing
 
 
+def synchronizer(torch, kind: str) -> Callable[[], None]:
+    """The call that waits for the device `kind` (cuda, mps; cpu: nothing to wait for)."""
+    if kind == "cuda":
+        return torch.cuda.synchronize
+    if kind == "mps":
+        return torch.mps.synchronize
+    return lambda: None
+
+
 class Clock:
     """Times calls on one device: CUDA events after a synchronize, else a wall clock around synced calls.
 
@@ -76,16 +85,11 @@ class Clock:
     def __init__(self, torch, kind: str, plan, deadline: float = float("inf")):
         self.torch, self.kind, self.plan, self.deadline = torch, kind, plan, deadline
         self.device = torch.device(kind)
+        self.sync = synchronizer(torch, kind)
 
     def left(self) -> float:
         """Seconds to the deadline."""
         return self.deadline - time.perf_counter()
-
-    def sync(self) -> None:
-        if self.kind == "cuda":
-            self.torch.cuda.synchronize()
-        elif self.kind == "mps":
-            self.torch.mps.synchronize()
 
     def times(
         self,

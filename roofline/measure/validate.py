@@ -20,7 +20,8 @@ from roofline.calc.estimate import estimate
 from roofline.calc.knobs import VALIDATE_BATCHES, VALIDATE_OUTPUT, VALIDATE_PROMPT, VALIDATE_ROUNDS, VALIDATE_TOLERANCE
 from roofline.errors import UsageError
 from roofline.measure import stats
-from roofline.measure.engine import Decoder, check_supported
+from roofline.measure.decoder import Decoder, check_supported
+from roofline.measure.timing import synchronizer
 from roofline.report import Report
 from roofline.specs.params import count_params
 from roofline.specs.records import DTYPE_BYTES, Hardware, Model
@@ -156,9 +157,9 @@ def run(
 def engine_builder(engine: str, model: Model) -> Callable[..., Any]:
     """build(arch, dtype, device, batch, max_tokens, weights) -> a decoder with prefill, decode, shared_weights."""
     if engine == "transformers":
-        from roofline.measure import hf_engine
+        from roofline.measure import hf_decoder
 
-        return hf_engine.builder(model)
+        return hf_decoder.builder(model)
     return lambda a, dtype, device, batch, tokens, weights: Decoder(a, dtype, device, batch, tokens, weights=weights)
 
 
@@ -187,7 +188,7 @@ def _quick_profile(kind: str, dtype: str, on_step: Callable[[str], None], engine
 def _time_run(torch, engine, device: str, batch: int, prompt: int, output: int, warm_up: bool = True) -> dict[str, Any]:
     """One round of one batch: a warm-up (the first round's only), then the timed prefill (TTFT) and every
     decode step [s]."""
-    sync = torch.cuda.synchronize if device == "cuda" else torch.mps.synchronize if device == "mps" else (lambda: None)
+    sync = synchronizer(torch, device)
     generator = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, engine.a.vocab_size, (batch, prompt), generator=generator).to(engine.device)
     if warm_up:  # first calls pay allocation and kernel selection

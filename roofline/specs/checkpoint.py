@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 
 from roofline.errors import RooflineError
 
-ROLES = ("embedding", "position", "attention", "mlp", "experts", "norms", "lm_head", "scales", "other")
 
 
 class WeightBytes(NamedTuple):

@@ -71,6 +71,29 @@ def hardware_from_mapping(data: dict[str, Any], where: str, spec_id: str) -> Har
     )
 
 
+def hardware_to_mapping(h: Hardware) -> dict[str, Any]:
+    """A Hardware back as the YAML mapping hardware_from_mapping reads: every key it holds, none it lacks, so a
+    device round-trips (the one writer of hardware specs)."""
+    spec = {
+        "name": h.name,
+        "source": h.source,
+        "memory_capacity": h.memory_capacity,
+        "memory_bandwidth": h.memory_bandwidth,
+        "peak_flops": dict(h.peak_flops),
+        "interconnect_bandwidth": h.interconnect_bandwidth,
+        "interconnect_latency": h.interconnect_latency,
+        "internode_bandwidth": h.internode_bandwidth,
+        "internode_latency": h.internode_latency,
+        "devices_per_node": h.devices_per_node,
+        "engines": h.engines,
+        "power": h.power,
+        "price_per_hour": h.price_per_hour,
+        "measured": h.measured,
+        "aliases": list(h.aliases) or None,
+    }
+    return {k: v for k, v in spec.items() if v is not None}
+
+
 def _engines(value: Any) -> dict[str, Any]:
     """Engine name -> {archetypes: {name: {per_step_s, per_layer_s: {batch: seconds}}}}, as `measure` writes it."""
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):

@@ -1,5 +1,5 @@
 """Engine presets as data: engines/NAME.yaml read and validated into a Preset (how one is priced:
-roofline.calc.presets). A preset is fitted by benchmarks/fit_engines.py on published benchmark cases and never
+roofline.calc.presets). A preset is fitted by benchmarks/train_presets.py on published benchmark cases and never
 edited by hand; every mistake in one names the file and the field.
 """
 

@@ -19,6 +19,7 @@ from roofline.calc.serving import speculative
 from roofline.calc.step import NO_WORK, Work, step_work
 from roofline.errors import UsageError
 
+
 class Chunked(NamedTuple):
     chunk_tokens: int
     steps_to_first_token: int  # ceil(P / (C - B x tokens per sequence)): the prompt's own chunks

@@ -11,6 +11,7 @@ from roofline.calc.knobs import Knobs
 from roofline.errors import UsageError
 from roofline.units import si
 
+
 class Disagg(NamedTuple):
     prefill_instances: int
     decode_instances: int

@@ -12,6 +12,7 @@ from roofline.calc.knobs import Knobs
 from roofline.calc.step import decode_step, phase
 from roofline.errors import UsageError
 
+
 class Pipeline(NamedTuple):
     stages: int
     micro_batches: int

@@ -18,6 +18,7 @@ from roofline.calc.step import Work, phase, step_work
 from roofline.calc.storage import Storage
 from roofline.errors import UsageError
 from roofline.specs.records import DTYPE_BYTES, Model
+
 DEFAULT_DRAFT_TOKENS, DEFAULT_ACCEPTANCE, MTP_ACCEPTANCE = 4, 0.7, 0.85
 
 

@@ -5,7 +5,7 @@ Each training point is one published figure of one engine in one setup (benchmar
 setups). A preset's parameters (roofline/calc/presets.py) are fitted by pattern search to minimize the sum of
 squared log(predicted / measured) over its points; the YAML records the values, the cases, each residual and
 this script as its source. A preset with fewer than 3 usable points is not fitted: engines/README.md says so.
-Rerun after changing the data or the model: python benchmarks/fit_engines.py
+Rerun after changing the data or the model: python benchmarks/train_presets.py
 Held-aside cases (benchmarks/holdout.json: published figures found by this project, never fitted on) are then
 predicted with the fitted preset; their residuals go to the YAML's `holdout:` and the printout. Cases with a
 `build` come from an older build of the engine than the training cases: printed apart, outside the goal.
@@ -81,12 +81,7 @@ def points(cases: dict) -> dict[str, list]:
     """preset -> [(case id / figure, predict(params) -> value, measured)] for the training cases."""
     fp8 = {"weight_dtype": "fp8", "kv_dtype": "fp8"}
     trtllm = []
-    for case_id, model, devices, length in (
-        ("trtllm-h100-llama31-8b-fp8-128-128", "llama-3.1-8b", 1, 128),
-        ("trtllm-h100-llama31-8b-fp8-2048-2048", "llama-3.1-8b", 1, 2048),
-        ("trtllm-h100x2-llama33-70b-fp8-1000-1000", "llama-3.1-70b", 2, 1000),
-        ("trtllm-h100x8-llama31-405b-fp8-1000-1000", "llama-3.1-405b", 8, 1000),
-    ):
+    for case_id, model, devices, length in reality.TRTLLM_CASES:
         trtllm.append(
             (
                 f"{case_id} output tok/s",
@@ -144,34 +139,20 @@ def other_builds() -> set[str]:
 
 
 def _llamacpp_points(case: dict) -> list:
-    """llama-bench's figures of one case: tgN (s/token, N tokens from an empty context) and pp512 (s for one
-    512-token prompt), each as (name, predict(params), measured). The bound's compute dtype is the library's
-    default for a ggml format: int8 where the device lists it (activations in 8-bit blocks), else fp16."""
-    model, hardware = load_model(case["model"]), load_hardware(case["hardware"])
-    common = {"quant": case["quant"], "kv_dtype": "fp16"}  # llama.cpp's default KV cache type
-    dtype = estimate(model, hardware, output_tokens=1, **common).inputs.compute_dtype
-    rows = []
-    for key, measured in case["value"].items():
-        test = key.split("_")[0]  # tg128, tg512, pp512
-        tokens = int(test[2:])
-        if test.startswith("tg"):
-
-            def predict(p, n=tokens):
-                e = estimate(
-                    model, hardware, prompt_tokens=1, output_tokens=n + 1, **common, **presets.knobs(p, hardware, dtype)
-                )
-                return presets.timings(e, p["step_overhead_s"])[1]
-
-            rows.append((f"{case['id']} {test} s/token", predict, 1 / measured))
+    """llama-bench's figures of one case (reality.llama_bench), each as (name, predict(params), measured): the preset's
+    knobs on the bound's compute dtype, the library's default for a ggml format (int8 where the device lists it,
+    activations in 8-bit blocks; else fp16), and its step cost on every decode step."""
+    hardware = load_hardware(case["hardware"])
+    out = []
+    for test, decode, run, measured in reality.llama_bench(case):
+        dtype = run().inputs.compute_dtype
+        if decode:
+            predict = lambda p, run=run, dtype=dtype: presets.timings(run(**presets.knobs(p, hardware, dtype)),
+                                                                         p["step_overhead_s"])[1]
         else:
-
-            def predict(p, n=tokens):
-                return estimate(
-                    model, hardware, prompt_tokens=n, output_tokens=1, **common, **presets.knobs(p, hardware, dtype)
-                ).ttft_s
-
-            rows.append((f"{case['id']} {test} s", predict, tokens / measured))
-    return rows
+            predict = lambda p, run=run, dtype=dtype: run(**presets.knobs(p, hardware, dtype)).ttft_s
+        out.append((f"{case['id']} {test} s/token" if decode else f"{case['id']} {test} s", predict, measured))
+    return out
 
 
 def loss_of(training):
@@ -297,18 +278,18 @@ def main() -> None:
             "cases": sorted({n.split(" ")[0] for n, _, _ in training}),
             "residuals": residuals,
             **({"holdout": held} if held else {}),
-            "source": "benchmarks/fit_engines.py: pattern search minimizing the sum of squared log(predicted / measured) over the cases "
+            "source": "benchmarks/train_presets.py: pattern search minimizing the sum of squared log(predicted / measured) over the cases "
             "below, from ../shared/reality/train.json and benchmarks/more_training.json (their sources are there)",
             "notes": STRUCTURE[name][2],
         }
-        text = "# Fitted by benchmarks/fit_engines.py; never edited by hand. Residual = log(predicted / measured).\n"
+        text = "# Fitted by benchmarks/train_presets.py; never edited by hand. Residual = log(predicted / measured).\n"
         (out / f"{name}.yaml").write_text(text + yaml.safe_dump(spec, sort_keys=False, width=120))
         report(name, full, training, aside.get(name, []), held, older, ranges)
     lines = [
         "# Engine presets",
         "",
         (
-            "Fitted by `benchmarks/fit_engines.py` on `../shared/reality/train.json` and "
+            "Fitted by `benchmarks/train_presets.py` on `../shared/reality/train.json` and "
             "`benchmarks/more_training.json`; never edited by hand."
         ),
         "",

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from roofline.errors import RooflineError
-from roofline.measure.engine import TORCH_DTYPES
+from roofline.measure.decoder import TORCH_DTYPES
 
 FAMILIES = ("llama", "qwen2", "mistral", "gpt2")
 
@@ -64,7 +64,7 @@ def config(arch, max_tokens: int):
 
 
 class TransformersDecoder:
-    """prefill / decode through a transformers causal LM; the same interface as roofline.measure.engine.Decoder."""
+    """prefill / decode through a transformers causal LM; the same interface as roofline.measure.decoder.Decoder."""
 
     def __init__(self, arch, dtype: str, device: str, batch: int, max_tokens: int, model: Any = None):
         import torch
