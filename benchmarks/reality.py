@@ -1,4 +1,4 @@
-"""roofline's bound against published measurements (../shared/reality/train.json): the sanity property.
+"""roofline's bound against published measurements (benchmarks/data/train.json): the sanity property.
 
 For every case the roofline bound for that setup must be at least the measured performance: throughput at or
 above it, latency at or below it, capacity at or above it. A published number that beats the bound points at
@@ -25,7 +25,7 @@ from roofline.calc import presets
 from roofline.calc.estimate import estimate_at, prepare
 from roofline.calc.sweep import default_batches
 
-TRAIN = Path(__file__).resolve().parents[2] / "shared" / "reality" / "train.json"
+TRAIN = Path(__file__).resolve().parent / "data" / "train.json"  # published figures, each with its source (data/README.md)
 HOLDOUT = Path(__file__).resolve().parent / "holdout.json"  # published figures held aside (benchmarks/train_presets.py)
 MORE_TRAINING = (
     Path(__file__).resolve().parent / "more_training.json"

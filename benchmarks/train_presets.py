@@ -1,4 +1,4 @@
-"""Fit the engine presets (engines/NAME.yaml) on the published training cases (../shared/reality/train.json, and
+"""Fit the engine presets (engines/NAME.yaml) on the published training cases (benchmarks/data/train.json, and
 benchmarks/more_training.json: figures this project added).
 
 Each training point is one published figure of one engine in one setup (benchmarks/reality.py maps the
@@ -279,7 +279,7 @@ def main() -> None:
             "residuals": residuals,
             **({"holdout": held} if held else {}),
             "source": "benchmarks/train_presets.py: pattern search minimizing the sum of squared log(predicted / measured) over the cases "
-            "below, from ../shared/reality/train.json and benchmarks/more_training.json (their sources are there)",
+            "below, from benchmarks/data/train.json and benchmarks/more_training.json (their sources are there)",
             "notes": STRUCTURE[name][2],
         }
         text = "# Fitted by benchmarks/train_presets.py; never edited by hand. Residual = log(predicted / measured).\n"
@@ -289,7 +289,7 @@ def main() -> None:
         "# Engine presets",
         "",
         (
-            "Fitted by `benchmarks/train_presets.py` on `../shared/reality/train.json` and "
+            "Fitted by `benchmarks/train_presets.py` on `benchmarks/data/train.json` and "
             "`benchmarks/more_training.json`; never edited by hand."
         ),
         "",

@@ -132,28 +132,31 @@ def test_version():
     assert r.exit_code == 0 and r.stdout.strip() == f"roofline {__version__}"
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        [],
-        ["estimate"],
-        ["sweep"],
-        ["compare"],
-        ["plot"],
-        ["measure"],
-        ["validate"],
-        ["hardware"],
-        ["hardware", "list"],
-        ["hardware", "show"],
-        ["models"],
-        ["models", "list"],
-        ["models", "show"],
-        ["models", "import"],
-    ],
-)
+def registered(group=None, prefix=()) -> list[list[str]]:
+    """Every command the CLI registers, as its words: walked from the apps, never listed by hand."""
+    from roofline.cli import app as root
+
+    group = group or root
+    out = [list(prefix)] if group is root or prefix else []
+    for c in group.registered_commands:
+        out.append([*prefix, c.name or c.callback.__name__.replace("_", "-")])
+    for sub in group.registered_groups:  # a group added without a name merges its commands into this level
+        out += registered(sub.typer_instance, (*prefix, sub.name) if sub.name else prefix)
+    return out
+
+
+@pytest.mark.parametrize("args", registered(), ids=lambda a: " ".join(a) or "roofline")
 def test_every_command_has_help(args):
     r = run(*args, "--help")
-    assert r.exit_code == 0 and "Usage" in r.stdout
+    assert r.exit_code == 0 and r.stdout.startswith("Usage: ")
+    text = r.stdout.split("\n\n", 1)[1]  # what follows the usage line: the command's own description
+    assert text.strip() and not text.lstrip().startswith("Options:"), args
+
+
+def test_the_walk_finds_every_command():
+    names = {" ".join(a) for a in registered()}
+    assert {"estimate", "sweep", "compare", "plot", "fit", "plan", "measure", "validate", "hardware list",
+            "models import"} <= names
 
 
 def test_hardware_list_and_show():
@@ -179,3 +182,66 @@ def test_model_by_path(tmp_path):
     data = json.loads(run("estimate", "-q", "--json", "-m", str(path)).stdout)
     assert data["model"]["params"] == 1e9 and data["kv_bytes_per_token"] == 0
     assert data["max_batch"] is None  # no KV cache: batch limited by nothing the roofline sees
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["estimate", "-q"],
+        ["sweep", "-q", "-b", "1,2"],
+        ["compare", "-m", "gpt2", "-H", "a10"],
+        ["hardware", "list"],
+        ["hardware", "show", "h200"],
+        ["models", "list"],
+        ["models", "show", "gpt2"],
+        ["fit", "-q"],
+        ["plan", "-q", "--concurrency", "8", "-H", "a10"],
+    ],
+)
+def test_every_row_printing_command_takes_json_and_csv(args):
+    as_json = runner.invoke(app, [*args, "--json"])
+    as_csv = runner.invoke(app, [*args, "--csv"])
+    assert as_json.exit_code == 0 and as_csv.exit_code == 0, as_json.stderr + as_csv.stderr
+    json.loads(as_json.stdout)
+    header, *rows = as_csv.stdout.splitlines()
+    assert rows and all(row.count(",") >= header.count(",") for row in rows)  # quoted commas may add more
+    both = runner.invoke(app, [*args, "--json", "--csv"])
+    assert both.exit_code == 2 and "choose one output format" in both.stderr
+
+
+def test_estimate_csv_is_the_json_flattened():
+    import csv
+    import io
+
+    data = json.loads(runner.invoke(app, ["estimate", "-q", "--json"]).stdout)
+    (row,) = csv.DictReader(io.StringIO(runner.invoke(app, ["estimate", "-q", "--csv"]).stdout))
+    assert float(row["tpot_s"]) == data["tpot_s"] and float(row["decode.mbu"]) == data["decode"]["mbu"]
+    assert row["model.id"] == "llama-3.1-8b"
+
+
+def test_help_shows_the_library_defaults():
+    # The knob defaults live in roofline.calc.knobs; --help must show those very values.
+    from roofline.calc.knobs import DEFAULT, PROMPT_TOKENS
+
+    text = " ".join(runner.invoke(app, ["sweep", "--help"], env={"COLUMNS": "200"}).stdout.split())
+    assert f"[default: {DEFAULT.memory_fraction}]" in text and f"[default: {PROMPT_TOKENS}]" in text
+
+
+def test_library_errors_name_the_parameter_and_the_cli_its_flag():
+    from roofline import UsageError, estimate, load_hardware, load_model
+
+    with pytest.raises(UsageError) as caught:
+        estimate(load_model("gpt2"), load_hardware("h100-sxm"), prompt_tokens=0)
+    assert caught.value.param == "prompt_tokens" and str(caught.value).startswith("prompt_tokens: ")
+    r = runner.invoke(app, ["estimate", "-q", "--bits-per-weight", "99"])
+    assert r.exit_code == 2 and r.stderr.startswith("roofline: error: --bits-per-weight: expected a number of bits")
+
+
+def test_a_missing_config_json_is_the_same_usage_error_everywhere(tmp_path):
+    for args in (
+        ["estimate", "-q", "-m", str(tmp_path)],
+        ["models", "import", str(tmp_path)],
+        ["models", "show", str(tmp_path)],
+    ):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and "no such config.json" in r.stderr, args

@@ -2,10 +2,9 @@
 
 import json
 
-import pytest
 from typer.testing import CliRunner
 
-from roofline import estimate, load_hardware, load_model
+from roofline import load_hardware, load_model
 from roofline.calc.fit import fit
 from roofline.cli import app
 
@@ -79,114 +78,3 @@ def test_fit_cli_json_contract():
     data = json.loads(r.stdout)
     assert {"schema_version", "model", "hardware", "inputs", "max_context_tokens", "max_batch", "min_tp"} <= set(data)
     assert data["inputs"]["context_tokens"] == 8192 and data["min_tp"] == 1
-
-
-def test_end_to_end_throughput_counts_the_prefill():
-    # output tokens/s = B x O / (TTFT + (O - 1) x TPOT), below the decode step's B / TPOT.
-    e = estimate(
-        load_model("llama-3.1-8b"),
-        load_hardware("h100-sxm"),
-        batch=64,
-        prompt_tokens=128,
-        output_tokens=128,
-        weight_dtype="fp8",
-    )
-    assert e.output_tokens_per_s == pytest.approx(64 * 128 / (e.ttft_s + 127 * e.tpot_s))
-    assert e.requests_per_s == pytest.approx(64 / e.request_latency_s)
-    assert e.output_tokens_per_s < e.decode.tokens_per_s
-
-
-def toy_device(write_yaml, power=None, price=None):
-    # 1 TB/s, 100 TFLOP/s bf16, 80 GiB: a napkin device for plan's arithmetic.
-    extra = (f"power: {power}\n" if power else "") + (f"price_per_hour: {price}\n" if price else "")
-    return load_hardware(
-        write_yaml(
-            "toy.yaml",
-            "name: toy\nsource: test\nmemory_capacity: 80 GiB\nmemory_bandwidth: 1 TB/s\n"
-            "peak_flops:\n  bf16: 100 TFLOP/s\n" + extra,
-        )
-    )
-
-
-def test_plan_littles_law_by_hand(write_yaml):
-    from roofline.calc.plan import plan
-
-    h = toy_device(write_yaml, power=500, price=2.0)
-    m = load_model("llama-3.1-8b")
-    p = plan(m, [h], prompt_tokens=128, output_tokens=64, rate=10.0, tpot_slo=0.05, tps=(1,))
-    best = p.best
-    e = estimate(m, h, batch=best.batch, prompt_tokens=128, output_tokens=64)
-    # Little's law: in flight = 10 requests/s x the request latency; replicas = ceil(in flight / batch).
-    assert best.replicas == max(1, -(-10.0 * e.request_latency_s // best.batch))
-    assert best.devices == best.replicas and best.output_tokens_per_s == 10.0 * 64  # served: rate x output tokens
-    # Cost: $2 x devices per hour over 640 tokens/s x 3,600 s, per million; energy: 500 W x devices / 640 tokens/s x 1e6.
-    assert best.cost_per_million_tokens == pytest.approx(2.0 * best.devices / (640 * 3600) * 1e6)
-    assert best.energy_j_per_million_tokens == pytest.approx(500 * best.devices / 640 * 1e6)
-    assert p.inputs["ranked_by"] == "cost"
-
-
-def test_plan_concurrency_and_refusals(write_yaml):
-    from roofline.calc.plan import plan
-
-    h = toy_device(write_yaml)
-    m = load_model("llama-3.1-8b")
-    # 100 requests in flight, no SLO: the largest batch up to 100 that fits (64, powers of two) -> ceil(100 / 64) = 2.
-    p = plan(m, [h], prompt_tokens=128, output_tokens=64, concurrency=100, tps=(1,))
-    assert (
-        p.best.batch == 64
-        and p.best.replicas == 2
-        and p.best.cost_per_hour is None
-        and p.inputs["ranked_by"] == "devices"
-    )
-    # A TPOT under the weights' read time (16 GB / 1 TB/s = 16 ms) cannot be met; tp 2 needs an interconnect.
-    p = plan(m, [h], prompt_tokens=128, output_tokens=64, concurrency=1, tpot_slo=0.010, tps=(1, 2))
-    assert p.best is None and {o.reason.split(" (")[0] for o in p.options} == {
-        "no batch meets the SLOs",
-        "no interconnect_bandwidth for tp, pp or disaggregation",
-    }
-
-
-def test_plan_cli_json_contract():
-    r = runner.invoke(
-        app,
-        [
-            "plan",
-            "-m",
-            "llama-3.1-8b",
-            "-H",
-            "h100-sxm",
-            "-H",
-            "l40s",
-            "--concurrency",
-            "64",
-            "--tpot-slo",
-            "30ms",
-            "--price",
-            "h100-sxm=2.5",
-            "--price",
-            "l40s=0.9",
-            "--json",
-            "-q",
-        ],
-    )
-    assert r.exit_code == 0, r.stderr
-    data = json.loads(r.stdout)
-    keys = {
-        "hardware",
-        "tp",
-        "replicas",
-        "batch",
-        "devices",
-        "ttft_s",
-        "tpot_s",
-        "meets_slo",
-        "output_tokens_per_s",
-        "goodput_per_device",
-        "cost_per_hour",
-        "cost_per_million_tokens",
-        "energy_j_per_million_tokens",
-    }
-    assert {"schema_version", "inputs", "options", "best"} <= set(data) and all(keys <= set(o) for o in data["options"])
-    assert data["inputs"]["ranked_by"] == "cost" and data["best"] == data["options"][0]
-    bad = runner.invoke(app, ["plan", "-m", "llama-3.1-8b", "--concurrency", "4", "--price", "nope=1"])
-    assert bad.exit_code == 2 and "--price" in bad.stderr

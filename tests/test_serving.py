@@ -213,26 +213,6 @@ def test_disaggregated_pools_by_hand():
             estimate(M, H, disagg=bad)
 
 
-def test_plan_sizes_disaggregated_pools_by_littles_law(write_yaml):
-    from roofline.calc.plan import plan
-
-    h = load_hardware(
-        write_yaml(
-            "toy.yaml",
-            "name: toy\nsource: test\nmemory_capacity: 80 GiB\nmemory_bandwidth: 1 TB/s\n"
-            "peak_flops:\n  bf16: 100 TFLOP/s\ninterconnect_bandwidth: 100 GB/s\n",
-        )
-    )
-    p = plan(M, [h], prompt_tokens=1024, output_tokens=64, rate=20.0, tpot_slo=0.05, tps=(1,), disagg="auto")
-    split = next(o for o in p.options if o.disagg and o.meets_slo)
-    e = estimate(M, h, batch=split.batch, prompt_tokens=1024, output_tokens=64, disagg="1P:1D")
-    # x = ceil(20 requests/s / one prefill instance's rate), y = ceil(20 / one decode instance's rate).
-    x = -(-20.0 // e.disagg.prefill_requests_per_s)
-    y = -(-20.0 // e.disagg.decode_requests_per_s)
-    assert split.disagg == f"{int(x)}P:{int(y)}D" and split.devices == x + y and split.ttft_s == e.ttft_s
-    assert {o.disagg for o in p.options} >= {None}  # the colocated options stay
-
-
 def test_cli_json_of_pipeline_and_disagg():
     import json
 
