@@ -1,6 +1,7 @@
 """Reading a Llama-3.1-70B Q4_K_M-shaped GGUF header: time and memory of roofline's reader (target <= 0.3 s, <= 50 MB).
 
-The file is written with the gguf package (header, metadata and tensor table, then a sparse, unwritten data section): a 128,256-token
+The file is written with the gguf package (header, metadata and tensor table, then a sparse, unwritten data
+section): a 128,256-token
 vocabulary with scores and types, 280,147 merges, 80 layers = 724 tensors, types as llama.cpp's Q4_K_M mix.
 Run: python benchmarks/gguf_header.py   (needs the gguf package: pip install gguf)
 """
@@ -98,7 +99,8 @@ def main() -> None:
             f"{weights.total_bytes / 1e9:.2f} GB of weights at {weights.bits_per_weight:.3f} bits per weight"
         )
         print(
-            f"read in {statistics.median(times) * 1e3:.0f} ms median ({min(times) * 1e3:.0f}-{max(times) * 1e3:.0f} ms over 5), "
+            f"read in {statistics.median(times) * 1e3:.0f} ms median ({min(times) * 1e3:.0f}-{max(times) * 1e3:.0f} ms "
+            "over 5), "
             f"peak Python allocations {max(peaks) / 1e6:.1f} MB (target <= 300 ms, <= 50 MB)"
         )
 

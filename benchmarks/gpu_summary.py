@@ -26,13 +26,14 @@ def main(folder: str) -> None:
             continue
         sheet = r.get("datasheet") or {}
         print(
-            f"\n{name}: {r['device']['name']}, {r['elapsed_s']:.1f} s, budget {r['plan']['budget_s']} s, datasheet {sheet.get('id', '-')}"
+            f"\n{name}: {r['device']['name']}, {r['elapsed_s']:.1f} s, budget {r['plan']['budget_s']} s, datasheet "
+            f"{sheet.get('id', '-')}"
         )
         for d, m in r["matmul"].items():
             frac = (sheet.get("matmul_fraction_of_peak") or {}).get(d)
             print(
-                f"  matmul {d:5} {m['best_flop_per_s'] / 1e12:8.1f} TFLOP/s  cv {m.get('cv', 0):.1%}  at {m['best_shape']}"
-                + (f"  {frac:.0%} of datasheet" if frac else "")
+                f"  matmul {d:5} {m['best_flop_per_s'] / 1e12:8.1f} TFLOP/s  cv {m.get('cv', 0):.1%}  at "
+                f"{m['best_shape']}" + (f"  {frac:.0%} of datasheet" if frac else "")
             )
         for k, b in r["bandwidth"].items():
             if b:
@@ -42,7 +43,8 @@ def main(folder: str) -> None:
                     + (f"  {frac:.0%} of datasheet" if frac else "")
                 )
         print(
-            f"  ridge {r['ridge_point_flop_per_byte']:.0f} FLOP/B ({r['ridge_dtype']}); decode bandwidth from {r['decode_bandwidth']}"
+            f"  ridge {r['ridge_point_flop_per_byte']:.0f} FLOP/B ({r['ridge_dtype']}); decode bandwidth from "
+            f"{r['decode_bandwidth']}"
         )
     for name in ("validate-gpt2", "validate-llama-3.2-1b"):
         r = load(out / f"{name}.json")
@@ -52,13 +54,15 @@ def main(folder: str) -> None:
         print(f"\n{name}: {r['model']['name']} {r['model']['dtype']} on {r['device']['name']}")
         for row in r["rows"]:
             print(
-                f"  batch {row['batch']:3}  TPOT {row['measured_tpot_s'] * 1e3:7.2f} ms  predicted/measured {row['tpot_ratio']:.2f}"
+                f"  batch {row['batch']:3}  TPOT {row['measured_tpot_s'] * 1e3:7.2f} ms  predicted/measured "
+                f"{row['tpot_ratio']:.2f}"
                 f"  roofline {row['roofline_tpot_ratio']:.2f}  MBU {row['mbu']:.0%}"
             )
     r = load(out / "collectives.json")
     if r:
         print(
-            f"\ncollectives: {r['devices']} x {r['device_name']}: busbw {r['bus_bandwidth_bytes_per_s'] / 1e9:.0f} GB/s, latency {r['latency_s'] * 1e6:.1f} us"
+            f"\ncollectives: {r['devices']} x {r['device_name']}: busbw {r['bus_bandwidth_bytes_per_s'] / 1e9:.0f} "
+            f"GB/s, latency {r['latency_s'] * 1e6:.1f} us"
         )
 
 

@@ -76,16 +76,19 @@ def main() -> None:
     ours_copy = result["bandwidth"]["copy"]["best_bytes_per_s"]
     best_mm = max(np_mm, torch_mm)
     print(
-        f"machine: {machine.cpu_name()}, torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__}"
+        f"machine: {machine.cpu_name()}, torch {torch.__version__} ({torch.get_num_threads()} threads), numpy "
+        f"{np.__version__}"
     )
     print(f"{'figure':46} {'reference':>14} {'measure':>14} {'ratio':>7}")
     print(f"{'fp32 matmul, numpy best (' + np_shape + ')':46} {np_mm / 1e9:10.1f} GF/s")
     print(f"{'fp32 matmul, torch wide scan (' + torch_shape + ')':46} {torch_mm / 1e9:10.1f} GF/s")
     print(
-        f"{'fp32 matmul vs best reference':46} {best_mm / 1e9:10.1f} GF/s {ours_mm / 1e9:10.1f} GF/s {ours_mm / best_mm:7.1%}"
+        f"{'fp32 matmul vs best reference':46} {best_mm / 1e9:10.1f} GF/s {ours_mm / 1e9:10.1f} GF/s "
+        f"{ours_mm / best_mm:7.1%}"
     )
     print(
-        f"{'copy, numpy copyto (r+w)':46} {np_copy / 1e9:10.1f} GB/s {ours_copy / 1e9:10.1f} GB/s {ours_copy / np_copy:7.1%}"
+        f"{'copy, numpy copyto (r+w)':46} {np_copy / 1e9:10.1f} GB/s {ours_copy / 1e9:10.1f} GB/s "
+        f"{ours_copy / np_copy:7.1%}"
     )
     print("target: >= 95% for both")
 

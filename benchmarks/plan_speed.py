@@ -58,7 +58,8 @@ def main() -> None:
     print(f"{len(devices)} devices x 4 tp degrees -> {len(result.options)} options")
     for name, times in (("library", library), ("CLI (interpreter start included)", cli)):
         print(
-            f"{name}: median {statistics.median(times):.3f} s, range {min(times):.3f}-{max(times):.3f} s over {len(times)} rounds"
+            f"{name}: median {statistics.median(times):.3f} s, range {min(times):.3f}-{max(times):.3f} s over "
+            f"{len(times)} rounds"
         )
     print("target: <= 1 s")
 

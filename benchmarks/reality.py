@@ -25,7 +25,9 @@ from roofline.calc import presets
 from roofline.calc.estimate import estimate_at, prepare
 from roofline.calc.sweep import default_batches
 
-TRAIN = Path(__file__).resolve().parent / "data" / "train.json"  # published figures, each with its source (data/README.md)
+TRAIN = (
+    Path(__file__).resolve().parent / "data" / "train.json"
+)  # published figures, each with its source (data/README.md)
 HOLDOUT = Path(__file__).resolve().parent / "holdout.json"  # published figures held aside (benchmarks/train_presets.py)
 MORE_TRAINING = (
     Path(__file__).resolve().parent / "more_training.json"
@@ -168,7 +170,8 @@ def main(path: str | None = None) -> None:
         ratio = measured / bound if latency else bound / measured
         broken += ratio < 1
         print(
-            f"{case_id:44} {figure:30} {bound:12.4g} {measured:12.4g} {ratio:6.2f}  {'yes' if ratio >= 1 else 'NO ':5}  {how}"
+            f"{case_id:44} {figure:30} {bound:12.4g} {measured:12.4g} {ratio:6.2f}  "
+            f"{'yes' if ratio >= 1 else 'NO ':5}  {how}"
         )
     print(f"\n{broken} figure(s) beat the bound (ratio < 1)")
 

@@ -43,7 +43,8 @@ def main() -> None:
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     elapsed = time.perf_counter() - start
     print(
-        f"CLI:     {len(json.loads(out)['rows'])} points in {elapsed:.3f} s (roofline sweep --json, interpreter start included)"
+        f"CLI:     {len(json.loads(out)['rows'])} points in {elapsed:.3f} s (roofline sweep --json, interpreter start "
+        "included)"
     )
     print("target: <= 1 s")
 

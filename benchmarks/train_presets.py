@@ -51,9 +51,11 @@ STRUCTURE = {  # preset -> (its fixed keys, its extra fitted parameters (start v
         {"backend": "cuda", "compute_peak": "fp32"},
         {"bandwidth_cap": 1e12},
         (
-            "Prefill priced on the fp32 (CUDA-core) peak, which the MMQ kernels' rate follows across H100, RTX 3090, 4090 "
+            "Prefill priced on the fp32 (CUDA-core) peak, which the MMQ kernels' rate follows across H100, RTX 3090, "
+            "4090 "
             "and 5090 (1.9-2.3x it; 7-29% of the int8 peak); decode capped in bytes/s (0.32 of an H100's bandwidth, "
-            "0.6-0.7 of GDDR cards'). Fitted on Q4_0 runs of the 2025 scoreboard; builds from May 2024 differ (see holdout)."
+            "0.6-0.7 of GDDR cards'). Fitted on Q4_0 runs of the 2025 scoreboard; builds from May 2024 differ (see "
+            "holdout)."
         ),
     ),
     "llamacpp-metal": (
@@ -147,8 +149,9 @@ def _llamacpp_points(case: dict) -> list:
     for test, decode, run, measured in reality.llama_bench(case):
         dtype = run().inputs.compute_dtype
         if decode:
-            predict = lambda p, run=run, dtype=dtype: presets.timings(run(**presets.knobs(p, hardware, dtype)),
-                                                                         p["step_overhead_s"])[1]
+            predict = lambda p, run=run, dtype=dtype: presets.timings(
+                run(**presets.knobs(p, hardware, dtype)), p["step_overhead_s"]
+            )[1]
         else:
             predict = lambda p, run=run, dtype=dtype: run(**presets.knobs(p, hardware, dtype)).ttft_s
         out.append((f"{case['id']} {test} s/token" if decode else f"{case['id']} {test} s", predict, measured))
@@ -172,7 +175,8 @@ def roofs() -> None:
     """The evidence for the llama.cpp presets' shape: each case's achieved prefill rate as a multiple of each peak,
     and its decode's share of peak bandwidth, at the bound's accounting (the roofline's FLOPs and bytes)."""
     print(
-        "llama.cpp cases, achieved vs datasheet: prefill FLOP/s as a multiple of each peak; decode bytes/s as a share of bandwidth"
+        "llama.cpp cases, achieved vs datasheet: prefill FLOP/s as a multiple of each peak; decode bytes/s as a share "
+        "of bandwidth"
     )
     cases = {c["id"]: c for c in json.loads(reality.TRAIN.read_text())}
     for c in reality.llamacpp_cases(cases, MORE_TRAINING, HOLDOUT):
@@ -229,7 +233,9 @@ def report(name: str, full: dict, training: list, aside: list, held: dict, older
     print(
         f"\n{name} ({full.get('backend') or 'any device'}): bandwidth x{full['bandwidth_fraction']:.3g}{cap}, compute "
         f"x{full['compute_fraction']:.3g} of {roof}, +{full['step_overhead_s'] * 1e3:.2g} ms "
-        f"a step, memory fraction {full['memory_fraction']:.3g} · {len(training)} points · worst |residual| {worst:.3f} (x{math.exp(worst):.2f})"
+        f"a step, memory fraction {full['memory_fraction']:.3g} · {len(training)} points · worst |residual| "
+        f"{worst:.3f} "
+        f"(x{math.exp(worst):.2f})"
     )
     if ranges:
         print("   leave-one-case-out ranges: " + ", ".join(f"{k} {lo:.3g}-{hi:.3g}" for k, (lo, hi) in ranges.items()))
@@ -278,7 +284,8 @@ def main() -> None:
             "cases": sorted({n.split(" ")[0] for n, _, _ in training}),
             "residuals": residuals,
             **({"holdout": held} if held else {}),
-            "source": "benchmarks/train_presets.py: pattern search minimizing the sum of squared log(predicted / measured) over the cases "
+            "source": "benchmarks/train_presets.py: pattern search minimizing the sum of squared log(predicted / "
+            "measured) over the cases "
             "below, from benchmarks/data/train.json and benchmarks/more_training.json (their sources are there)",
             "notes": STRUCTURE[name][2],
         }
@@ -295,7 +302,8 @@ def main() -> None:
         "",
     ]
     lines += [
-        f"- `{e}`: {n} usable training point(s) in the published data: too few to fit a preset (3 needed), so none is given."
+        f"- `{e}`: {n} usable training point(s) in the published data: too few to fit a preset (3 needed), so none is "
+        "given."
         for e, n in unsupported
     ]
     (out / "README.md").write_text("\n".join(lines) + "\n")

@@ -53,7 +53,8 @@ def main() -> None:
         f"({measured['decode_bandwidth']}), {args.dtype} matmul {hardware.peak_flops[args.dtype] / 1e9:.0f} GFLOP/s"
     )
     print(
-        f"{'engine':12} {'shape':16} {'layers':>6} {'batch':>5} {'TPOT':>9} {'predicted':>9} {'ratio':>6} {'90% interval':>13} "
+        f"{'engine':12} {'shape':16} {'layers':>6} {'batch':>5} {'TPOT':>9} {'predicted':>9} {'ratio':>6} "
+        f"{'90% interval':>13} "
         f"{'verdict':>12} {'roofline':>8} {'MBU':>5}",
         flush=True,
     )
@@ -74,8 +75,10 @@ def main() -> None:
             for row in report.rows:
                 rows.append({"engine": engine, "shape": name, "layers": model.arch.layers, **row})
                 print(
-                    f"{engine:12} {name:16} {model.arch.layers:6} {row['batch']:5} {row['measured_tpot_s'] * 1e3:7.1f}ms "
-                    f"{row['predicted_tpot_s'] * 1e3:7.1f}ms {row['tpot_ratio']:6.2f}  [{row['tpot_ratio_low']:.2f}, {row['tpot_ratio_high']:.2f}] "
+                    f"{engine:12} {name:16} {model.arch.layers:6} {row['batch']:5} "
+                    f"{row['measured_tpot_s'] * 1e3:7.1f}ms "
+                    f"{row['predicted_tpot_s'] * 1e3:7.1f}ms {row['tpot_ratio']:6.2f}  [{row['tpot_ratio_low']:.2f}, "
+                    f"{row['tpot_ratio_high']:.2f}] "
                     f"{row['verdict']:>12} {row['roofline_tpot_ratio']:8.2f} {row['mbu']:5.0%}",
                     flush=True,
                 )
@@ -89,7 +92,8 @@ def main() -> None:
         within = [r for r in mine if abs(r["tpot_ratio"] - 1) <= args.tolerance]
         verdicts = {v: sum(r["verdict"] == v for r in mine) for v in ("within", "inconclusive", "outside")}
         print(
-            f"{engine}: median decode ratio within +-{args.tolerance:.0%}: {len(within)} of {len(mine)} rows; verdicts {verdicts}"
+            f"{engine}: median decode ratio within +-{args.tolerance:.0%}: {len(within)} of {len(mine)} rows; verdicts "
+            f"{verdicts}"
         )
     print(f"{time.perf_counter() - started:.0f} s")
     if args.json:

@@ -67,7 +67,8 @@ def test_mqa_kv_bytes(write_yaml):
     # MQA is num_kv_heads = 1: 2 x 32 layers x 1 x 128 x 2 B = 16,384 B/token.
     path = write_yaml(
         "mqa.yaml",
-        "name: mqa\nsource: t\ndtype: bf16\nlayers: 32\nhidden_size: 4096\nnum_heads: 32\nnum_kv_heads: 1\nintermediate_size: 11008\nvocab_size: 32000\n",
+        "name: mqa\nsource: t\ndtype: bf16\nlayers: 32\nhidden_size: 4096\nnum_heads: 32\nnum_kv_heads: "
+        "1\nintermediate_size: 11008\nvocab_size: 32000\n",
     )
     assert estimate(load_model(path), load_hardware("h100-sxm")).kv_bytes_per_token == 16_384
 

@@ -114,7 +114,8 @@ def test_bad_spec_file_is_exit_1(tmp_path):
     assert r.exit_code == 1
     assert (
         r.stderr.strip()
-        == f"roofline: error: {path}: key 'memory_bandwidth': expected a bytes/s quantity such as '3.35 TB/s' or a plain SI number, got 'fast'"
+        == f"roofline: error: {path}: key 'memory_bandwidth': expected a bytes/s quantity such as '3.35 TB/s' or a "
+        "plain SI number, got 'fast'"
     )
 
 
@@ -155,8 +156,18 @@ def test_every_command_has_help(args):
 
 def test_the_walk_finds_every_command():
     names = {" ".join(a) for a in registered()}
-    assert {"estimate", "sweep", "compare", "plot", "fit", "plan", "measure", "validate", "hardware list",
-            "models import"} <= names
+    assert {
+        "estimate",
+        "sweep",
+        "compare",
+        "plot",
+        "fit",
+        "plan",
+        "measure",
+        "validate",
+        "hardware list",
+        "models import",
+    } <= names
 
 
 def test_hardware_list_and_show():

@@ -50,7 +50,8 @@ def test_the_tp_that_just_fits():
 
 def test_mla_and_moe_by_hand():
     # DeepSeek-V3 fp8 at tp 8 on H200s: every expert is resident, so the weights are all 671,026,404,352 params (summed
-    # by hand in test_architectures.test_deepseek_v3_params_by_hand: MLA + dense MLPs + 58 MoE layers + norms + embeddings)
+    # by hand in test_architectures.test_deepseek_v3_params_by_hand: MLA + dense MLPs + 58 MoE layers + norms +
+    # embeddings)
     # x 1 B (not the 37B active), / 8 = 83,878,300,544 B per device. MLA caches its latent, 61 layers x (512 + 64)
     # x 2 B = 70,272 B per token, and the latent has no heads to split, so every device holds all of it.
     budget = 0.9 * 141 * 2**30 - 671_026_404_352 / 8

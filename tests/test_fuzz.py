@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
 
 
-# The README's test command runs a third of each count (~6 s); CI's full run (ROOFLINE_TEST_ALL=1) runs them all (~18 s).
+# The README's test command runs a third of each count (~6 s); CI's full run (ROOFLINE_TEST_ALL=1) runs them all
+# (~18 s).
 FULL = bool(os.environ.get("ROOFLINE_TEST_ALL"))
 
 
@@ -207,7 +208,10 @@ def spec_text(base: dict, data) -> bytes:
         text = yaml.safe_dump(spec, sort_keys=False)
         return (text + f"{key}: {json.dumps(spec[key]) if not isinstance(spec[key], dict) else '{}'}\n").encode()
     elif kind == "alias":
-        return b'a: &a ["x","x","x","x","x","x","x","x","x"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\nname: [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n'
+        return (
+            b'a: &a ["x","x","x","x","x","x","x","x","x"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c '
+            b"[*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\nname: [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+        )
     elif kind == "tag":
         return yaml.safe_dump(spec).encode() + b"extra: !!python/object:os.system ['true']\n"
     elif kind == "deep":

@@ -180,7 +180,8 @@ def test_stability_over_rounds_by_hand():
     assert stability([50.0, 100.0, 150.0], [50.0, 100.0, 150.0])["unstable"] is True  # cv 0.41
 
 
-MACHINES = {  # (kind, last-level cache, free memory, read B/s, FLOP/s): a 1 GiB-LLC slow VM, this kind, a GPU, a tiny box
+# (kind, last-level cache, free memory, read B/s, FLOP/s): a 1 GiB-LLC slow VM, this kind, a GPU, a tiny box
+MACHINES = {
     "1 GiB LLC, slow": planner.Machine("cpu", 2**30, 8e9, 5e9, 10e9),
     "2-core VM": planner.Machine("cpu", 32 * 2**20, 20e9, 20e9, 180e9),
     "H200-like": planner.Machine("cuda", 60 * 2**20, 130e9, 4.8e12, 800e12),
@@ -205,7 +206,8 @@ def test_the_planned_work_fits_the_budget(name, quick):
 def test_a_1_gib_cache_gets_buffers_the_budget_allows_and_says_so():
     m = MACHINES["1 GiB LLC, slow"]
     p = planner.plan(m, False, 15.0, 3)
-    # The old rule (4 x LLC) would read 4 GiB per call at 5 GB/s: 0.8 s a call. The plan keeps a copy under half a round.
+    # The old rule (4 x LLC) would read 4 GiB per call at 5 GB/s: 0.8 s a call. The plan keeps a copy under half a
+    # round.
     assert p.buffer_bytes < 4 * 2**30 and 2 * p.buffer_bytes / m.read_bytes_per_s <= p.round_time / 2 + 1e-9
     assert "under 4x the last-level cache (1024 MiB)" in p.note and "time budget" in p.note
 

@@ -38,7 +38,8 @@ def test_plan_littles_law_by_hand(write_yaml):
     # Little's law: in flight = 10 requests/s x the request latency; replicas = ceil(in flight / batch).
     assert best.replicas == max(1, -(-10.0 * e.request_latency_s // best.batch))
     assert best.devices == best.replicas and best.output_tokens_per_s == 10.0 * 64  # served: rate x output tokens
-    # Cost: $2 x devices per hour over 640 tokens/s x 3,600 s, per million; energy: 500 W x devices / 640 tokens/s x 1e6.
+    # Cost: $2 x devices per hour over 640 tokens/s x 3,600 s, per million; energy: 500 W x devices / 640 tokens/s
+    # x 1e6.
     assert best.cost_per_million_tokens == pytest.approx(2.0 * best.devices / (640 * 3600) * 1e6)
     assert best.energy_j_per_million_tokens == pytest.approx(500 * best.devices / 640 * 1e6)
     assert p.inputs["ranked_by"] == "cost"

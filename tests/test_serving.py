@@ -1,4 +1,5 @@
-"""Serving features: speculative decoding, prefix caching, chunked prefill. Numbers by hand; properties by hypothesis."""
+"""Serving features: speculative decoding, prefix caching, chunked prefill, pipelines, pools. Numbers by hand;
+properties by hypothesis."""
 
 import pytest
 from hypothesis import given, settings

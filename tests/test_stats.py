@@ -1,4 +1,5 @@
-"""validate's statistics on synthetic samples: the interleaved schedule, percentiles, the bootstrap interval, verdicts."""
+"""validate's statistics on synthetic samples: the interleaved schedule, percentiles, the bootstrap interval,
+verdicts."""
 
 import statistics
 

@@ -17,7 +17,10 @@ from roofline.render.plot import roof_line, roofline_data, sweep_data
 runner = CliRunner()
 
 TOY_MODEL = "name: toy\nsource: test\ndtype: bf16\nparams: 1e9\nkv_bytes_per_token: 1e5\n"
-TOY_DEVICE = "name: toy device\nsource: test\nmemory_capacity: 100 GB\nmemory_bandwidth: 1 TB/s\npeak_flops:\n  bf16: 100 TFLOP/s\n"
+TOY_DEVICE = (
+    "name: toy device\nsource: test\nmemory_capacity: 100 GB\nmemory_bandwidth: 1 TB/s\npeak_flops:\n"
+    "  bf16: 100 TFLOP/s\n"
+)
 
 
 @pytest.fixture

@@ -33,7 +33,8 @@ class Attention(NamedTuple):
 
     @property
     def kv_per_token(self) -> float:
-        """KV bytes one token adds over all layers, before any window caps it = 2 x layers x kv_heads x head_dim x bytes."""
+        """KV bytes one token adds over all layers, before any window caps it
+        = 2 x layers x kv_heads x head_dim x bytes."""
         return self.kv_layer_bytes * self.layers
 
     def kv_cached(self, context: float) -> float:

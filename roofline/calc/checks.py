@@ -11,8 +11,12 @@ MIN_FRACTION = 1e-6  # memory fraction and efficiencies: smaller ones are typos 
 def count(value: Any, name: str, low: int = 1, high: int = MAX_COUNT, what: str = "an integer") -> int:
     """`value` when it is an integer (not a bool) from `low` to `high`, else a UsageError naming `name`."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise UsageError(f"expected {what} from {low} to {high:.0e}, got {value!r}" if high == MAX_COUNT
-                         else f"expected {what} from {low} to {high}, got {value!r}", name)
+        raise UsageError(
+            f"expected {what} from {low} to {high:.0e}, got {value!r}"
+            if high == MAX_COUNT
+            else f"expected {what} from {low} to {high}, got {value!r}",
+            name,
+        )
     return value
 
 

@@ -156,7 +156,9 @@ def estimate_at(p: Prepared, batch: int, prompt_tokens: int, output_tokens: int,
         weight_bytes_streamed=p.shape.streamed(B) * max(p.knobs.tp, p.shape.ep),
         kv_bytes_per_token=p.shape.kv_per_token,
         kv_bytes_per_sequence=p.shape.kv_cached(P + O),
-        kv_budget_bytes=max(memory.budget, 0.0),  # 0 when the weights alone exceed the memory fraction (fits_reason says)
+        kv_budget_bytes=max(
+            memory.budget, 0.0
+        ),  # 0 when the weights alone exceed the memory fraction (fits_reason says)
         max_batch=memory.limit,
         fits=memory.fits,
         fits_reason=memory.reason,
@@ -211,8 +213,11 @@ def _timing(p: Prepared, B: int, P: int, O: int, cached: int, prefill: Phase, no
     shape = p.shape
     steps = max(O - 1, 1)
     step = decode_step(shape, B, P, steps, p.F, p.W, p.link, p.latency, p.ep_link)
-    comm = {"tp_s": shape.tp_seconds(B, p.link, p.latency),
-            "ep_s": shape.ep_seconds(B, *p.ep_link) if p.ep_link else 0.0, "pp_s": 0.0}
+    comm = {
+        "tp_s": shape.tp_seconds(B, p.link, p.latency),
+        "ep_s": shape.ep_seconds(B, *p.ep_link) if p.ep_link else 0.0,
+        "pp_s": 0.0,
+    }
     mean_context = P + (steps - 1) / 2
     spec = speculative.price(p, B, P, cached, mean_context, notes)
     chunk = chunked.price(p, B, P, O, mean_context, Work(step.time_s, step.bytes, step.flops), spec, notes)
@@ -264,7 +269,9 @@ def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
     per_sequence = own / stages + draft_own
     weights = shape.weights / stages
     budget = f.kv_budget(k.memory_fraction, hardware.memory_capacity, weights) - once / stages - draft_once
-    limit = min(shape.dp * f.max_batch(budget, per_sequence), MAX_COUNT) if per_sequence > 0 else None  # past 1e9: no batch
+    limit = (
+        min(shape.dp * f.max_batch(budget, per_sequence), MAX_COUNT) if per_sequence > 0 else None
+    )  # past 1e9: no batch
     fits, reason = _fits(budget, limit, B, weights, k.memory_fraction, hardware.memory_capacity)
     return Memory(weights, budget, limit, fits, reason)
 
@@ -316,29 +323,38 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
     or the measured calibration."""
     name, preset = inputs.engine, p.preset
     if preset is not None and p.preset_setup is None:
-        notes.append(f"engine {name}: no preset prediction with a pipeline or disaggregated pools (the presets were "
-                     "fitted on colocated runs without pipeline stages)")
+        notes.append(
+            f"engine {name}: no preset prediction with a pipeline or disaggregated pools (the presets were "
+            "fitted on colocated runs without pipeline stages)"
+        )
         return None
     if preset is not None:
         from roofline.calc import presets
 
         e = estimate_at(p.preset_setup, inputs.batch, inputs.prompt_tokens, inputs.output_tokens)
         if not e.fits:  # the engine's own memory rule: what its memory fraction cannot hold, it does not serve
-            notes.append(f"engine {name}: no prediction: under the preset's memory fraction {preset.memory_fraction:.2f} "
-                         f"this does not fit ({e.fits_reason})")
+            notes.append(
+                f"engine {name}: no prediction: under the preset's memory fraction "
+                f"{preset.memory_fraction:.2f} "
+                f"this does not fit ({e.fits_reason})"
+            )
             return None
         ttft, tpot, rate = presets.timings(e, preset.step_overhead_s)
         checked = f", checked on {len(preset.holdout)} held-aside figure(s)" if preset.holdout else ""
         k = p.preset_setup.knobs
-        notes.append(f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} "
-                     f"(engines/{preset.name}.yaml): on {p.hardware.id}, {k.bandwidth_efficiency:.2f} of peak bandwidth "
-                     f"and {k.compute_efficiency:.2f} of the {inputs.compute_dtype} peak, +{preset.step_overhead_s * 1e3:.2g} "
-                     f"ms a step, memory fraction {preset.memory_fraction:.2f}")
+        notes.append(
+            f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} "
+            f"(engines/{preset.name}.yaml): on {p.hardware.id}, {k.bandwidth_efficiency:.2f} of peak bandwidth "
+            f"and {k.compute_efficiency:.2f} of the {inputs.compute_dtype} peak, "
+            f"+{preset.step_overhead_s * 1e3:.2g} "
+            f"ms a step, memory fraction {preset.memory_fraction:.2f}"
+        )
         return EnginePrediction(preset.name, "preset", ttft, tpot, rate)
     if calibrated is not None and name is not None:
         latency = calibrated.ttft_s + max(inputs.output_tokens - 1, 0) * calibrated.tpot_s
-        return EnginePrediction(name, "measured", calibrated.ttft_s, calibrated.tpot_s,
-                            inputs.batch * inputs.output_tokens / latency)
+        return EnginePrediction(
+            name, "measured", calibrated.ttft_s, calibrated.tpot_s, inputs.batch * inputs.output_tokens / latency
+        )
     return None
 
 

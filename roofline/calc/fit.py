@@ -127,12 +127,14 @@ def _max_context(shape: Shape, budget: float, batch: int, limit: int | None) -> 
             return (
                 None,
                 None,
-                "unbounded: every layer's KV cache stops growing at its sliding window (and the model gives no max_context)",
+                "unbounded: every layer's KV cache stops growing at its sliding window (and the model gives no "
+                "max_context)",
             )
         return (
             limit,
             None,
-            "the model's max_context: memory is not the limit (every layer's KV cache stops growing at its sliding window)",
+            "the model's max_context: memory is not the limit (every layer's KV cache stops growing at its sliding "
+            "window)",
         )
     low, high = 1, MAX_COUNT
     while low < high:
@@ -160,6 +162,7 @@ def _min_tp(model: Model, k: Knobs, inputs, hardware: Hardware, context: int) ->
         if shape.weights + shape.kv_cached(context) * shape.kv_share <= usable:
             return (
                 tp,
-                f"weights / {tp} + one sequence of {context} tokens fit in {inputs.memory_fraction:g} x memory per device",
+                f"weights / {tp} + one sequence of {context} tokens fit in {inputs.memory_fraction:g} x memory per "
+                "device",
             )
     return None, f"does not fit even at tp {TP_DEGREES[-1]}"

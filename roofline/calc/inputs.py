@@ -48,8 +48,18 @@ class Inputs(NamedTuple):
     disagg: str | None = None  # "xP:yD": x prefill and y decode instances of tp x pp devices
 
 
-SERVING = ("draft_tokens", "acceptance", "mtp", "cached_tokens", "prefix_hit_rate", "shared_prefix", "chunk_tokens",
-           "pp", "micro_batches", "disagg")
+SERVING = (
+    "draft_tokens",
+    "acceptance",
+    "mtp",
+    "cached_tokens",
+    "prefix_hit_rate",
+    "shared_prefix",
+    "chunk_tokens",
+    "pp",
+    "micro_batches",
+    "disagg",
+)
 
 
 def resolve(model: Model, hardware: Hardware, k: Knobs, notes: list[str]) -> tuple[Inputs, Storage]:
@@ -58,7 +68,9 @@ def resolve(model: Model, hardware: Hardware, k: Knobs, notes: list[str]) -> tup
     tp = count(k.tp, "tp")
     count(k.ep, "ep")
     if tp > 1 and hardware.interconnect_bandwidth is None:
-        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for tp > 1 (add it to its hardware YAML)", "tp")
+        raise UsageError(
+            f"{hardware.id} has no interconnect_bandwidth, needed for tp > 1 (add it to its hardware YAML)", "tp"
+        )
     for name in ("memory_fraction", "compute_efficiency", "bandwidth_efficiency"):
         fraction(getattr(k, name), name)
     for feature in (prefix, speculative, chunked, pipeline, disagg):
@@ -104,29 +116,51 @@ def _quant(model: Model, k: Knobs, notes: list[str]) -> str | None:
     if model.quant is None or k.weight_dtype is not None or k.bits_per_weight is not None:
         return None
     if model.quant not in QUANTS:
-        raise UsageError(f"model {model.id}: key 'quant': unknown format {model.quant!r} (expected one of: {', '.join(QUANTS)})")
-    notes.append(f"weights: {model.id}'s published checkpoint format, {model.quant} (--weight-dtype {model.dtype} for "
-                 "the unquantized model)")
+        raise UsageError(
+            f"model {model.id}: key 'quant': unknown format {model.quant!r} (expected one of: {', '.join(QUANTS)})"
+        )
+    notes.append(
+        f"weights: {model.id}'s published checkpoint format, {model.quant} (--weight-dtype {model.dtype} for "
+        "the unquantized model)"
+    )
     return model.quant
 
 
 def _compute(model: Model, hardware: Hardware, k: Knobs, quant: str | None, weight: str, notes: list[str]) -> str:
     """The compute dtype: asked for, else the one the weights multiply in on this device (said in a note)."""
-    from_gguf = model.source_kind == "gguf" and model.dtype in WEIGHT_ONLY and k.weight_dtype is None and k.bits_per_weight is None
+    from_gguf = (
+        model.source_kind == "gguf"
+        and model.dtype in WEIGHT_ONLY
+        and k.weight_dtype is None
+        and k.bits_per_weight is None
+    )
     ggml = QUANTS[quant].activations if quant else "int8" if from_gguf else None  # block formats multiply in int8
     compute = _default_compute(hardware, weight, ggml) if k.compute_dtype is None else k.compute_dtype
     _dtype("compute_dtype", compute, COMPUTE_DTYPES)
     if compute not in hardware.peak_flops:
-        raise UsageError(f"{hardware.id} has no peak for {compute} (it has: {', '.join(hardware.peak_flops)})", "compute_dtype")
+        raise UsageError(
+            f"{hardware.id} has no peak for {compute} (it has: {', '.join(hardware.peak_flops)})", "compute_dtype"
+        )
     if k.compute_dtype is None and compute != weight:
-        why = ("ggml block format: llama.cpp multiplies it against 8-bit activation blocks" if compute == ggml
-               else "weight-only quantization" if weight in WEIGHT_ONLY else f"{hardware.id} lists no {weight} peak")
+        why = (
+            "ggml block format: llama.cpp multiplies it against 8-bit activation blocks"
+            if compute == ggml
+            else "weight-only quantization"
+            if weight in WEIGHT_ONLY
+            else f"{hardware.id} lists no {weight} peak"
+        )
         notes.append(f"{weight} weights compute in {compute} ({why}); set the compute dtype to change it")
     return compute
 
 
-def storage_for(model: Model, quant: str | None, bits: float | None, asked_dtype: str | None, weight: str,
-                notes: list[str] | None = None) -> Storage:
+def storage_for(
+    model: Model,
+    quant: str | None,
+    bits: float | None,
+    asked_dtype: str | None,
+    weight: str,
+    notes: list[str] | None = None,
+) -> Storage:
     """How the weights are stored: --bits-per-weight, else --quant, else a model file's exact bytes (unless a
     weight dtype is asked for), else the weight dtype."""
     if bits is not None:
@@ -135,8 +169,10 @@ def storage_for(model: Model, quant: str | None, bits: float | None, asked_dtype
         return quantized(model, QUANTS[quant])
     if model.weights_file is not None and asked_dtype is None:
         if notes is not None:
-            notes.append(f"weights: the exact bytes of the {model.source_kind} file "
-                         f"({model.weights_file.bits_per_weight:.3g} bits per weight)")
+            notes.append(
+                f"weights: the exact bytes of the {model.source_kind} file "
+                f"({model.weights_file.bits_per_weight:.3g} bits per weight)"
+            )
         return from_file(model)
     return uniform(model, 8 * DTYPE_BYTES[weight])
 
@@ -148,9 +184,16 @@ def engine_name(name: str | None, hardware: Hardware) -> str | None:
         return name  # roofline.calc.prepare resolves a preset for the device
     have = sorted(engine_costs(hardware))
     if name not in have:
-        measured = f"{hardware.id} measured: {', '.join(have)}" if have else f"{hardware.id} is not a profile with measured engines"
-        raise UsageError(f"no measured {name!r} engine ({measured}; run `roofline measure --engine {name} --save PROFILE`; "
-                         f"presets: {', '.join(PRESET_ENGINES)})", "engine")
+        measured = (
+            f"{hardware.id} measured: {', '.join(have)}"
+            if have
+            else f"{hardware.id} is not a profile with measured engines"
+        )
+        raise UsageError(
+            f"no measured {name!r} engine ({measured}; run `roofline measure --engine {name} --save "
+            f"PROFILE`; presets: {', '.join(PRESET_ENGINES)})",
+            "engine",
+        )
     return name
 
 
@@ -179,5 +222,7 @@ def _default_compute(hardware: Hardware, weight: str, ggml: str | None = None) -
     for dtype in (*first, "bf16", "fp16", "fp32"):
         if dtype in hardware.peak_flops:
             return dtype
-    raise UsageError(f"{hardware.id} has no peak for {weight}, bf16, fp16 or fp32; pass one of: "
-                     f"{', '.join(hardware.peak_flops)}", "compute_dtype")
+    raise UsageError(
+        f"{hardware.id} has no peak for {weight}, bf16, fp16 or fp32; pass one of: {', '.join(hardware.peak_flops)}",
+        "compute_dtype",
+    )

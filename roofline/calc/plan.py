@@ -8,7 +8,8 @@ max) is estimated; among the batches that fit and meet the SLOs, the one needing
 With `disagg="auto"` each device x tp x pp is also tried as disaggregated pools (roofline.calc.serving.disagg): per
 batch, x = ceil(R / one prefill instance's rate) prefill and y = ceil(R x (O - 1) TPOT / batch) decode instances
 (Little's law on each pool; with a concurrency N, y = ceil(N / batch) and R = N / request latency); TTFT includes
-the KV transfer. Served output tokens/s = R x O (rate) or N x O / latency (concurrency). Cost per hour = price x devices;
+the KV transfer. Served output tokens/s = R x O (rate) or N x O / latency (concurrency). Cost per hour =
+price x devices;
 cost per million output tokens = cost per hour / (served tokens/s x 3,600) x 1e6; energy per million output
 tokens = board power x devices / served tokens/s x 1e6 [J], an upper bound (boards rarely draw their TDP).
 Unknown price or power gives null, never a made-up number.

@@ -93,8 +93,9 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
         pools=pools,
         notes=tuple(notes),
         model_info=ModelInfo(model.id, model.name, model.params, active, shape.matmul, model.source_kind),
-        hardware_info=HardwareInfo(hardware.id, hardware.name, hardware.origin, peak, hardware.memory_bandwidth,
-                                   hardware.memory_capacity),
+        hardware_info=HardwareInfo(
+            hardware.id, hardware.name, hardware.origin, peak, hardware.memory_bandwidth, hardware.memory_capacity
+        ),
         preset=preset,
         preset_setup=preset_setup,
     )
@@ -118,14 +119,23 @@ def _preset(model: Model, hardware: Hardware, k: Knobs, inputs: Inputs) -> tuple
     return preset, prepare(model, hardware, k._replace(engine=None, compute_dtype=inputs.compute_dtype, **applied))
 
 
-def _pipeline_links(hardware: Hardware, k: Knobs, inputs: Inputs, notes: list[str]) -> tuple[tuple | None, tuple | None]:
+def _pipeline_links(
+    hardware: Hardware, k: Knobs, inputs: Inputs, notes: list[str]
+) -> tuple[tuple | None, tuple | None]:
     """The pipeline's point-to-point link and the disaggregated pools with theirs, when asked for."""
     if k.pp == 1 and k.disagg is None:
         return None, None
     if hardware.interconnect_bandwidth is None:
-        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for pp > 1 or disaggregated pools "
-                         "(add it to its hardware YAML)", "pp" if k.pp > 1 else "disagg")
-    pp_link = tier(hardware, k.tp * k.pp, f"pp {k.pp} x tp {k.tp} = {k.tp * k.pp} devices", inputs, notes) if k.pp > 1 else None
+        raise UsageError(
+            f"{hardware.id} has no interconnect_bandwidth, needed for pp > 1 or disaggregated pools "
+            "(add it to its hardware YAML)",
+            "pp" if k.pp > 1 else "disagg",
+        )
+    pp_link = (
+        tier(hardware, k.tp * k.pp, f"pp {k.pp} x tp {k.tp} = {k.tp * k.pp} devices", inputs, notes)
+        if k.pp > 1
+        else None
+    )
     pools = None
     if k.disagg is not None:
         x, y = disagg.parse(k.disagg)
@@ -142,12 +152,16 @@ def tier(hardware: Hardware, devices: int, group: str, inputs: Inputs, notes: li
     if devices <= per_node:
         return hardware.interconnect_bandwidth, inputs.collective_latency_s
     if hardware.internode_bandwidth is None:  # the layout keeps working as before; the note says what was assumed
-        notes.append(f"{group} spans nodes of {per_node} devices but {hardware.id} gives no internode_bandwidth: its "
-                     "intra-node figure is assumed, optimistic (add internode_bandwidth, e.g. 50 GB/s for 400 Gb/s "
-                     "InfiniBand)")
+        notes.append(
+            f"{group} spans nodes of {per_node} devices but {hardware.id} gives no internode_bandwidth: its "
+            "intra-node figure is assumed, optimistic (add internode_bandwidth, e.g. 50 GB/s for 400 Gb/s "
+            "InfiniBand)"
+        )
         return hardware.interconnect_bandwidth, inputs.collective_latency_s
-    notes.append(f"{group} spans nodes of {per_node} devices: its traffic runs at the inter-node "
-                 f"{hardware.internode_bandwidth / 1e9:.3g} GB/s per device")
+    notes.append(
+        f"{group} spans nodes of {per_node} devices: its traffic runs at the inter-node "
+        f"{hardware.internode_bandwidth / 1e9:.3g} GB/s per device"
+    )
     latency = hardware.internode_latency if hardware.internode_latency is not None else inputs.collective_latency_s
     return hardware.internode_bandwidth, latency
 
@@ -156,12 +170,16 @@ def shape_notes(model: Model, tp: int) -> list[str]:
     notes = []
     a = model.arch
     if a is not None and a.num_experts:
-        notes.append("MoE: a step reads the distinct experts its tokens touch, E (1 - (1 - k/E)^tokens), assuming "
-                     "uniform routing")
+        notes.append(
+            "MoE: a step reads the distinct experts its tokens touch, E (1 - (1 - k/E)^tokens), assuming "
+            "uniform routing"
+        )
     if tp > 1 and a is not None and a.mla:
         notes.append(f"tp {tp}: MLA's latent KV cache is shared by all heads, so every device keeps all of it")
     elif tp > 1 and a is not None and tp > a.num_kv_heads:
-        notes.append(f"tp {tp} > {a.num_kv_heads} KV heads: each device keeps 1 KV head, replicated {tp // a.num_kv_heads}x")
+        notes.append(
+            f"tp {tp} > {a.num_kv_heads} KV heads: each device keeps 1 KV head, replicated {tp // a.num_kv_heads}x"
+        )
     if tp > 1:
         notes.append("tp: communication (two all-reduces per layer) is added to each step's time, not overlapped")
     return notes
@@ -174,14 +192,22 @@ def check_layout(model: Model, k: Knobs) -> None:
     if a is None:
         return
     if k.tp > 1 and (a.num_heads % k.tp or (not a.mla and a.num_kv_heads % k.tp and k.tp % a.num_kv_heads)):
-        valid = [t for t in range(1, a.num_heads + 1)
-                 if not a.num_heads % t and (a.mla or not a.num_kv_heads % t or not t % a.num_kv_heads)]
+        valid = [
+            t
+            for t in range(1, a.num_heads + 1)
+            if not a.num_heads % t and (a.mla or not a.num_kv_heads % t or not t % a.num_kv_heads)
+        ]
         kv = "" if a.mla else f" and {a.num_kv_heads} KV heads"
-        raise UsageError(f"tp {k.tp} does not split {model.id}'s {a.num_heads} attention heads{kv} evenly "
-                         f"(valid: {', '.join(map(str, valid))})", "tp")
+        raise UsageError(
+            f"tp {k.tp} does not split {model.id}'s {a.num_heads} attention heads{kv} evenly "
+            f"(valid: {', '.join(map(str, valid))})",
+            "tp",
+        )
     if k.pp > a.layers:
-        raise UsageError(f"pp {k.pp} stages for {model.id}'s {a.layers} layers: at most one stage a layer "
-                         f"(valid: 1 to {a.layers})", "pp")
+        raise UsageError(
+            f"pp {k.pp} stages for {model.id}'s {a.layers} layers: at most one stage a layer (valid: 1 to {a.layers})",
+            "pp",
+        )
 
 
 def ep_degree(model: Model, hardware: Hardware, k: Knobs, notes: list[str]) -> int:
@@ -195,15 +221,26 @@ def ep_degree(model: Model, hardware: Hardware, k: Knobs, notes: list[str]) -> i
         raise UsageError(f"{model.id} has no routed experts: expert parallelism needs a mixture-of-experts model", "ep")
     if c.num_experts % ep:
         valid = [e for e in range(1, c.num_experts + 1) if not c.num_experts % e]
-        raise UsageError(f"ep {ep} does not split {model.id}'s {c.num_experts} experts evenly "
-                         f"(valid: {', '.join(map(str, valid))})", "ep")
+        raise UsageError(
+            f"ep {ep} does not split {model.id}'s {c.num_experts} experts evenly (valid: {', '.join(map(str, valid))})",
+            "ep",
+        )
     if max(ep, tp) % min(ep, tp):
-        raise UsageError(f"ep {ep} and tp {tp}: one must divide the other (EP runs over the tp devices or a multiple)", "ep")
+        raise UsageError(
+            f"ep {ep} and tp {tp}: one must divide the other (EP runs over the tp devices or a multiple)", "ep"
+        )
     if hardware.interconnect_bandwidth is None:
-        raise UsageError(f"{hardware.id} has no interconnect_bandwidth, needed for ep > 1 (add it to its hardware YAML)", "ep")
-    layout = (f"attention data-parallel in {ep // tp} groups of tp {tp}, each with its share of the sequences; "
-              "all-to-all dispatch and combine each MoE layer" if ep > tp
-              else "every device holds every token: no all-to-all, tp's all-reduce combines")
-    notes.append(f"ep {ep}: {c.num_experts / max(ep, tp):g} experts' worth per device; {layout}; uniform routing "
-                 "assumed (real load imbalance makes the busiest device slower)")
+        raise UsageError(
+            f"{hardware.id} has no interconnect_bandwidth, needed for ep > 1 (add it to its hardware YAML)", "ep"
+        )
+    layout = (
+        f"attention data-parallel in {ep // tp} groups of tp {tp}, each with its share of the sequences; "
+        "all-to-all dispatch and combine each MoE layer"
+        if ep > tp
+        else "every device holds every token: no all-to-all, tp's all-reduce combines"
+    )
+    notes.append(
+        f"ep {ep}: {c.num_experts / max(ep, tp):g} experts' worth per device; {layout}; uniform routing "
+        "assumed (real load imbalance makes the busiest device slower)"
+    )
     return ep

@@ -59,7 +59,9 @@ def knobs(preset: "Preset | dict[str, Any]", hardware=None, compute_dtype: str |
     if roof is not None and roof != compute_dtype:
         if roof not in hardware.peak_flops:
             raise UsageError(
-                f"the {p.get('name', 'engine')} preset prices prefill against the {roof} peak, which {hardware.id} does not list",
+                f"the {p.get('name', 'engine')} preset prices prefill against the {roof} peak, which "
+                f"{hardware.id} does "
+                "not list",
                 "engine",
             )
         compute *= hardware.peak_flops[roof] / hardware.peak_flops[compute_dtype]

@@ -132,7 +132,9 @@ def sweep(
     points = len(batches or [1]) * len(prompts) * len(outputs)
     if points > MAX_POINTS:
         raise UsageError(
-            f"the grid batches x prompts x outputs has {points} points, more than {MAX_POINTS} (narrow a range or raise its step)",
+            f"the grid batches x prompts x outputs has {points} points, more than {MAX_POINTS} (narrow a range or "
+            "raise "
+            "its step)",
             "batches",
         )
     for name, slo in (("tpot_slo", tpot_slo), ("ttft_slo", ttft_slo)):

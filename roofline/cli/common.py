@@ -136,7 +136,8 @@ def duration(text: str | None, flag: str, likely: str = "ms") -> float | None:
         return None
     if _bare_number(text):
         raise UsageError(
-            f"{flag}: a duration needs its unit: did you mean {text.strip()}{likely}? (units: s, ms, us, ns, min; got {text!r})"
+            f"{flag}: a duration needs its unit: did you mean {text.strip()}{likely}? (units: s, ms, us, ns, min; got "
+            f"{text!r})"
         )
     try:
         value = parse(text, "seconds")
@@ -244,14 +245,18 @@ Quant = Annotated[
     str | None,
     typer.Option(
         "--quant",
-        help="Named weight format with its scales and 16-bit tensors: q4_0, q4_k_m, q5_k_m, q6_k, q8_0, awq, gptq, fp8, nvfp4, mxfp4, mxfp4-moe. [default: the model's published checkpoint format, else its dtype]",
+        help="Named weight format with its scales and 16-bit tensors: q4_0, q4_k_m, q5_k_m, q6_k, q8_0, awq, "
+        "gptq, fp8, "
+        "nvfp4, mxfp4, mxfp4-moe. [default: the model's published checkpoint format, else its dtype]",
     ),
 ]
 GoodputOf = Annotated[
     str,
     typer.Option(
         "--goodput-of",
-        help="What goodput counts: output (end-to-end output tokens/s, prefill included) or decode (the decode step's B / TPOT).",
+        help="What goodput counts: output (end-to-end output tokens/s, prefill included) or decode (the decode "
+        "step's B "
+        "/ TPOT).",
     ),
 ]
 Draft = Annotated[
@@ -291,7 +296,8 @@ ExactBytes = Annotated[
     bool,
     typer.Option(
         "--exact-bytes",
-        help="For a Hub id not in the local cache: read the checkpoint's safetensors headers from the Hub (range requests) for its exact bytes.",
+        help="For a Hub id not in the local cache: read the checkpoint's safetensors headers from the Hub (range "
+        "requests) for its exact bytes.",
     ),
 ]
 Pp = Annotated[
@@ -313,7 +319,9 @@ Engine = Annotated[
     str | None,
     typer.Option(
         "--engine",
-        help="Engine whose prediction to print beside the bound: a preset learned from published benchmarks (trtllm; llamacpp, which picks its CUDA or Metal preset by the device), or on a measured profile eager (roofline's own decoder) or one `roofline measure --engine` measured. [default: eager]",
+        help="Engine whose prediction to print beside the bound: a preset learned from published benchmarks (trtllm; "
+        "llamacpp, which picks its CUDA or Metal preset by the device), or on a measured profile eager (roofline's "
+        "own decoder) or one `roofline measure --engine` measured. [default: eager]",
     ),
 ]
 TpotSlo = Annotated[
@@ -331,7 +339,8 @@ BatchList = Annotated[
     typer.Option(
         "--batch",
         "-b",
-        help="List (1,8,64) or range (1:512 doubling, 8:128:8). [default: powers of two up to the max batch, and the max batch]",
+        help="List (1,8,64) or range (1:512 doubling, 8:128:8). [default: powers of two up to the max batch, and the "
+        "max batch]",
     ),
 ]
 Prompt = Annotated[int, typer.Option("--prompt", min=1, help="Prompt tokens per sequence.")]

@@ -360,7 +360,8 @@ def fit(
         typer.Option(
             "--context",
             min=1,
-            help="Tokens per sequence for the largest-batch and smallest-tp answers. [default: the model's max_context]",
+            help="Tokens per sequence for the largest-batch and smallest-tp answers. [default: the model's "
+            "max_context]",
         ),
     ] = None,
     weight_dtype: WeightDtype = D.weight_dtype,
@@ -408,7 +409,8 @@ def plan(
         str | None,
         typer.Option(
             "--rate",
-            help="Request arrival rate with its unit: 20/s, 1200/min (Little's law sizes the fleet). [default: none: give this or --concurrency]",
+            help="Request arrival rate with its unit: 20/s, 1200/min (Little's law sizes the fleet). [default: none: "
+            "give this or --concurrency]",
         ),
     ] = None,
     tpot_slo: TpotSlo = None,
@@ -435,7 +437,8 @@ def plan(
         str | None,
         typer.Option(
             "--plot",
-            help="Also draw cost (or devices) against TPOT with the frontier: .png or .svg (needs matplotlib). [default: no plot]",
+            help="Also draw cost (or devices) against TPOT with the frontier: .png or .svg (needs matplotlib). "
+            "[default: no plot]",
         ),
     ] = None,
     weight_dtype: WeightDtype = D.weight_dtype,
@@ -464,7 +467,7 @@ def plan(
     \b
     Examples:
       roofline plan -m llama-3.1-70b --rate 20/s --prompt 1024 --output 256 --tpot-slo 50ms --ttft-slo 2s
-      roofline plan -m llama-3.1-8b -H h100-sxm -H l40s --concurrency 256 --tpot-slo 30ms --price h100-sxm=2.5 --price l40s=0.9 --plot plan.png
+      roofline plan -m llama-3.1-8b -H h100-sxm -H l40s --concurrency 256 --tpot-slo 30ms --plot plan.png
     """
     from roofline.calc import sweep as sweeps
     from roofline.calc.plan import plan as run_plan

@@ -53,7 +53,8 @@ def measure(
         str | None,
         typer.Option(
             "--engine",
-            help="Measure an engine's fixed costs instead (eager, transformers); --save adds them to that profile. [default: none]",
+            help="Measure an engine's fixed costs instead (eager, transformers); --save adds them to that profile. "
+            "[default: none]",
         ),
     ] = None,
     json: Json = False,
@@ -104,7 +105,8 @@ def _measure_collectives(devices, device, quick, save, datasheet, as_json, as_cs
     base = load_hardware(save) if save and Path(save).is_file() else datasheet
     if save and base is None:
         raise UsageError(
-            f"--save: {save} does not exist; run `roofline measure --save {save}` first, or give -H with the device's datasheet"
+            f"--save: {save} does not exist; run `roofline measure --save {save}` first, or give -H with the device's "
+            "datasheet"
         )
     with _Progress() as step:
         step("all-reduce over message sizes")
@@ -132,7 +134,8 @@ def _measure_engine(engine, device, dtype, quick, save, as_json, as_csv) -> None
     if save:
         if not Path(save).is_file():
             raise UsageError(
-                f"--save: {save} does not exist; run `roofline measure --save {save}` first (engine costs join a profile)"
+                f"--save: {save} does not exist; run `roofline measure --save {save}` first (engine costs join a "
+                "profile)"
             )
         base = load_hardware(save)
     run_dtype = dtype or "fp32"

@@ -1,4 +1,5 @@
-"""`measure`'s run: every kernel of the plan on one device, as the JSON-shaped result (method: roofline.measure.timing)."""
+"""`measure`'s run: every kernel of the plan on one device, as the JSON-shaped result (method:
+roofline.measure.timing)."""
 
 from __future__ import annotations
 
@@ -121,7 +122,8 @@ def run(
             continue
         if d in slow:  # e.g. 16-bit without native arithmetic: a short curve keeps the run in budget
             notes.append(
-                f"decode-shaped {d}: M = 1 and 2 at k = {plan.decode_ks[-1]} only, its matmuls run at under 10% of the fastest dtype's"
+                f"decode-shaped {d}: M = 1 and 2 at k = {plan.decode_ks[-1]} only, its matmuls run at under 10% of the "
+                "fastest dtype's"
             )
         short = plan._replace(decode_m=plan.decode_m[:2], decode_ks=plan.decode_ks[-1:]) if d in slow else plan
         curve_clock = Clock(

@@ -80,7 +80,8 @@ MIN_BUFFER = 4 * MiB
 
 
 def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> MeasurePlan:
-    """A plan whose timed work fits `seconds` (what is left of the budget) on machine `m`, for `dtypes` matmul dtypes."""
+    """A plan whose timed work fits `seconds` (what is left of the budget) on machine `m`, for `dtypes` matmul
+    dtypes."""
     family = "cpu" if m.kind == "cpu" else "gpu"
     squares, shapes, decode_m, decode_ks = SHAPES[(family, quick)]
     usable, dtypes = max(seconds, 0.5), max(dtypes, 1)
@@ -97,7 +98,8 @@ def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> MeasurePlan:
     if buffer < 4 * m.last_level_cache_bytes:
         limit = "the time budget" if by_time <= by_memory else "free memory"
         note = (
-            f"buffers of {buffer // MiB} MiB are under 4x the last-level cache ({m.last_level_cache_bytes / MiB:.0f} MiB): "
+            f"buffers of {buffer // MiB} MiB are under 4x the last-level cache ({m.last_level_cache_bytes / MiB:.0f} "
+            "MiB): "
             f"{limit} allows no more, so bandwidth figures may include cache hits"
         )
     return MeasurePlan(

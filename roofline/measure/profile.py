@@ -161,11 +161,16 @@ def _links(base: Hardware, result: dict[str, Any]) -> dict[str, Any]:
 def save_collectives(result: dict[str, Any], path: str, base: Hardware) -> None:
     """Write `base` with the measured interconnect (bus bandwidth and latency) to `path`, atomically."""
 
-    spec = {**hardware_to_mapping(base), **_links(base, result), "measured": {**(base.measured or {}), "collectives": result}}
+    spec = {
+        **hardware_to_mapping(base),
+        **_links(base, result),
+        "measured": {**(base.measured or {}), "collectives": result},
+    }
     tier = "internode" if result.get("nodes", 1) > 1 else "interconnect"
     header = (
         f"# {tier}_bandwidth and {tier}_latency measured by `roofline measure --collectives` "
-        f"({result['backend']}, {result['devices']} processes on {result.get('nodes', 1)} node(s)):\n# the best all-reduce bus "
+        f"({result['backend']}, {result['devices']} processes on {result.get('nodes', 1)} node(s)):\n# the best "
+        "all-reduce bus "
         f"bandwidth and the shortest all-reduce time; raw figures under measured.collectives.\n"
     )
     _write(path, header, spec)
@@ -194,5 +199,8 @@ def save_engine(result: dict[str, Any], path: str, base: Hardware) -> None:
         **(base.engines or {}),
         result["engine"]: {k: v for k, v in result.items() if k not in ("engine", "device")},
     }
-    header = f"# engines.{result['engine']}: fixed costs per decode step and per layer measured by `roofline measure --engine`.\n"
+    header = (
+        f"# engines.{result['engine']}: fixed costs per decode step and per layer measured by `roofline measure "
+        "--engine`.\n"
+    )
     _write(path, header, spec)

@@ -143,7 +143,8 @@ def verify_close(result, reference, dtype: str, what: str) -> None:
     error = (result - reference).abs().max().item() / scale
     if not error <= TOLERANCE[dtype]:  # also catches NaN
         raise MeasureError(
-            f"{what}: result differs from the float64 reference by {error:.3g} (tolerance {TOLERANCE[dtype]:g} for {dtype})"
+            f"{what}: result differs from the float64 reference by {error:.3g} (tolerance {TOLERANCE[dtype]:g} for "
+            f"{dtype})"
         )
 
 

@@ -63,6 +63,7 @@ class Grid:
         dropped = [self.columns[k] for k in range(len(self.columns)) if k not in shown]
         if dropped:
             yield Text(
-                f"(not shown at {options.max_width} columns: {', '.join(dropped)}; a wider terminal, --json or --csv has them)",
+                f"(not shown at {options.max_width} columns: {', '.join(dropped)}; a wider terminal, --json or --csv "
+                "has them)",
                 style="dim",
             )

@@ -67,8 +67,10 @@ def measure_table(result: dict[str, Any]):
         decode = result["decode_bandwidth"]
         lines.append(
             Text(
-                f"measured ridge {number(ridge)} FLOP/byte = {dtype} {si(result['matmul'][dtype]['best_flop_per_s'], 'FLOP/s')} / "
-                f"{labels.get(decode, decode)} {si(result['bandwidth'][decode]['best_bytes_per_s'], 'B/s')} (the read bandwidth that predicts decode)"
+                f"measured ridge {number(ridge)} FLOP/byte = {dtype} "
+                f"{si(result['matmul'][dtype]['best_flop_per_s'], 'FLOP/s')} / "
+                f"{labels.get(decode, decode)} {si(result['bandwidth'][decode]['best_bytes_per_s'], 'B/s')} (the read "
+                "bandwidth that predicts decode)"
             )
         )
         others = [f"{d} {number(r)}" for d, r in result.get("ridge_points", {}).items() if d != dtype]
@@ -91,7 +93,8 @@ def measure_table(result: dict[str, Any]):
         _curve_table(result["decode_matmul"]),
         *[
             Text(
-                f"decode attention {d} (SDPA, one query): {si(a['flop_per_s'], 'FLOP/s')} at 4:1 GQA, {si(a['bytes_per_s'], 'B/s')} of KV at MHA"
+                f"decode attention {d} (SDPA, one query): {si(a['flop_per_s'], 'FLOP/s')} at 4:1 GQA, "
+                f"{si(a['bytes_per_s'], 'B/s')} of KV at MHA"
             )
             for d, a in result.get("decode_attention", {}).items()
         ],
@@ -161,7 +164,8 @@ def collectives_table(result: dict[str, Any]):
         table,
         Text(""),
         Text(
-            f"bus bandwidth {si(result['bus_bandwidth_bytes_per_s'], 'B/s')}{versus} · latency {si(result['latency_s'], 's')} · "
+            f"bus bandwidth {si(result['bus_bandwidth_bytes_per_s'], 'B/s')}{versus} · latency "
+            f"{si(result['latency_s'], 's')} · "
             "busbw = algbw x 2(N-1)/N (nccl-tests); the sum of known values was verified"
         ),
     )

@@ -173,7 +173,10 @@ def draw_roofline(data: dict[str, Any], path: str) -> None:
         for k, c in enumerate(roof["ceilings"]):
             xy = roof_line(bandwidth, c["flop_per_s"], data["x_range"])
             color = colors[(devices.index(roof["device"]) if len(devices) > 1 else k) % len(colors)]
-            label = f"{where}{', '.join(c['dtypes'])} {si(c['flop_per_s'], 'FLOP/s')} ({roof['style']}), ridge {number(c['ridge_flop_per_byte'])}"
+            label = (
+                f"{where}{', '.join(c['dtypes'])} {si(c['flop_per_s'], 'FLOP/s')} ({roof['style']}), ridge "
+                f"{number(c['ridge_flop_per_byte'])}"
+            )
             if len(devices) > 1:  # one legend entry a device: its bandwidth and every ceiling's dtypes
                 label = (
                     (

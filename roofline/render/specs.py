@@ -42,7 +42,8 @@ def hardware_detail(info: dict[str, Any]):
     head = Text.assemble(
         (info["name"], "bold"),
         f" ({info['id']}, {info['figures']} figures)\n",
-        f"memory {binary(info['memory_capacity_bytes'])} · bandwidth {si(info['memory_bandwidth_bytes_per_s'], 'B/s')} · "
+        f"memory {binary(info['memory_capacity_bytes'])} · bandwidth {si(info['memory_bandwidth_bytes_per_s'], 'B/s')} "
+        "· "
         f"interconnect {si(info['interconnect_bandwidth_bytes_per_s'], 'B/s')}\nsource: {info['source']}\n",
     )
     rows = [
@@ -78,14 +79,16 @@ def model_detail(info: dict[str, Any]):
         (info["name"], "bold"),
         f" ({info['id']}, {info['dtype']}{', stored as ' + info['quant'] if info.get('quant') else ''})\n",
         f"params {info['params']:,.0f}{check}\n"
-        f"KV cache {info['kv_bytes_per_token']:,.0f} B/token at {info.get('kv_dtype', info['dtype'])} · max context {info['max_context'] or '-'}\n"
+        f"KV cache {info['kv_bytes_per_token']:,.0f} B/token at {info.get('kv_dtype', info['dtype'])} · max context "
+        f"{info['max_context'] or '-'}\n"
         f"source: {info['source']} ({info.get('source_kind', 'yaml')})\n",
     )
     parts: list[Any] = [head]
     if "weight_bytes" in info:  # read from a model file: its exact bytes
         parts.append(
             Text(
-                f"weights {binary(info['weight_bytes'])} ({info['weight_bytes']:,} B) at {info['bits_per_weight']:.3f} bits "
+                f"weights {binary(info['weight_bytes'])} ({info['weight_bytes']:,} B) at {info['bits_per_weight']:.3f} "
+                "bits "
                 f"per weight, {binary(info['weight_bytes_streamed'])} streamed per decode step\n"
             )
         )

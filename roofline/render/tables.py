@@ -46,21 +46,28 @@ def estimate_table(e: Estimate):
 
 def _parallel(i) -> str:
     if i.pp > 1:
-        return f"; tp {i.tp} x pp {i.pp} = {i.tp * i.pp} devices (table: the whole model on tp devices; per-stage work is 1/{i.pp})"
+        return (
+            f"; tp {i.tp} x pp {i.pp} = {i.tp * i.pp} devices (table: the whole model on tp devices; per-stage "
+            f"work is 1/{i.pp})"
+        )
     return f"; tp {i.tp} devices (figures per device)" if i.tp > 1 else ""
 
 
 def _pipeline_line(p) -> str:
     return (
-        f"pipeline {p.stages} stages x {p.micro_batches} micro-batches: a decode slot {si(p.stage_decode_s, 's')} + hop "
-        f"{si(p.hop_decode_s, 's')}, every {p.cycle_stages} slots · bubble prefill {p.bubble_prefill:.0%}, decode {p.bubble_decode:.0%}"
+        f"pipeline {p.stages} stages x {p.micro_batches} micro-batches: a decode slot {si(p.stage_decode_s, 's')} "
+        "+ hop "
+        f"{si(p.hop_decode_s, 's')}, every {p.cycle_stages} slots · bubble prefill {p.bubble_prefill:.0%}, decode "
+        f"{p.bubble_decode:.0%}"
     )
 
 
 def _disagg_line(d) -> str:
     return (
-        f"disagg {d.prefill_instances}P:{d.decode_instances}D ({d.prefill_devices} + {d.decode_devices} devices): KV transfer "
-        f"{si(d.kv_transfer_s, 's')} · pools {number(d.prefill_requests_per_s)} / {number(d.decode_requests_per_s)} requests/s "
+        f"disagg {d.prefill_instances}P:{d.decode_instances}D ({d.prefill_devices} + {d.decode_devices} devices): KV "
+        "transfer "
+        f"{si(d.kv_transfer_s, 's')} · pools {number(d.prefill_requests_per_s)} / {number(d.decode_requests_per_s)} "
+        "requests/s "
         f"(prefill / decode): {d.bottleneck}-bound, fleet {number(d.requests_per_s)} requests/s"
     )
 
@@ -87,28 +94,32 @@ def summary_lines(e: Estimate) -> list[str]:
         *([_disagg_line(e.disagg)] if e.disagg else []),
         *(
             [
-                f"engine {e.engine.name} ({e.engine.source}): TTFT {si(e.engine.ttft_s, 's')} · TPOT {si(e.engine.tpot_s, 's')} · "
+                f"engine {e.engine.name} ({e.engine.source}): TTFT {si(e.engine.ttft_s, 's')} · TPOT "
+                f"{si(e.engine.tpot_s, 's')} · "
                 f"{number(e.engine.output_tokens_per_s)} output tokens/s (the bound above is what no engine can beat)"
             ]
             if e.engine
             else []
         ),
         f"decode {number(d.tokens_per_s)} tokens/s ({number(d.tokens_per_s_per_sequence)} per sequence; B / TPOT) · "
-        f"end to end {number(e.output_tokens_per_s)} output tokens/s, {number(e.requests_per_s)} requests/s (prefill included) · "
+        f"end to end {number(e.output_tokens_per_s)} output tokens/s, {number(e.requests_per_s)} requests/s (prefill "
+        "included) · "
         f"MBU {_percent(d.mbu)} · MFU {_percent(d.mfu)}",
         f"weights {si(e.weight_bytes, 'B')} resident{whole}"
         f"{f', {si(e.weight_bytes_per_device, chr(66))} per device' if several else ''}, "
         f"{si(e.weight_bytes_streamed, 'B')} streamed per decode step{' (all devices)' if several else ''}",
         f"KV cache {si(e.kv_bytes_per_token, 'B')}/token, {si(e.kv_bytes_per_sequence, 'B')}/sequence{whole} "
         f"at {i.prompt_tokens + i.output_tokens} tokens",
-        f"KV budget {si(e.kv_budget_bytes, 'B')}{per_device} = {i.memory_fraction:g} x {binary(e.hardware.memory_capacity_bytes)} "
+        f"KV budget {si(e.kv_budget_bytes, 'B')}{per_device} = {i.memory_fraction:g} x "
+        f"{binary(e.hardware.memory_capacity_bytes)} "
         f"- weights{per_device} · max batch {limit} · {'fits' if e.fits else 'does NOT fit'}",
         f"ridge {number(e.ridge_point_flop_per_byte)} FLOP/B ({i.compute_dtype}) · critical batch {critical}: "
         f"{e.critical_batch_reason}",
         *(
             [
-                f"calibrated (measured curve + per-op cost, plain eager PyTorch): TTFT {si(e.calibrated.ttft_s, 's')} · "
-                f"TPOT {si(e.calibrated.tpot_s, 's')} (linears {si(e.calibrated.decode_linear_s, 's')}, attention "
+                f"calibrated (measured curve + per-op cost, plain eager PyTorch): TTFT "
+                f"{si(e.calibrated.ttft_s, 's')} · TPOT {si(e.calibrated.tpot_s, 's')} (linears "
+                f"{si(e.calibrated.decode_linear_s, 's')}, attention "
                 f"{si(e.calibrated.decode_attention_s, 's')}, per-op {si(e.calibrated.decode_overhead_s, 's')})"
             ]
             if e.calibrated

@@ -14,7 +14,6 @@ from typing import Any, NamedTuple
 from roofline.errors import RooflineError
 
 
-
 class WeightBytes(NamedTuple):
     """A checkpoint's weights as stored [B]: in all, streamed per decode step, by dtype and by role."""
 

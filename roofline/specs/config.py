@@ -29,7 +29,8 @@ def find_config(ref: str) -> Path:
     path = config_path(ref)
     if path is None:
         raise UsageError(
-            f"{ref if len(ref) <= 100 else shown(ref)}: no such config.json (expected a Hugging Face config.json or a folder holding one)"
+            f"{ref if len(ref) <= 100 else shown(ref)}: no such config.json (expected a Hugging Face config.json or a "
+            "folder holding one)"
         )
     return path
 
@@ -150,7 +151,8 @@ def _moe(c: Config, experts: str, size: str) -> dict[str, Any]:
     sparse_step, only_mlp = c.get("decoder_sparse_step", 1), c.get("mlp_only_layers", [])
     if sparse_step != 1 or only_mlp:
         raise RooflineError(
-            f"{c.where}: dense layers between MoE layers (decoder_sparse_step {sparse_step}, mlp_only_layers {only_mlp}) are not supported"
+            f"{c.where}: dense layers between MoE layers (decoder_sparse_step {sparse_step}, mlp_only_layers "
+            f"{only_mlp}) are not supported"
         )
     return {
         "num_experts": c[experts],

@@ -70,7 +70,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
             raw = f.read(MAX_SPEC_BYTES + 1)
         if len(raw) > MAX_SPEC_BYTES:
             raise RooflineError(
-                f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB (expected a spec file; the cap guards against runaway files)"
+                f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB (expected a spec file; the cap guards against runaway "
+                "files)"
             )
         data = yaml.load(raw.decode("utf-8"), Loader=_loader())
     except OSError as e:

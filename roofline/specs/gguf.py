@@ -193,7 +193,8 @@ def _parse(buffer, where: str) -> tuple[dict[str, Any], list[Tensor]]:
         offset = r.take("<Q")  # into the data section
         if kind not in TYPES:
             raise RooflineError(
-                f"{where}: tensor {shown(name)} has unknown ggml type id {kind} (known: {', '.join(map(str, sorted(TYPES)))})"
+                f"{where}: tensor {shown(name)} has unknown ggml type id {kind} (known: "
+                f"{', '.join(map(str, sorted(TYPES)))})"
             )
         tensors.append(Tensor(name, dims, kind))
         ends.append((offset + tensors[-1].bytes, name))

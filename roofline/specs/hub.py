@@ -76,7 +76,10 @@ def _hub_error(ref: str, e: Exception) -> str:
     if kind in ("RepositoryNotFoundError", "RevisionNotFoundError", "EntryNotFoundError", "RemoteEntryNotFoundError"):
         return f"{ref}: not found on the Hub ({kind}; check the id and revision, and HF_TOKEN for a private repository)"
     if kind in ("LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectionError", "ConnectTimeout"):
-        return f"{ref}: offline and not in the cache ({cache_dir()}); run `hf download {ref.partition('@')[0]} config.json` where there is a network"
+        return (
+            f"{ref}: offline and not in the cache ({cache_dir()}); run `hf download {ref.partition('@')[0]} "
+            "config.json` where there is a network"
+        )
     raise RooflineError(f"{ref}: the Hub answered {kind}: {' '.join(str(e).split())[:200]}")
 
 

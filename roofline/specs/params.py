@@ -103,7 +103,8 @@ class ParamCounts(NamedTuple):
 
     @property
     def matmul(self) -> int:
-        """Weights multiplied per token (2 FLOP each): attention, dense MLP, k routed + shared experts, router, lm_head."""
+        """Weights multiplied per token (2 FLOP each): attention, dense MLP, k routed + shared experts, router,
+        lm_head."""
         routed = self.moe_layers * self.experts_per_token * self.expert
         return self.attention + self.dense_mlp + routed + self.shared_experts + self.router + self.head
 

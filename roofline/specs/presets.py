@@ -48,7 +48,8 @@ def load(name: str) -> Preset:
     path = data_dir() / "engines" / f"{name}.yaml"
     if not path.is_file():
         raise UsageError(
-            f"no preset for {name!r} (presets: {', '.join(names()) or 'none'}; engines/README.md says which engines the "
+            f"no preset for {name!r} (presets: {', '.join(names()) or 'none'}; engines/README.md says which "
+            "engines the "
             "published data cannot support)",
             "engine",
         )

@@ -38,8 +38,17 @@ def check(k: Knobs) -> None:
         raise UsageError(f"expected a token count, got {k.chunk_tokens!r}", "chunk_tokens")
 
 
-def combine(chunk: int, batch: int, output: int, steps: int, mixed: Work, target: Work, per_sequence: int = 1,
-            expected: float = 1.0, draft: Work = NO_WORK) -> Chunked:
+def combine(
+    chunk: int,
+    batch: int,
+    output: int,
+    steps: int,
+    mixed: Work,
+    target: Work,
+    per_sequence: int = 1,
+    expected: float = 1.0,
+    draft: Work = NO_WORK,
+) -> Chunked:
     """`mixed`: the prompt's `steps` mixed steps together, each chunk at its place in the prompt; `target`: a target
     step without a chunk; `draft`: the draft steps before each target step (none without speculation);
     `per_sequence` tokens each sequence puts in a target step (k + 1 when speculative), `expected` the tokens an
@@ -49,8 +58,17 @@ def combine(chunk: int, batch: int, output: int, steps: int, mixed: Work, target
     mean_mixed = mixed * (1 / steps)
     iteration = draft + mean_mixed * share + target * (1 - share)
     ttft = draft.seconds * steps + mixed.seconds
-    return Chunked(chunk, steps, mean_mixed.seconds, target.seconds, share, ttft, iteration.seconds / expected,
-                   iteration.bytes / expected, iteration.flops / expected)
+    return Chunked(
+        chunk,
+        steps,
+        mean_mixed.seconds,
+        target.seconds,
+        share,
+        ttft,
+        iteration.seconds / expected,
+        iteration.bytes / expected,
+        iteration.flops / expected,
+    )
 
 
 def price(p: Any, B: int, P: int, O: int, context: float, decode: Work, spec, notes: list[str]) -> Chunked | None:
@@ -89,7 +107,9 @@ def price(p: Any, B: int, P: int, O: int, context: float, decode: Work, spec, no
         draft = draft_step * spec.draft_tokens
     result = combine(C, B, O, n, total, target, per_sequence, spec.expected_tokens_per_step if spec else 1.0, draft)
     with_spec = " (each step a speculative verification: drafts precede it)" if spec else ""
-    notes.append(f"chunked prefill: {C} tokens a step{with_spec}, {n} chunk(s) a prompt, each attending over the "
-                 f"prompt's earlier chunks; {result.mixed_share:.0%} of steps carry a chunk in steady state (requests "
-                 "finish at B / O per token)")
+    notes.append(
+        f"chunked prefill: {C} tokens a step{with_spec}, {n} chunk(s) a prompt, each attending over the "
+        f"prompt's earlier chunks; {result.mixed_share:.0%} of steps carry a chunk in steady state (requests "
+        "finish at B / O per token)"
+    )
     return result

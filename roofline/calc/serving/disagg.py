@@ -44,15 +44,32 @@ def check(k: Knobs) -> None:
         )
 
 
-def combine(prefill_instances: int, decode_instances: int, devices_per_instance: int, batch: int, prefill_s: float,
-            transfer_s: float, decode_s: float) -> Disagg:
+def combine(
+    prefill_instances: int,
+    decode_instances: int,
+    devices_per_instance: int,
+    batch: int,
+    prefill_s: float,
+    transfer_s: float,
+    decode_s: float,
+) -> Disagg:
     """`decode_s`: a batch's decode time, (O - 1) x TPOT (0: no decode step, the decode pool never limits)."""
     x, y = prefill_instances, decode_instances
     prefill_rate = x * batch / prefill_s
     decode_rate = y * batch / decode_s if decode_s > 0 else None
     rate = prefill_rate if decode_rate is None else min(prefill_rate, decode_rate)
-    return Disagg(x, y, x * devices_per_instance, y * devices_per_instance, transfer_s, prefill_rate, decode_rate,
-                  rate, "prefill" if rate == prefill_rate else "decode", prefill_s + transfer_s)
+    return Disagg(
+        x,
+        y,
+        x * devices_per_instance,
+        y * devices_per_instance,
+        transfer_s,
+        prefill_rate,
+        decode_rate,
+        rate,
+        "prefill" if rate == prefill_rate else "decode",
+        prefill_s + transfer_s,
+    )
 
 
 def price(p: Any, B: int, P: int, colocated_ttft: float, latency_s: float, notes: list[str]) -> Disagg | None:

@@ -40,15 +40,35 @@ def check(k: Knobs) -> None:
         raise UsageError("a pipeline with speculative decoding or chunked prefill is not modelled: choose one", "pp")
 
 
-def combine(stages: int, micro_batches: int, prefill_s: float, decode_s: float, hop_prefill_s: float,
-            hop_decode_s: float, bytes_per_cycle: float, flops_per_cycle: float) -> Pipeline:
+def combine(
+    stages: int,
+    micro_batches: int,
+    prefill_s: float,
+    decode_s: float,
+    hop_prefill_s: float,
+    hop_decode_s: float,
+    bytes_per_cycle: float,
+    flops_per_cycle: float,
+) -> Pipeline:
     """`prefill_s`, `decode_s`: the whole model's step at micro-batch size (a stage does 1/stages of it)."""
     p, m = stages, micro_batches
     stage_prefill, stage_decode = prefill_s / p, decode_s / p
     cycle = max(m, p)
-    return Pipeline(p, m, stage_prefill, stage_decode, hop_prefill_s, hop_decode_s, (p - 1) / (m + p - 1),
-                    (cycle - m) / cycle, cycle, (m + p - 1) * (stage_prefill + hop_prefill_s),
-                    cycle * (stage_decode + hop_decode_s), bytes_per_cycle, flops_per_cycle)
+    return Pipeline(
+        p,
+        m,
+        stage_prefill,
+        stage_decode,
+        hop_prefill_s,
+        hop_decode_s,
+        (p - 1) / (m + p - 1),
+        (cycle - m) / cycle,
+        cycle,
+        (m + p - 1) * (stage_prefill + hop_prefill_s),
+        cycle * (stage_decode + hop_decode_s),
+        bytes_per_cycle,
+        flops_per_cycle,
+    )
 
 
 def price(p: Any, B: int, P: int, cached: int, steps: int, notes: list[str]) -> Pipeline | None:
@@ -60,12 +80,25 @@ def price(p: Any, B: int, P: int, cached: int, steps: int, notes: list[str]) -> 
     m = min(k.micro_batches or pp, B)
     b = -(-B // m)  # sequences per micro-batch (the last may be smaller; priced at the largest)
     link, latency = p.pp_link
-    prefill_b = phase(shape.prefill_flops(b, P, cached), shape.prefill_bytes(b, P, cached), p.F, p.W,
-                      comm_s=shape.comm_seconds(b * (P - cached), p.link, p.latency, p.ep_link))
+    prefill_b = phase(
+        shape.prefill_flops(b, P, cached),
+        shape.prefill_bytes(b, P, cached),
+        p.F,
+        p.W,
+        comm_s=shape.comm_seconds(b * (P - cached), p.link, p.latency, p.ep_link),
+    )
     decode_b = decode_step(shape, b, P, steps, p.F, p.W, p.link, p.latency, p.ep_link)
     message = shape.hidden * shape.activation_bytes / k.tp  # one token's activations, each tp rank sends its slice
-    result = combine(pp, m, prefill_b.time_s, decode_b.time_s, b * (P - cached) * message / link + latency,
-                     b * message / link + latency, decode_b.bytes * m / pp, decode_b.flops * m / pp)
+    result = combine(
+        pp,
+        m,
+        prefill_b.time_s,
+        decode_b.time_s,
+        b * (P - cached) * message / link + latency,
+        b * message / link + latency,
+        decode_b.bytes * m / pp,
+        decode_b.flops * m / pp,
+    )
     notes.append(
         f"pp {pp}: {shape.layers / pp:g} layers a stage, {m} micro-batch(es) of up to {b}; prefill bubble "
         f"{result.bubble_prefill:.0%}, decode bubble {result.bubble_decode:.0%} (a stage idles while fewer "

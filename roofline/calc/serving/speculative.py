@@ -54,8 +54,9 @@ def expected_tokens(k: int, a: float) -> float:
     return k + 1.0 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
 
 
-def drafter(model: Model, k: Knobs, weight_dtype: str, kv_dtype: str, compute_dtype: str, tp: int,
-            storage: Storage) -> Shape | None:
+def drafter(
+    model: Model, k: Knobs, weight_dtype: str, kv_dtype: str, compute_dtype: str, tp: int, storage: Storage
+) -> Shape | None:
     """The drafter's per-step work: a draft model at its own dtype (else the target's), or the model's MTP module."""
     if k.mtp:
         return mtp_module(model, kv_dtype, compute_dtype, tp, storage)
@@ -64,7 +65,8 @@ def drafter(model: Model, k: Knobs, weight_dtype: str, kv_dtype: str, compute_dt
     if model.arch is not None and k.draft.arch is not None and model.arch.vocab_size != k.draft.arch.vocab_size:
         raise UsageError(
             f"draft {k.draft.id} has a vocabulary of {k.draft.arch.vocab_size:,} tokens, {model.id} "
-            f"{model.arch.vocab_size:,}: speculative decoding needs the target's tokenizer (vLLM refuses unequal sizes)",
+            f"{model.arch.vocab_size:,}: speculative decoding needs the target's tokenizer (vLLM refuses unequal "
+            "sizes)",
             "draft",
         )
     bits = 8 * DTYPE_BYTES[k.draft.dtype if k.draft.dtype in DTYPE_BYTES else weight_dtype]
@@ -111,10 +113,16 @@ def settings(k: Knobs) -> tuple[int, float]:
 def steps(p: Any, B: int, context: float, tokens: int) -> tuple[Work, Work]:
     """One draft decode step and the target's verification of tokens + 1 tokens per sequence, at `context`."""
     draft, shape, F, W = p.draft, p.shape, p.F, p.W
-    draft_step = step_work(draft.decode_flops(B, context), draft.decode_bytes(B, context),
-                           draft.comm_seconds(B, p.link, p.latency), F, W)
-    verify = step_work(shape.verify_flops(B, context, tokens + 1), shape.verify_bytes(B, context, tokens + 1),
-                       shape.comm_seconds(B * (tokens + 1), p.link, p.latency, p.ep_link), F, W)
+    draft_step = step_work(
+        draft.decode_flops(B, context), draft.decode_bytes(B, context), draft.comm_seconds(B, p.link, p.latency), F, W
+    )
+    verify = step_work(
+        shape.verify_flops(B, context, tokens + 1),
+        shape.verify_bytes(B, context, tokens + 1),
+        shape.comm_seconds(B * (tokens + 1), p.link, p.latency, p.ep_link),
+        F,
+        W,
+    )
     return draft_step, verify
 
 
@@ -127,12 +135,29 @@ def price(p: Any, B: int, P: int, cached: int, context: float, notes: list[str])
     tokens, a = settings(k)
     prompts = 1 if k.chunk_tokens is not None else B
     draft = p.draft
-    prefill = phase(draft.prefill_flops(prompts, P, cached), draft.prefill_bytes(prompts, P, cached), p.F, p.W,
-                    comm_s=draft.comm_seconds(prompts * (P - cached), p.link, p.latency))
+    prefill = phase(
+        draft.prefill_flops(prompts, P, cached),
+        draft.prefill_bytes(prompts, P, cached),
+        p.F,
+        p.W,
+        comm_s=draft.comm_seconds(prompts * (P - cached), p.link, p.latency),
+    )
     draft_step, verify = steps(p, B, context, tokens)
     e = expected_tokens(tokens, a)
     iteration = draft_step * tokens + verify
-    notes.append(f"speculative decoding: {tokens} drafted, acceptance {a:g} (i.i.d.), {e:.3g} tokens per target step "
-                 "(Leviathan et al. 2023); priced at the mean context; TTFT includes the drafter's prefill")
-    return Speculative("mtp" if k.mtp else k.draft.id, tokens, a, e, draft_step.seconds * tokens, verify.seconds,
-                       iteration.seconds / e, prefill.time_s, iteration.bytes / e, iteration.flops / e)
+    notes.append(
+        f"speculative decoding: {tokens} drafted, acceptance {a:g} (i.i.d.), {e:.3g} tokens per target step "
+        "(Leviathan et al. 2023); priced at the mean context; TTFT includes the drafter's prefill"
+    )
+    return Speculative(
+        "mtp" if k.mtp else k.draft.id,
+        tokens,
+        a,
+        e,
+        draft_step.seconds * tokens,
+        verify.seconds,
+        iteration.seconds / e,
+        prefill.time_s,
+        iteration.bytes / e,
+        iteration.flops / e,
+    )
