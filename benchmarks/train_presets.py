@@ -261,7 +261,8 @@ def report(name: str, full: dict, training: list, aside: list, held: dict, older
                 print(_row(n, predict, measured, full))
 
 
-def main() -> None:
+def main(write: bool = True) -> None:
+    """Fit every preset and print the report; `write` the YAML files (--print-only: only print, as the docs do)."""
     cases = {c["id"]: c for c in json.loads(reality.TRAIN.read_text())}
     out = ROOT / "engines"
     roofs()
@@ -290,7 +291,8 @@ def main() -> None:
             "notes": STRUCTURE[name][2],
         }
         text = "# Fitted by benchmarks/train_presets.py; never edited by hand. Residual = log(predicted / measured).\n"
-        (out / f"{name}.yaml").write_text(text + yaml.safe_dump(spec, sort_keys=False, width=120))
+        if write:
+            (out / f"{name}.yaml").write_text(text + yaml.safe_dump(spec, sort_keys=False, width=120))
         report(name, full, training, aside.get(name, []), held, older, ranges)
     lines = [
         "# Engine presets",
@@ -306,8 +308,9 @@ def main() -> None:
         "given."
         for e, n in unsupported
     ]
-    (out / "README.md").write_text("\n".join(lines) + "\n")
+    if write:
+        (out / "README.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    main(write="--print-only" not in sys.argv[1:])

@@ -1,0 +1,181 @@
+"""Helpers for the cog blocks of the docs: every console example is produced by running the command, and the
+reference pages are generated from the code and the spec files. Regenerate: `cog -r -I docs README.md docs/*.md
+docs/*/*.md`; CI runs the same with --check and fails when a page is stale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import cog
+
+ROOT = Path(__file__).resolve().parent.parent
+WIDTH = "120"  # the console examples are drawn for a 120-column terminal
+
+
+def _roofline(args: list[str], cwd: Path | None = None) -> str:
+    """stdout of `roofline ARGS` run in-process, the console script's own path, at WIDTH columns."""
+    from typer.testing import CliRunner
+
+    from roofline.cli import run
+
+    runner = CliRunner()
+    old = Path.cwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with runner.isolation(env={"COLUMNS": WIDTH, "NO_COLOR": "1"}) as (stdout, _stderr, _):
+            code = run(args)
+            sys.stdout.flush()
+            text = stdout.getvalue().decode()
+    finally:
+        os.chdir(old)
+    if code:
+        raise SystemExit(f"docs example failed (exit {code}): roofline {shlex.join(args)}")
+    return text
+
+
+def output(command: str, cwd: Path | None = None) -> str:
+    """What `command` prints: a roofline command line, optionally piped into `grep PATTERN` or `head -N`, or a
+    `python benchmarks/...` script."""
+    pipeline = [p.strip() for p in command.split(" | ")]
+    words = shlex.split(pipeline[0])
+    if words[0] == "roofline":
+        text = _roofline(words[1:], cwd)
+    elif words[0] == "python":
+        text = subprocess.run([sys.executable, *words[1:]], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    else:
+        raise SystemExit(f"docs example: cannot run {command!r}")
+    for step in pipeline[1:]:
+        tool, _, arg = step.partition(" ")
+        lines = text.splitlines()
+        if tool == "grep":
+            pattern = [w for w in shlex.split(arg) if not w.startswith("-")][0]  # grep -E PATTERN
+            lines = [line for line in lines if re.search(pattern, line)]
+        elif tool == "head":
+            lines = lines[: int(arg.lstrip("-n ").strip() or 10)]
+        else:
+            raise SystemExit(f"docs example: unknown pipe {step!r}")
+        text = "\n".join(lines) + "\n"
+    return text
+
+
+def console(*commands: str, cwd: Path | None = None, shown: list[str] | None = None) -> None:
+    """A console block: each command after `$ ` (or its `shown` form) with the output it prints."""
+    parts = []
+    for k, command in enumerate(commands):
+        label = shown[k] if shown else command
+        parts.append(f"$ {label}\n{output(command, cwd).rstrip()}\n")
+    cog.out("```console\n" + "".join(parts) + "```\n")
+
+
+@contextlib.contextmanager
+def gguf_70b():
+    """A folder holding Llama-3.1-70B-Q4_K_M.gguf: the 70B-shaped header of benchmarks/gguf_header.py with a
+    sparse data section (no weights are written)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gguf_header
+
+    with tempfile.TemporaryDirectory() as folder:
+        gguf_header.write(Path(folder) / "Llama-3.1-70B-Q4_K_M.gguf")
+        yield Path(folder)
+
+
+def commands() -> None:
+    """Every registered command's --help, walked from the apps."""
+    from roofline.cli import app
+
+    def walk(group, prefix):
+        found = [prefix] if prefix == [] or group is not app else []
+        for c in group.registered_commands:
+            found.append([*prefix, c.name or c.callback.__name__.replace("_", "-")])
+        for sub in group.registered_groups:
+            found += walk(sub.typer_instance, [*prefix, sub.name] if sub.name else prefix)
+        return found
+
+    for words in walk(app, []):
+        if not words:
+            continue
+        cog.out(f"## roofline {' '.join(words)}\n\n```text\n{_roofline([*words, '--help']).rstrip()}\n```\n\n")
+
+
+def _paths(value, prefix="") -> list[tuple[str, object]]:
+    if isinstance(value, dict):
+        out = []
+        for k, v in value.items():
+            out += _paths(v, f"{prefix}.{k}" if prefix else k)
+        return out or [(prefix, value)]
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return _paths(value[0], f"{prefix}[]")
+    return [(prefix, value)]
+
+
+def json_keys(command: str) -> None:
+    """Every key of `command --json` (a real run), with its JSON type and the value that run gave."""
+    data = json.loads(_roofline([*shlex.split(command)[1:], "--json"]))
+    rows = ["| key | type | example |", "| --- | --- | --- |"]
+    for path, value in _paths(data):
+        kind = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}.get(
+            type(value), "null"
+        )
+        shown = json.dumps(value)
+        shown = shown if len(shown) <= 48 else shown[:45] + "..."
+        rows.append(f"| `{path}` | {kind} | `{shown}` |".replace("|`", "| `"))
+    cog.out(f"`{command} --json`:\n\n" + "\n".join(rows) + "\n")
+
+
+def hardware() -> None:
+    """Every bundled device: its figures and its source."""
+    from roofline.specs.catalog import catalog
+    from roofline.specs.hardware import load_hardware
+    from roofline.units import binary, si
+
+    rows = ["| id | name | memory | bandwidth | 16-bit peak | source |", "| --- | --- | --- | --- | --- | --- |"]
+    for i in catalog("hardware"):
+        h = load_hardware(i)
+        dtype = next((d for d in ("bf16", "fp16", "fp32") if d in h.peak_flops), None)
+        peak = f"{si(h.peak_flops[dtype], 'FLOP/s')} {dtype}" if dtype else "-"
+        rows.append(f"| `{i}` | {h.name} | {binary(h.memory_capacity)} | {si(h.memory_bandwidth, 'B/s')} | {peak} | "
+                    f"{_link(h.source)} |")
+    cog.out("\n".join(rows) + "\n")
+
+
+def models() -> None:
+    """Every bundled model: its counts, storage and source."""
+    from roofline.calc.attention import kv_bytes_per_token
+    from roofline.specs.catalog import catalog, load_model
+    from roofline.units import si
+
+    rows = ["| id | name | params | stored as | KV/token | max context | source |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    for i in catalog("models"):
+        m = load_model(i)
+        rows.append(f"| `{i}` | {m.name} | {si(m.params, '')} | {m.quant or m.dtype} | "
+                    f"{si(kv_bytes_per_token(m), 'B')} | {m.max_context or '-'} | {_link(m.source)} |")
+    cog.out("\n".join(rows) + "\n")
+
+
+def _link(source: str) -> str:
+    return f"[{source.split('//', 1)[-1].split('/', 1)[0]}]({source})" if source.startswith("http") else source
+
+
+def docstrings(module: str, names: list[str] | None = None) -> None:
+    """The module's docstring and each public function's, as they are in the code (the formulas and their sources)."""
+    import importlib
+    import inspect
+
+    mod = importlib.import_module(module)
+    cog.out(f"From `{module}`:\n\n```text\n{inspect.getdoc(mod)}\n```\n\n")
+    for name, fn in inspect.getmembers(mod, inspect.isfunction):
+        if fn.__module__ != module or name.startswith("_") or (names is not None and name not in names):
+            continue
+        cog.out(f"- `{name}{inspect.signature(fn)}`: {' '.join(inspect.getdoc(fn).split())}\n")
+    cog.out("\n")
