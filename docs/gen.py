@@ -143,8 +143,10 @@ def hardware() -> None:
         h = load_hardware(i)
         dtype = next((d for d in ("bf16", "fp16", "fp32") if d in h.peak_flops), None)
         peak = f"{si(h.peak_flops[dtype], 'FLOP/s')} {dtype}" if dtype else "-"
-        rows.append(f"| `{i}` | {h.name} | {binary(h.memory_capacity)} | {si(h.memory_bandwidth, 'B/s')} | {peak} | "
-                    f"{_link(h.source)} |")
+        rows.append(
+            f"| `{i}` | {h.name} | {binary(h.memory_capacity)} | {si(h.memory_bandwidth, 'B/s')} | {peak} | "
+            f"{_link(h.source)} |"
+        )
     cog.out("\n".join(rows) + "\n")
 
 
@@ -154,12 +156,16 @@ def models() -> None:
     from roofline.specs.catalog import catalog, load_model
     from roofline.units import si
 
-    rows = ["| id | name | params | stored as | KV/token | max context | source |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| id | name | params | stored as | KV/token | max context | source |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for i in catalog("models"):
         m = load_model(i)
-        rows.append(f"| `{i}` | {m.name} | {si(m.params, '')} | {m.quant or m.dtype} | "
-                    f"{si(kv_bytes_per_token(m), 'B')} | {m.max_context or '-'} | {_link(m.source)} |")
+        rows.append(
+            f"| `{i}` | {m.name} | {si(m.params, '')} | {m.quant or m.dtype} | "
+            f"{si(kv_bytes_per_token(m), 'B')} | {m.max_context or '-'} | {_link(m.source)} |"
+        )
     cog.out("\n".join(rows) + "\n")
 
 
