@@ -129,3 +129,25 @@ def output_tokens_per_s(batch: int, output_tokens: int, request_latency_s: float
     """End-to-end output throughput = B x O / request latency [tokens/s]: a batch served together, its prefill
     included, as engine benchmarks count it (TensorRT-LLM's and vLLM's throughput benchmarks)."""
     return batch * output_tokens / request_latency_s
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th quantile (0..1) with linear interpolation between order statistics (numpy's default)."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (position - low) * (ordered[high] - ordered[low])
+
+
+def weighted_percentile(pairs: list[tuple[float, float]], q: float) -> float:
+    """The q-th quantile (0..1) of values carrying weights, (value, weight) pairs: the smallest value whose
+    cumulative weight reaches q of the total (a run of equal gaps counts once per gap)."""
+    ordered = sorted(pairs)
+    total = sum(w for _, w in ordered)
+    reached = 0.0
+    for value, weight in ordered:
+        reached += weight
+        if reached >= q * total * (1 - 1e-12):
+            return value
+    return ordered[-1][0]

@@ -10,7 +10,7 @@ import sys
 import typer
 
 from roofline import __version__
-from roofline.cli import estimate, measure, specs
+from roofline.cli import estimate, measure, simulate, specs
 from roofline.cli.common import err
 
 app = typer.Typer(
@@ -20,6 +20,7 @@ app = typer.Typer(
     rich_markup_mode=None,  # help text is plain: "[engines]" and "[default: 4]" are text, not rich markup
 )
 app.add_typer(estimate.app)
+app.add_typer(simulate.app)
 app.add_typer(measure.app)
 app.add_typer(specs.hardware_app, name="hardware")
 app.add_typer(specs.models_app, name="models")
@@ -86,7 +87,7 @@ def _app_for(args: list[str]) -> typer.Typer:
     run (~15 ms for all of ours, benchmarks/startup.py), so a run registers just the one it needs. Without a
     known command name (`roofline`, `roofline --help`, a typo) the whole app answers."""
     name = next((a for a in args if not a.startswith("-")), None)
-    for group in (estimate.app, measure.app):
+    for group in (estimate.app, simulate.app, measure.app):
         chosen = [c for c in group.registered_commands if (c.name or c.callback.__name__) == name]
         if chosen:
             one = typer.Typer(

@@ -10,9 +10,10 @@ drift widens the interval as it should.
 
 from __future__ import annotations
 
-import math
 import random
 import statistics
+
+from roofline.calc.formulas import percentile
 
 LEVEL = 0.90  # the interval's coverage
 RESAMPLES = 1000
@@ -25,15 +26,6 @@ def schedule(batches: list[int], rounds: int) -> list[tuple[int, int]]:
         shift = r % len(batches)
         order += [(r, b) for b in batches[shift:] + batches[:shift]]
     return order
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th quantile (0..1) with linear interpolation between order statistics (numpy's default)."""
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (position - low) * (ordered[high] - ordered[low])
 
 
 def median_interval(

@@ -65,6 +65,10 @@ def _cell(v: Any) -> Any:
 def table(result: Any) -> Any:
     """The rich renderable for a result: chosen by its kind (a Report) or its type (Estimate, Sweep, Comparison)."""
     kind = getattr(result, "kind", None) if type(result).__name__ == "Report" else type(result).__name__
+    if kind in ("Simulation", "RateSweep"):
+        from roofline.render import simulate
+
+        return simulate.simulation_table(result) if kind == "Simulation" else simulate.rate_sweep_table(result)
     if kind in ("Estimate", "Sweep", "Comparison", "Fit", "Plan"):
         from roofline.render import tables
 

@@ -335,3 +335,49 @@ def _save(fig, plt, path: str, flag: str = "--out") -> None:
             fig.savefig(f, format=Path(path).suffix.lower()[1:])
     finally:
         plt.close(fig)
+
+
+def knee_data(r: Any) -> dict[str, Any]:
+    """A rate sweep's latency-throughput curve: p50 and p99 TTFT and TPOT against output tokens/s, with the rates."""
+    points = [
+        {
+            "rate_per_s": p.inputs["rate_per_s"],
+            "tokens_per_s": p.output_tokens_per_s,
+            "ttft_p50_s": p.ttft_s["p50"],
+            "ttft_p99_s": p.ttft_s["p99"],
+            "tpot_p50_s": p.tpot_s["p50"],
+            "tpot_p99_s": p.tpot_s["p99"],
+            "saturated": p.saturated,
+        }
+        for p in r.points
+    ]
+    i = r.inputs
+    return {
+        "title": f"{i['model']} on {i['hardware']}: prompt {i['prompt_tokens']}, output {i['output_tokens']}",
+        "capacity_per_s": r.points[0].max_stable_rate_per_s,
+        "ttft_slo_s": i.get("ttft_slo_s"),
+        "tpot_slo_s": i.get("tpot_slo_s"),
+        "points": points,
+    }
+
+
+def draw_knee(data: dict[str, Any], path: str) -> None:
+    """Write the knee chart: TTFT and TPOT percentiles against the arrival rate, the capacity and SLOs marked."""
+    check_path(path, "--plot")
+    plt = pyplot("roofline simulate --plot")
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 6.5), dpi=100)
+    rates = [p["rate_per_s"] for p in data["points"]]
+    for ax, key, slo, name in ((top, "ttft", data["ttft_slo_s"], "TTFT"), (bottom, "tpot", data["tpot_slo_s"], "TPOT")):
+        ax.plot(rates, [p[f"{key}_p50_s"] * 1e3 for p in data["points"]], "o-", markersize=3, label=f"{name} p50")
+        ax.plot(rates, [p[f"{key}_p99_s"] * 1e3 for p in data["points"]], "s--", markersize=3, label=f"{name} p99")
+        if slo:
+            ax.axhline(slo * 1e3, color="red", linewidth=1, label=f"{name} SLO {slo * 1e3:g} ms")
+        if data["capacity_per_s"]:
+            ax.axvline(data["capacity_per_s"], color="gray", linestyle=":", linewidth=1, label="capacity")
+        ax.set_yscale("log")
+        ax.set_ylabel(f"{name} (ms)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    bottom.set_xlabel("arrival rate (requests/s)")
+    top.set_title(f"under load: {data['title']}")
+    _save(fig, plt, path, "--plot")

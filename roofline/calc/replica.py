@@ -1,0 +1,321 @@
+"""One engine replica under load (roofline.calc.simulate runs it): continuous batching, step by step, priced by
+the same step model as estimate.
+
+The scheduler is vLLM V1's (vllm/v1/core/sched/scheduler.py): each step first gives every running request its
+tokens, in admission order (a decode 1 token, a prefill in progress its next chunk), then admits waiting requests
+first come first served while fewer than max_num_seqs run, each with a chunk of its prompt, all within a budget of
+max_num_batched_tokens tokens a step (chunked prefill). The KV cache is paged in blocks of block_size tokens out of
+the KV budget (the memory fraction x capacity - weights); when a step's tokens do not fit, the most recently
+admitted request is preempted and later recomputed from its first token (vLLM V1's recompute). Defaults are V1's
+for an OpenAI server (EngineArgs.get_batch_defaults): max_num_batched_tokens 8192 and max_num_seqs 1024 on devices
+with 70 GiB or more (not A100), else 2048 and 256; block_size 16. The `static` policy admits a new batch only when
+the last one has finished, and prefills it in one step: what continuous batching buys.
+
+Steps with only decodes repeat the same batch with contexts one token longer each: between events (an arrival, a
+finish, a window filling, the KV cache filling) they are summed in closed form (stepmodel.decode_run), so a run
+costs per request, not per token. A request's KV is counted at whole blocks (each running request at most one block
+part-filled). ITL is the length of the steps that made each token (a jump's first and last step, half the tokens
+each); a preempted request's wait shows in its TTFT, TPOT and E2E. Not modelled: prefix-cache hits between
+requests, speculative decoding, pipelines and pools inside the replica (estimate prices those), tokenizer and HTTP.
+"""
+
+import heapq
+import math
+from collections import deque
+from typing import NamedTuple
+
+from roofline.calc.stepmodel import Decodes, StepModel
+from roofline.calc.workload import Request
+from roofline.errors import UsageError
+
+POLICIES = ("vllm", "static")
+
+
+class Scheduler(NamedTuple):
+    policy: str  # "vllm" (V1, continuous) or "static"
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+
+
+def vllm_defaults(hardware) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) of vLLM V1's OpenAI server on `hardware`
+    (EngineArgs.get_batch_defaults)."""
+    large = hardware.memory_capacity >= 70 * 2**30 and "a100" not in hardware.name.lower()
+    return (1024, 8192) if large else (256, 2048)
+
+
+class Run(NamedTuple):
+    """Per-request times of one simulated run and its time-weighted occupancy."""
+
+    arrival: list[float]
+    admitted: list[float]
+    first: list[float]
+    finish: list[float]
+    itl: list[tuple[float, float]]  # (gap seconds, tokens made with it)
+    steps: int
+    preemptions: int
+    end_s: float
+    batch_time: float  # Σ running batch x step seconds
+    batch_max: int
+    kv_time: float  # Σ KV share used x step seconds
+    kv_max: float
+
+
+class Replica:
+    """One engine replica serving a list of requests (open loop: their arrival times; closed loop: N clients)."""
+
+    def __init__(
+        self, model: StepModel, requests: list[Request], sched: Scheduler, kv_tokens: int, concurrency: int | None
+    ):
+        self.model, self.sched, self.cap, self.concurrency = model, sched, kv_tokens, concurrency
+        n = self.n = len(requests)
+        self.P = [r.prompt_tokens for r in requests]
+        self.O = [r.output_tokens for r in requests]
+        if concurrency is None:
+            self.arrival = [r.arrival_s for r in requests]
+            self.pending = deque(sorted(range(n), key=lambda i: self.arrival[i]))
+        else:
+            self.arrival = [0.0 if i < concurrency else math.inf for i in range(n)]
+            self.pending = deque(range(min(concurrency, n)))
+        self.next_client = min(concurrency or 0, n)
+        self.admitted, self.first, self.finish = [math.nan] * n, [math.nan] * n, [math.nan] * n
+        self.gen, self.computed = [0] * n, [0] * n
+        self.itl: list[tuple[float, float]] = []
+        # decodes: c_i = cbase_i + G and gen_i = gbase_i + G, G counting decode steps
+        self.cbase: dict[int, int] = {}
+        self.gbase: dict[int, int] = {}
+        self.finishes: list[tuple[int, int]] = []  # (G of the last token, request)
+        self.crossings: list[tuple[int, int]] = []  # (G at which c + 1 reaches the window, request)
+        self.G = self.S = self.A = self.K = self.below = self.used = 0
+        self.order: list[int] = []  # running, in admission order (the last is preempted first)
+        self.prefilling: dict[int, None] = {}  # running requests whose prompt (or recompute) is in progress
+        self.waiting: deque[int] = deque()
+        self.now = 0.0
+        self.done = self.steps = self.preemptions = 0
+        self.batch_time = self.kv_time = self.kv_max = 0.0
+        self.batch_max = 0
+
+    # ---- bookkeeping
+
+    def slack(self) -> int:
+        return len(self.order) * (self.sched.block_size - 1)
+
+    def fits(self, tokens: int) -> bool:
+        return self.used + self.slack() + tokens <= self.cap
+
+    def add_decode(self, i: int) -> None:
+        c, w = self.computed[i], self.model.window
+        self.cbase[i], self.gbase[i] = c - self.G, self.gen[i] - self.G
+        self.S += c
+        heapq.heappush(self.finishes, (self.G + self.O[i] - self.gen[i], i))
+        if w:
+            self.A += min(c + 1, w)
+            self.K += min(c, w)
+            if c + 1 < w:
+                self.below += 1
+                heapq.heappush(self.crossings, (self.G + w - 1 - c, i))
+
+    def drop_decode(self, i: int) -> None:
+        c, w = self.cbase.pop(i) + self.G, self.model.window
+        self.computed[i], self.gen[i] = c, self.gbase.pop(i) + self.G
+        self.S -= c
+        if w:
+            self.A -= min(c + 1, w)
+            self.K -= min(c, w)
+            if c + 1 < w:
+                self.below -= 1
+
+    def advance(self, m: int) -> None:
+        """m decode steps: every decode's context and count grow by m (no crossing falls inside: see jump)."""
+        n = len(self.cbase)
+        self.G += m
+        self.S += n * m
+        self.A += self.below * m
+        self.K += self.below * m
+        self.used += n * m
+        while self.crossings and self.crossings[0][0] <= self.G:
+            _, i = heapq.heappop(self.crossings)
+            if i in self.cbase and self.cbase[i] + self.G + 1 >= self.model.window:
+                self.below -= 1
+        while self.finishes and self.finishes[0][0] <= self.G:
+            entry = heapq.heappop(self.finishes)
+            if self._live(entry):
+                self.drop_decode(entry[1])
+                self.complete(entry[1])
+
+    def _live(self, entry: tuple[int, int]) -> bool:
+        g, i = entry
+        return i in self.gbase and self.gbase[i] + g == self.O[i]
+
+    def complete(self, i: int) -> None:
+        self.finish[i] = self.now
+        self.done += 1
+        self.used -= self.computed[i]
+        self.order.remove(i)
+        if self.concurrency is not None and self.next_client < self.n:  # the client sends its next request
+            j = self.next_client
+            self.arrival[j] = self.now
+            self.waiting.append(j)
+            self.next_client += 1
+
+    def preempt(self) -> bool:
+        """Free the most recently admitted request, to be recomputed from its first token (False: only one runs)."""
+        if len(self.order) <= 1:
+            return False
+        i = self.order.pop()
+        if i in self.cbase:
+            self.drop_decode(i)
+        self.prefilling.pop(i, None)
+        self.used -= self.computed[i]
+        self.computed[i] = 0
+        self.waiting.appendleft(i)
+        self.preemptions += 1
+        return True
+
+    def too_large(self, i: int) -> None:
+        raise UsageError(
+            f"a request of {self.P[i]} prompt + {self.O[i]} output tokens does not fit the whole KV "
+            f"budget ({self.cap:,} tokens): shorten it or give more memory",
+            "requests",
+        )
+
+    def decodes(self) -> Decodes:
+        n, m = len(self.cbase), self.model
+        return Decodes(n, m.full * (self.S + n) + m.sliding * self.A, m.kv_full * self.S + m.kv_slide * self.K)
+
+    def account(self, dt: float) -> None:
+        self.steps += 1
+        running = len(self.order)
+        self.batch_time += running * dt
+        self.batch_max = max(self.batch_max, running)
+        share = (self.used + self.slack()) / self.cap
+        self.kv_time += share * dt
+        self.kv_max = max(self.kv_max, share)
+
+    # ---- the loop
+
+    def run(self) -> Run:
+        while self.done < self.n:
+            while self.pending and self.arrival[self.pending[0]] <= self.now:
+                self.waiting.append(self.pending.popleft())
+            if not self.order and not self.waiting:
+                if not self.pending:
+                    raise AssertionError("no request left to run")  # every request finishes or is refused
+                self.now = max(self.now, self.arrival[self.pending[0]])
+                continue
+            self.schedule()
+        return Run(
+            self.arrival,
+            self.admitted,
+            self.first,
+            self.finish,
+            self.itl,
+            self.steps,
+            self.preemptions,
+            self.now,
+            self.batch_time,
+            self.batch_max,
+            self.kv_time,
+            self.kv_max,
+        )
+
+    def schedule(self) -> None:
+        """One step as V1 builds it, or a run of decode-only steps summed in closed form."""
+        sched, P = self.sched, self.P
+        while self.cbase and not self.fits(len(self.cbase)) and self.preempt():
+            pass
+        if self.cbase and not self.fits(len(self.cbase)):
+            self.too_large(next(iter(self.cbase)))
+        static = sched.policy == "static"
+        budget = (10**12 if static else sched.max_num_batched_tokens) - len(self.cbase)
+        chunks: list[tuple[int, int, int]] = []  # (request, start, end)
+        for i in list(self.prefilling):
+            t = min(P[i] + self.gen[i] - self.computed[i], budget)
+            while t > 0 and not self.fits(t) and self.preempt():
+                pass
+            if i not in self.prefilling or t <= 0:
+                continue
+            if not self.fits(t):  # nothing left to preempt: it alone outgrows the cache
+                self.too_large(i)
+            chunks.append((i, self.computed[i], self.computed[i] + t))
+            budget -= t
+            self.used += t
+        admit = not static or not self.order
+        while admit and self.waiting and budget > 0 and len(self.order) < sched.max_num_seqs:
+            i = self.waiting[0]
+            t = min(P[i] + self.gen[i] - self.computed[i], budget)
+            if not self.fits(t + sched.block_size):
+                if not self.order:
+                    self.too_large(i)
+                break
+            self.waiting.popleft()
+            if math.isnan(self.admitted[i]):
+                self.admitted[i] = self.now
+            self.order.append(i)
+            self.prefilling[i] = None
+            chunks.append((i, self.computed[i], self.computed[i] + t))
+            budget -= t
+            self.used += t
+        if not chunks:
+            self.jump()
+            return
+        dec = self.decodes()
+        dt = self.model.seconds(dec, [(b, e, e == P[i] + self.gen[i]) for i, b, e in chunks])
+        self.account(dt)
+        self.now += dt
+        if dec.n:
+            self.itl.append((dt, dec.n))
+            self.advance(1)
+        for i, _, e in chunks:
+            self.computed[i] = e
+            if e == P[i] + self.gen[i]:
+                del self.prefilling[i]
+                self.gen[i] += 1
+                if self.gen[i] == 1:
+                    self.first[i] = self.now
+                if self.gen[i] >= self.O[i]:
+                    self.complete(i)
+                else:
+                    self.add_decode(i)
+
+    def jump(self) -> None:
+        """Decode-only steps until the next event: a finish, a window filling, the KV cache filling, or (when one
+        could be admitted) an arrival."""
+        n, model = len(self.cbase), self.model
+        while not self._live(self.finishes[0]):  # entries of requests preempted since
+            heapq.heappop(self.finishes)
+        m = max(1, self.finishes[0][0] - self.G)
+        if self.crossings:
+            m = min(m, max(1, self.crossings[0][0] - self.G))
+        m = min(m, max(1, (self.cap - self.used - self.slack()) // n))
+        keys, kv_read = self.decodes()[1:]
+        keys_slope = model.full * n + model.sliding * self.below
+        kv_slope = model.kv_full * n + model.kv_slide * self.below
+        if self.pending and len(self.order) < self.sched.max_num_seqs and not self.waiting:
+            gap = self.arrival[self.pending[0]] - self.now
+            low, high = 1, m  # the smallest count of steps that reaches the next arrival
+            if model.decode_run(n, keys, kv_read, keys_slope, kv_slope, high)[0] >= gap:
+                while low < high:
+                    mid = (low + high) // 2
+                    if model.decode_run(n, keys, kv_read, keys_slope, kv_slope, mid)[0] >= gap:
+                        high = mid
+                    else:
+                        low = mid + 1
+                m = low
+        total, first, last = model.decode_run(n, keys, kv_read, keys_slope, kv_slope, m)
+        self.account_run(total, m)
+        self.itl += [(first, n * m / 2), (last, n * m / 2)] if m > 1 else [(first, n)]
+        self.now += total
+        self.advance(m)
+
+    def account_run(self, total: float, m: int) -> None:
+        running = len(self.order)
+        self.steps += m
+        self.batch_time += running * total
+        self.batch_max = max(self.batch_max, running)
+        n = len(self.cbase)
+        share0 = (self.used + self.slack()) / self.cap
+        share1 = (self.used + self.slack() + n * m) / self.cap
+        self.kv_time += (share0 + share1) / 2 * total
+        self.kv_max = max(self.kv_max, share1)

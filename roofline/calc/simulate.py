@@ -1,0 +1,412 @@
+"""`simulate`: latency percentiles of a continuously batched replica under a workload (roofline.calc.replica runs
+it; roofline.calc.workload draws the requests).
+
+Per request (the first `warmup` left out): TTFT = first token - arrival; TPOT = (finish - first token) / (O - 1)
+(requests of one output token have none); E2E = finish - arrival; queue = admitted - arrival; ITL = every gap
+between a request's tokens. Each is reported as mean, p50, p90, p95, p99 and max. Throughput counts what is
+produced while arrivals last, from the first measured arrival to the last arrival (a closed loop: to the last
+finish), each request's tokens for the share of its decoding inside that window. Goodput counts the requests that
+meet every SLO given; `slo_met` says whether the SLO percentile (default p99) of each metric does. The replica's
+capacity (`max_stable_rate_per_s`) is the completion rate of a closed loop that keeps it full (max_num_seqs
+clients, the same lengths, between its 25th and 75th percentile finishes); a run is `saturated` when arrivals
+outpace that (rate >= 0.98 x capacity) or when its queue keeps growing (its last quarter waits over 4x its first
+quarter, and over a second).
+"""
+
+import math
+import time
+from typing import Any, NamedTuple
+
+from roofline.calc import formulas as f
+from roofline.calc.checks import count
+from roofline.calc.estimate import plain
+from roofline.calc.knobs import OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
+from roofline.calc.prepare import Prepared, prepare
+from roofline.calc.replica import POLICIES, Replica, Scheduler, vllm_defaults
+from roofline.calc.stepmodel import StepModel
+from roofline.calc.workload import MAX_REQUESTS, Request, closed_loop, lengths, open_loop
+from roofline.errors import UsageError
+
+SCHEMA_VERSION = 1
+QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
+METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s")
+CAPACITY_REQUESTS = 400  # at least, in the closed loop that measures the capacity (4 per client)
+
+
+class Simulation(NamedTuple):
+    """The result of `simulate`; `to_dict()` is the stable JSON of `roofline simulate --json`."""
+
+    inputs: dict[str, Any]
+    ttft_s: dict[str, float]
+    tpot_s: dict[str, float]
+    itl_s: dict[str, float]
+    e2e_s: dict[str, float]
+    queue_s: dict[str, float]
+    output_tokens_per_s: float
+    requests_per_s: float
+    goodput_requests_per_s: float
+    slo_attainment: float | None  # share of requests meeting every SLO (None without one)
+    slo_met: dict[str, bool] | None  # each SLO at its percentile
+    saturated: bool
+    max_stable_rate_per_s: float | None
+    preemptions: int
+    batch: dict[str, float]  # running requests: time-weighted mean, max
+    kv_utilization: dict[str, float]  # share of the KV blocks held: time-weighted mean, max
+    requests: int  # measured (warm-up left out)
+    steps: int
+    simulated_s: float
+    wall_s: float
+    notes: list[str]
+    per_request: list[dict[str, float]]  # every request's times (for --per-request)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        out = plain(self._asdict())
+        out.pop("per_request")
+        return out
+
+    def csv_rows(self) -> list[dict[str, Any]]:
+        return [self.to_dict()]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    """mean, p50, p90, p95, p99 and max of `values` (all null when there are none)."""
+    if not values:
+        return {"mean": None, **{k: None for k, _ in QUANTILES}, "max": None}
+    ordered = sorted(values)
+    return {
+        "mean": sum(ordered) / len(ordered),
+        **{k: f.percentile(ordered, q) for k, q in QUANTILES},
+        "max": ordered[-1],
+    }
+
+
+def weighted_summary(pairs: list[tuple[float, float]]) -> dict[str, float]:
+    if not pairs:
+        return summary([])
+    total = sum(w for _, w in pairs)
+    return {
+        "mean": sum(v * w for v, w in pairs) / total,
+        **{k: f.weighted_percentile(pairs, q) for k, q in QUANTILES},
+        "max": max(v for v, _ in pairs),
+    }
+
+
+def replica_setup(p: Prepared) -> tuple[StepModel, int, list[str]]:
+    """The step model (an engine preset's efficiencies and step cost when one is asked for) and the KV budget in
+    tokens of one replica, with what was assumed."""
+    notes = []
+    setup, overhead = p, 0.0
+    if p.preset is not None and p.preset_setup is not None:
+        setup, overhead = p.preset_setup, p.preset.step_overhead_s
+        notes.append(
+            f"engine {p.preset.name}: the preset's efficiencies, memory fraction and +{overhead * 1e3:.2g} ms a step"
+        )
+    shape, k = setup.shape, setup.knobs
+    budget = k.memory_fraction * setup.hardware.memory_capacity - shape.weights
+    if setup.draft is not None:
+        budget -= setup.draft.weights
+    per_token = shape.kv_per_token * shape.kv_share / k.pp  # a windowed layer's cache is counted whole: conservative
+    if budget <= 0:
+        raise UsageError(
+            f"the weights ({shape.weights / 1e9:.3g} GB per device) leave no KV budget in "
+            f"{k.memory_fraction:g} x memory",
+            "memory_fraction",
+        )
+    return StepModel(setup, overhead), int(budget / per_token) * shape.dp, notes
+
+
+def run_simulation(
+    p: Prepared,
+    requests: list[Request],
+    *,
+    concurrency: int | None = None,
+    warmup: int = 0,
+    scheduler: Scheduler | None = None,
+    ttft_slo: float | None = None,
+    tpot_slo: float | None = None,
+    slo_percentile: float = 0.99,
+    capacity: bool = True,
+    inputs: dict | None = None,
+) -> Simulation:
+    """Simulate `requests` on one replica of the prepared setup `p` (see the module docstring)."""
+    started = time.perf_counter()
+    count(len(requests), "requests", 1, MAX_REQUESTS, "a number of requests")
+    count(warmup, "warmup", 0, len(requests) - 1, "a number of warm-up requests")
+    if concurrency is not None:
+        count(concurrency, "concurrency", 1, MAX_REQUESTS, "a number of clients")
+    sched = scheduler or Scheduler("vllm", *vllm_defaults(p.hardware), 16)
+    check_scheduler(sched)
+    if p.knobs.pp > 1 or p.knobs.disagg or p.draft is not None:
+        raise UsageError(
+            "simulate models one colocated replica without pipeline stages, pools or drafting (estimate prices those)",
+            "pp" if p.knobs.pp > 1 else "disagg" if p.knobs.disagg else "draft",
+        )
+    model, kv_tokens, notes = replica_setup(p)
+    limit = p.model.max_context
+    for r in requests:
+        if limit is not None and r.prompt_tokens + r.output_tokens > limit:
+            raise UsageError(
+                f"a request of {r.prompt_tokens} + {r.output_tokens} tokens exceeds {p.model.id}'s context "
+                ""
+                f"of {limit:,}",
+                "requests",
+            )
+    result = Replica(model, requests, sched, kv_tokens, concurrency).run()
+    measured = range(warmup, len(requests))
+    ttft = [result.first[i] - result.arrival[i] for i in measured]
+    tpot = [
+        (result.finish[i] - result.first[i]) / (requests[i].output_tokens - 1)
+        for i in measured
+        if requests[i].output_tokens > 1
+    ]
+    e2e = [result.finish[i] - result.arrival[i] for i in measured]
+    queue = [result.admitted[i] - result.arrival[i] for i in measured]
+    rate, tokens_per_s = _throughput(result, requests, measured, concurrency)
+    good, attainment, met = _slos(ttft, tpot, requests, measured, ttft_slo, tpot_slo, slo_percentile)
+    offered = _offered(requests, concurrency)
+    stable = _capacity(model, requests, sched, kv_tokens) if capacity and concurrency is None else None
+    saturated = bool(offered and stable and offered >= 0.98 * stable) or _growing([queue[k] for k in range(len(queue))])
+    if saturated:
+        notes.append(
+            "saturated: requests arrive faster than the replica serves them, so the queue (and every latency) "
+            "grows with the run's length"
+        )
+    per_request = [
+        {
+            "request": i,
+            "prompt_tokens": requests[i].prompt_tokens,
+            "output_tokens": requests[i].output_tokens,
+            "arrival_s": result.arrival[i],
+            "admitted_s": result.admitted[i],
+            "first_token_s": result.first[i],
+            "finish_s": result.finish[i],
+        }
+        for i in range(len(requests))
+    ]
+    end = result.end_s or 1e-300
+    return Simulation(
+        inputs=inputs or {},
+        ttft_s=summary(ttft),
+        tpot_s=summary(tpot),
+        itl_s=weighted_summary(result.itl),
+        e2e_s=summary(e2e),
+        queue_s=summary(queue),
+        output_tokens_per_s=tokens_per_s,
+        requests_per_s=rate,
+        goodput_requests_per_s=rate * (good / len(measured)),
+        slo_attainment=attainment,
+        slo_met=met,
+        saturated=saturated,
+        max_stable_rate_per_s=stable,
+        preemptions=result.preemptions,
+        batch={"mean": result.batch_time / end, "max": result.batch_max},
+        kv_utilization={"mean": result.kv_time / end, "max": result.kv_max},
+        requests=len(measured),
+        steps=result.steps,
+        simulated_s=result.end_s,
+        wall_s=time.perf_counter() - started,
+        notes=[*p.notes, *notes],
+        per_request=per_request,
+    )
+
+
+def check_scheduler(s: Scheduler) -> None:
+    if s.policy not in POLICIES:
+        raise UsageError(f"expected one of {', '.join(POLICIES)}, got {s.policy!r}", "scheduler")
+    count(s.max_num_seqs, "max_num_seqs")
+    count(s.max_num_batched_tokens, "max_num_batched_tokens")
+    count(s.block_size, "block_size", 1, 1024)
+    if s.max_num_seqs > s.max_num_batched_tokens:
+        raise UsageError(
+            f"max_num_seqs ({s.max_num_seqs}) above max_num_batched_tokens ({s.max_num_batched_tokens}): "
+            "every running request needs a token of the step's budget",
+            "max_num_seqs",
+        )
+
+
+def _throughput(result, requests: list[Request], measured: range, concurrency: int | None) -> tuple[float, float]:
+    """(requests/s, output tokens/s) produced while the load lasts, from the first measured arrival to the last
+    arrival (a closed loop: to the last finish): each request's tokens counted for the share of its decoding
+    (first token to finish) inside that window, so a short run's drain is not read as lost throughput."""
+    start = min(result.arrival[i] for i in measured)
+    end = max(result.arrival) if concurrency is None else max(result.finish)
+    if end <= start:  # one request, or all at once: the whole run
+        end = max(result.finish[i] for i in measured)
+    served = tokens = 0.0
+    for i in range(len(requests)):  # the warm-up's tokens inside the window are made in it too
+        a, b = result.first[i], result.finish[i]
+        share = (max(0.0, min(b, end) - max(a, start)) / (b - a)) if b > a else float(start <= b <= end)
+        served += share
+        tokens += share * requests[i].output_tokens
+    span = end - start
+    return (served / span, tokens / span) if span > 0 else (math.inf, math.inf)
+
+
+def _growing(queue: list[float]) -> bool:
+    """A queue that keeps growing: the last quarter's mean wait over 4x the first quarter's, and over a second."""
+    q = len(queue) // 4
+    if q < 10:
+        return False
+    first, last = sum(queue[:q]) / q, sum(queue[-q:]) / q
+    return last > 1.0 and last > 4 * first
+
+
+def _offered(requests: list[Request], concurrency: int | None) -> float | None:
+    """The open loop's arrival rate (requests over the span of arrivals); None for a closed loop."""
+    if concurrency is not None or len(requests) < 2:
+        return None
+    times = sorted(r.arrival_s for r in requests)
+    return (len(times) - 1) / (times[-1] - times[0]) if times[-1] > times[0] else math.inf
+
+
+def _capacity(model: StepModel, requests: list[Request], sched: Scheduler, kv_tokens: int) -> float:
+    """Completions per second of a closed loop that keeps the replica full (max_num_seqs clients, the requests'
+    lengths), counted between its 25th and 75th percentile finishes: the steady state, not the ramp or the tail."""
+    clients = sched.max_num_seqs
+    size = max(CAPACITY_REQUESTS, 4 * clients)
+    sample = [Request(None, r.prompt_tokens, r.output_tokens) for r in requests[:size]]
+    while len(sample) < size:
+        sample += sample[: size - len(sample)]
+    finishes = sorted(Replica(model, sample, sched, kv_tokens, clients).run().finish)
+    low, high = len(finishes) // 4, 3 * len(finishes) // 4
+    return (high - low) / (finishes[high] - finishes[low])
+
+
+def _slos(ttft, tpot, requests, measured, ttft_slo, tpot_slo, q):
+    if ttft_slo is None and tpot_slo is None:
+        return len(list(measured)), None, None
+    good = 0
+    index = {i: k for k, i in enumerate(measured)}
+    tpot_of = {
+        i: (None if requests[i].output_tokens == 1 else v)
+        for i, v in zip([i for i in measured if requests[i].output_tokens > 1], tpot)
+    }
+    for i in measured:
+        ok = (ttft_slo is None or ttft[index[i]] <= ttft_slo) and (
+            tpot_slo is None or tpot_of.get(i) is None or tpot_of[i] <= tpot_slo
+        )
+        good += ok
+    met = {}
+    if ttft_slo is not None:
+        met["ttft_s"] = f.percentile(ttft, q) <= ttft_slo
+    if tpot_slo is not None and tpot:
+        met["tpot_s"] = f.percentile(tpot, q) <= tpot_slo
+    return good, good / len(list(measured)), met
+
+
+def simulate(
+    model,
+    hardware,
+    *,
+    rate: float | None = None,
+    arrival: str = "poisson",
+    cv: float = 1.0,
+    concurrency: int | None = None,
+    requests: int = 1000,
+    warmup: int | None = None,
+    seed: int = 0,
+    prompt_tokens: int = PROMPT_TOKENS,
+    output_tokens: int = OUTPUT_TOKENS,
+    prompt_dist: str | None = None,
+    output_dist: str | None = None,
+    trace: list[Request] | None = None,
+    scheduler: Scheduler | None = None,
+    ttft_slo: float | None = None,
+    tpot_slo: float | None = None,
+    slo_percentile: float = 0.99,
+    knobs: Knobs | None = None,
+    **overrides: Any,
+) -> Simulation:
+    """Serve a workload on one replica of `model` on `hardware` (estimate's knobs) and report its latency
+    percentiles: `rate` requests/s by `arrival` (poisson, gamma with `cv`, constant) or `concurrency` clients in a
+    closed loop, `requests` of them (the first `warmup`, default a tenth, left out), lengths around the given means
+    by `prompt_dist` / `output_dist` (fixed, exponential, uniform, lognormal:CV), or a `trace` of requests."""
+    p = prepare(model, hardware, knobs, **overrides)
+    chosen = workload(
+        rate, arrival, cv, concurrency, requests, seed, prompt_tokens, output_tokens, prompt_dist, output_dist, trace
+    )
+    warm = len(chosen) // 10 if warmup is None else warmup
+    inputs = {
+        **plain(p.inputs._asdict()),
+        "model": model.id,
+        "hardware": hardware.id,
+        "rate_per_s": rate,
+        "arrival": arrival if rate else None,
+        "cv": cv if rate and arrival == "gamma" else None,
+        "concurrency": concurrency,
+        "requests": len(chosen),
+        "warmup": warm,
+        "seed": seed,
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
+        "prompt_dist": prompt_dist or "fixed",
+        "output_dist": output_dist or "fixed",
+        "trace": trace is not None,
+        "ttft_slo_s": ttft_slo,
+        "tpot_slo_s": tpot_slo,
+        "slo_percentile": slo_percentile,
+    }
+    inputs.pop("batch")
+    sched = scheduler or Scheduler("vllm", *vllm_defaults(hardware), 16)
+    inputs["scheduler"] = sched._asdict()
+    return run_simulation(
+        p,
+        chosen,
+        concurrency=concurrency,
+        warmup=warm,
+        scheduler=sched,
+        ttft_slo=ttft_slo,
+        tpot_slo=tpot_slo,
+        slo_percentile=slo_percentile,
+        inputs=inputs,
+    )
+
+
+def workload(
+    rate, arrival, cv, concurrency, requests, seed, prompt_tokens, output_tokens, prompt_dist, output_dist, trace
+) -> list[Request]:
+    """The requests: a trace as given (its arrival times, or a closed loop), else drawn at a rate or for clients."""
+    if trace is not None:
+        if rate is not None:
+            raise UsageError("a trace carries its own arrivals or runs closed-loop: no rate with it", "rate")
+        if concurrency is None and any(r.arrival_s is None for r in trace):
+            raise UsageError(
+                "this trace has no arrival times: give a concurrency to replay it closed-loop", "concurrency"
+            )
+        return [r._replace(arrival_s=None) for r in trace] if concurrency is not None else list(trace)
+    if (rate is None) == (concurrency is None):
+        raise UsageError("give one workload: a rate (requests per second) or a concurrency (clients)", "rate")
+    count(requests, "requests", 1, MAX_REQUESTS, "a number of requests")
+    count(prompt_tokens, "prompt_tokens")
+    count(output_tokens, "output_tokens")
+    prompt = lengths(prompt_dist, prompt_tokens, "prompt_dist")
+    output = lengths(output_dist, output_tokens, "output_dist")
+    if rate is not None:
+        return open_loop(rate, arrival, cv, requests, prompt, output, seed)
+    return closed_loop(requests, prompt, output, seed)
+
+
+class RateSweep(NamedTuple):
+    """`simulate` at several rates: the latency-throughput curve (`to_dict()` is `--json`)."""
+
+    inputs: dict[str, Any]
+    points: list[Simulation]
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "inputs": self.inputs,
+            "points": [p.to_dict() for p in self.points],
+        }
+
+    def csv_rows(self) -> list[dict[str, Any]]:
+        return [p.to_dict() for p in self.points]
+
+
+def rate_sweep(model, hardware, rates: list[float], **options: Any) -> RateSweep:
+    """`simulate` at each rate, the same seed and lengths for all: the knee chart's points."""
+    points = [simulate(model, hardware, rate=r, **options) for r in rates]
+    inputs = {k: v for k, v in points[0].inputs.items() if k != "rate_per_s"}
+    return RateSweep({**inputs, "rates_per_s": list(rates)}, points)

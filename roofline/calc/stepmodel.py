@@ -1,0 +1,79 @@
+"""The cost of one engine step that mixes decode tokens at their own contexts with prefill chunks at their offsets:
+the same per-step work as estimate (roofline.calc.shape), from aggregates so the simulator prices a step in O(1).
+
+A step runs T tokens: n decodes (each attending over its cached context c + 1 and reading its KV) and prefill
+chunks covering prompt positions s+1..e (attending causally over everything before them, reading the KV of the s
+earlier tokens). Weights are read once for all T tokens (the experts they touch, for MoE); the lm_head runs for the
+decodes and the chunks that end a prompt. Time = max(FLOPs / F, bytes / W) + the step's collectives + an engine's
+fixed cost per step (a preset's step_overhead_s). Per device; attention groups (ep > tp) split the sequences evenly.
+"""
+
+from typing import Any, NamedTuple
+
+from roofline.calc import formulas as f
+from roofline.calc.shape import windowed_pairs
+
+
+class Decodes(NamedTuple):
+    """The running decodes of a step as sums over them: count, Σ keys(c) over layers, Σ KV bytes they read."""
+
+    n: int
+    keys: float  # Σ over sequences of the keys a token attends over, summed over layers
+    kv_read: float  # Σ over sequences of the cached KV bytes read (whole model)
+
+
+class StepModel:
+    """Prices steps of one prepared setup (roofline.calc.prepare.Prepared), with an engine's fixed cost per step."""
+
+    def __init__(self, p: Any, overhead_s: float = 0.0):
+        s = self.shape = p.shape
+        self.F, self.W, self.link, self.latency, self.ep_link = p.F, p.W, p.link, p.latency, p.ep_link
+        self.overhead = overhead_s
+        self.head = f.matmul_flops(s.head, 1) / s.tp  # one token's logits
+        self.key_decode, self.key_prefill = s.key_flops_decode / s.tp / s.dp, s.key_flops_prefill / s.tp / s.dp
+        self.kv_scale = s.kv_share / s.dp
+        self.kv_token = s.kv_per_token
+        att = s.attention
+        self.full, self.sliding, self.window = att.full_layers, att.sliding_layers, att.window
+        self.kv_full, self.kv_slide = att.kv_layer_bytes * att.full_layers, att.kv_layer_bytes * att.sliding_layers
+
+    def work(self, d: Decodes, chunks: list[tuple[int, int, bool]]) -> tuple[float, float, int]:
+        """(FLOPs, bytes, tokens) of a step: the decodes `d` and `chunks` of (start, end, ends the prompt)."""
+        s = self.shape
+        tokens = d.n + sum(e - b for b, e, _ in chunks)
+        logits = d.n + sum(1 for _, _, last in chunks if last)
+        flops = s.matmul_flops(tokens, 1, s.matmul - s.head) + self.head * logits + self.key_decode * d.keys
+        kv = d.kv_read + d.n * self.kv_token
+        for b, e, _ in chunks:
+            pairs = self.full * (e * (e + 1) / 2 - b * (b + 1) / 2)
+            if self.sliding:
+                pairs += self.sliding * (windowed_pairs(e, self.window) - windowed_pairs(b, self.window))
+            flops += self.key_prefill * pairs
+            kv += s.kv_cached(e)  # the earlier tokens' KV read, the chunk's written
+        return flops, s.streamed(tokens) + self.kv_scale * kv, tokens
+
+    def seconds(self, d: Decodes, chunks: list[tuple[int, int, bool]]) -> float:
+        flops, nbytes, tokens = self.work(d, chunks)
+        return max(flops / self.F, nbytes / self.W) + self.comm(tokens) + self.overhead
+
+    def comm(self, tokens: int) -> float:
+        return self.shape.comm_seconds(tokens, self.link, self.latency, self.ep_link)
+
+    def decode_run(
+        self, n: int, keys: float, kv_read: float, keys_slope: float, kv_slope: float, m: int
+    ) -> tuple[float, float, float]:
+        """(total seconds, first step, last step) of m decode-only steps of n sequences whose Σ keys and Σ KV read
+        grow by `keys_slope` and `kv_slope` a step: both roofs are linear in the step, so the sum is exact."""
+        s = self.shape
+        c = self.comm(n) + self.overhead
+        a0 = (s.matmul_flops(n, 1) + self.key_decode * keys) / self.F
+        a1 = self.key_decode * keys_slope / self.F
+        b0 = (s.streamed(n) + self.kv_scale * (kv_read + n * self.kv_token)) / self.W
+        b1 = self.kv_scale * kv_slope / self.W
+        total = m * (f.mean_of_max_linear(a0, a1, b0, b1, m) + c)
+        last = m - 1
+        return total, max(a0, b0) + c, max(a0 + a1 * last, b0 + b1 * last) + c
+
+    def keys_of(self, c: int) -> float:
+        """Keys one decode token attends over with c cached tokens, summed over layers (attention.keys)."""
+        return self.shape.keys(c)

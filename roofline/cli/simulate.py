@@ -1,0 +1,264 @@
+"""`simulate`: continuous batching under a workload, its latency percentiles and capacity."""
+
+from typing import Annotated
+
+import typer
+
+from roofline.calc.knobs import OUTPUT_TOKENS, PROMPT_TOKENS
+from roofline.cli.common import (
+    BandwidthEfficiency,
+    Bits,
+    ComputeDtype,
+    ComputeEfficiency,
+    Csv,
+    D,
+    Engine,
+    Ep,
+    HardwareRef,
+    Json,
+    KvDtype,
+    MemoryFraction,
+    ModelRef,
+    Quant,
+    Quiet,
+    Tp,
+    TpotSlo,
+    TtftSlo,
+    WeightDtype,
+    duration,
+    emit,
+    err,
+    handled,
+    knobs_from,
+    specs,
+    text_value,
+)
+from roofline.errors import UsageError
+
+app = typer.Typer()
+
+
+@app.command()
+@handled
+def simulate(
+    model: ModelRef = None,
+    hardware: HardwareRef = None,
+    rate: Annotated[
+        str | None,
+        typer.Option(
+            "--rate",
+            help="Arrival rate with its unit (10/s, 600/min), or a sweep "
+            "start:stop:step/s (1:20:1/s). [default: none: give this, --concurrency or --trace]",
+        ),
+    ] = None,
+    arrival: Annotated[
+        str, typer.Option("--arrival", help="Arrival process with --rate: poisson, gamma (with --cv) or constant.")
+    ] = "poisson",
+    cv: Annotated[
+        float,
+        typer.Option(
+            "--cv", help="Coefficient of variation of the gamma arrivals' gaps (1: Poisson; above 1: bursty)."
+        ),
+    ] = 1.0,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            help="Closed loop: clients each sending its next request when the last finishes. [default: none]",
+        ),
+    ] = None,
+    requests: Annotated[int, typer.Option("--requests", min=1, help="Requests to simulate.")] = 1000,
+    warmup: Annotated[
+        int | None, typer.Option("--warmup", min=0, help="Requests left out of the statistics. [default: a tenth]")
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the arrivals and lengths (the same seed, the same numbers).")
+    ] = 0,
+    prompt_tokens: Annotated[
+        int, typer.Option("--prompt", min=1, help="Mean prompt tokens per request.")
+    ] = PROMPT_TOKENS,
+    output_tokens: Annotated[
+        int, typer.Option("--output", min=1, help="Mean output tokens per request.")
+    ] = OUTPUT_TOKENS,
+    prompt_dist: Annotated[
+        str | None,
+        typer.Option("--prompt-dist", help="fixed, exponential, uniform or lognormal:CV. [default: fixed]"),
+    ] = None,
+    output_dist: Annotated[
+        str | None,
+        typer.Option("--output-dist", help="fixed, exponential, uniform or lognormal:CV. [default: fixed]"),
+    ] = None,
+    trace: Annotated[
+        str | None,
+        typer.Option(
+            "--trace",
+            help="JSON Lines or CSV of requests (prompt and output "
+            "lengths, optional arrival times; Azure trace columns too). [default: none]",
+        ),
+    ] = None,
+    scheduler: Annotated[
+        str,
+        typer.Option(
+            "--scheduler", help="vllm (V1 continuous batching, chunked prefill) or static (a batch runs to its end)."
+        ),
+    ] = "vllm",
+    max_num_seqs: Annotated[
+        int | None,
+        typer.Option(
+            "--max-num-seqs",
+            min=1,
+            help="Running requests at most. [default: vLLM V1's, 1024 on 70 GiB+ devices, else 256]",
+        ),
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-num-batched-tokens",
+            min=1,
+            help="Tokens a step at most. [default: vLLM V1's, 8192 on 70 GiB+ devices, else 2048]",
+        ),
+    ] = None,
+    block_size: Annotated[int, typer.Option("--block-size", min=1, help="KV cache block, tokens.")] = 16,
+    ttft_slo: TtftSlo = None,
+    tpot_slo: TpotSlo = None,
+    slo_percentile: Annotated[
+        str, typer.Option("--slo-percentile", help="The percentile the SLOs apply to, e.g. p99 or p95.")
+    ] = "p99",
+    per_request: Annotated[
+        str | None,
+        typer.Option("--per-request", help="Write every request's times to this CSV file. [default: none]"),
+    ] = None,
+    plot_path: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            help="With a rate sweep: draw the latency-throughput "
+            "knee chart, .png or .svg (needs matplotlib). [default: none]",
+        ),
+    ] = None,
+    weight_dtype: WeightDtype = D.weight_dtype,
+    kv_dtype: KvDtype = D.kv_dtype,
+    compute_dtype: ComputeDtype = D.compute_dtype,
+    bits_per_weight: Bits = D.bits_per_weight,
+    quant: Quant = D.quant,
+    memory_fraction: MemoryFraction = D.memory_fraction,
+    compute_efficiency: ComputeEfficiency = D.compute_efficiency,
+    bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
+    tp: Tp = D.tp,
+    ep: Ep = D.ep,
+    engine: Engine = D.engine,
+    json: Json = False,
+    csv: Csv = False,
+    quiet: Quiet = False,
+) -> None:
+    """Simulate serving under load: continuous batching of random arrivals (or a closed loop, or a trace), with
+    TTFT, TPOT, ITL, E2E and queueing percentiles, goodput under SLOs and the replica's capacity.
+
+    \b
+    Examples:
+      roofline simulate -m llama-3.1-8b -H h100-sxm --rate 50/s --prompt 220 --output 200 --prompt-dist lognormal:1
+      roofline simulate -m llama-3.1-70b -H h200 --tp 2 --concurrency 64 --ttft-slo 2s --tpot-slo 50ms --json
+      roofline simulate -m llama-3.1-8b --rate 10:150:20/s --output-dist exponential --plot knee.png
+    """
+    from roofline.calc import simulate as sim
+    from roofline.calc.replica import Scheduler, vllm_defaults
+    from roofline.calc.workload import Request
+
+    m, h = specs(model, hardware, quiet)
+    rates = _rates(rate)
+    seqs, tokens = vllm_defaults(h)
+    sched = Scheduler(
+        text_value(scheduler, "--scheduler"), max_num_seqs or seqs, max_num_batched_tokens or tokens, block_size
+    )
+    loaded = None
+    if trace is not None:
+        from roofline.specs.trace import load_trace
+
+        loaded = [Request(*row) for row in load_trace(text_value(trace, "--trace"))]
+    options = dict(
+        arrival=text_value(arrival, "--arrival"),
+        cv=cv,
+        concurrency=concurrency,
+        requests=requests,
+        warmup=warmup,
+        seed=seed,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        prompt_dist=prompt_dist,
+        output_dist=output_dist,
+        trace=loaded,
+        scheduler=sched,
+        ttft_slo=duration(ttft_slo, "--ttft-slo", "s"),
+        tpot_slo=duration(tpot_slo, "--tpot-slo"),
+        slo_percentile=_percentile(slo_percentile),
+        knobs=knobs_from(locals()),
+    )
+    if plot_path is not None:
+        from roofline.render import plot as plots
+
+        if rates is None or len(rates) < 2:
+            raise UsageError("--plot: draws the knee chart of a rate sweep: give --rate start:stop:step/s")
+        plots.check_path(plot_path, "--plot")
+        plots.pyplot("roofline simulate --plot")
+    if rates is not None and len(rates) > 1:
+        if per_request is not None:
+            raise UsageError("--per-request: one run's requests: give one rate")
+        result = sim.rate_sweep(m, h, rates, **options)
+        emit(result, json, csv)
+        if plot_path is not None:
+            plots.draw_knee(plots.knee_data(result), plot_path)
+            if not quiet:
+                err(f"roofline: wrote {plot_path}")
+        return
+    result = sim.simulate(m, h, rate=rates[0] if rates else None, **options)
+    if result.saturated:
+        err("roofline: warning: saturated: requests arrive faster than this replica serves them")
+    if per_request is not None:
+        _write_requests(result, text_value(per_request, "--per-request"))
+        if not quiet:
+            err(f"roofline: wrote {per_request}")
+    emit(result, json, csv)
+
+
+def _rates(text: str | None) -> list[float] | None:
+    """'10/s' -> [10.0]; '1:20:1/s' (start:stop:step, the unit at the end, or on each) -> [1, 2, ..., 20]."""
+    from roofline.cli.common import rate
+
+    if text is None:
+        return None
+    if ":" not in text:
+        return [rate(text, "--rate")]
+    parts = text.split(":")
+    unit = next((u for u in ("/s", "/min", "/h") if parts[-1].strip().endswith(u)), None)
+    if len(parts) != 3 or unit is None:
+        raise UsageError(f"--rate: a sweep is start:stop:step with its unit, such as 1:20:1/s, got {text!r}")
+    start, stop, step = (rate(p if p.strip().endswith(unit) else p + unit, "--rate") for p in parts)
+    if stop < start or (stop - start) / step > 200:
+        raise UsageError(f"--rate: expected start <= stop and at most 200 rates, got {text!r}")
+    return [start + k * step for k in range(int((stop - start) / step + 1e-9) + 1)]
+
+
+def _percentile(text: str) -> float:
+    value = text.strip().lower().removeprefix("p")
+    try:
+        q = float(value) / 100
+    except ValueError:
+        q = -1.0
+    if not 0.5 <= q <= 1:
+        raise UsageError(f"--slo-percentile: expected a percentile from p50 to p100 such as p99, got {text!r}")
+    return q
+
+
+def _write_requests(result, path: str) -> None:
+    import csv as csvlib
+    import io
+
+    from roofline.files import atomic_write
+
+    buffer = io.StringIO()
+    writer = csvlib.DictWriter(buffer, fieldnames=list(result.per_request[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(result.per_request)
+    with atomic_write(path, "--per-request") as f:
+        f.write(buffer.getvalue())

@@ -1,0 +1,96 @@
+"""`simulate` results -> tables: the percentile table of one run, the curve of a rate sweep."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roofline.render.grid import Grid
+from roofline.units import number, si
+
+ROWS = (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("E2E", "e2e_s"), ("queue", "queue_s"))
+COLUMNS = ("mean", "p50", "p90", "p95", "p99", "max")
+
+
+def simulation_table(s: Any):
+    """The percentiles of each latency, then throughput, goodput, saturation and occupancy."""
+    from rich.console import Group
+    from rich.text import Text
+
+    i = s.inputs
+    load = (
+        f"{number(i['rate_per_s'])} requests/s ({i['arrival']})"
+        if i.get("rate_per_s")
+        else (f"{i['concurrency']} clients (closed loop)" if i.get("concurrency") else "a trace")
+    )
+    sched = i.get("scheduler") or {}
+    head = Text.assemble(
+        (f"{i['model']} on {i['hardware']}", "bold"),
+        f" · {load} · {s.requests} requests measured ({i.get('warmup', 0)} warm-up) · prompt "
+        f"{i['prompt_tokens']} ({i['prompt_dist']}), output {i['output_tokens']} ({i['output_dist']}) "
+        "· "
+        f"{sched.get('policy', 'vllm')} scheduler, max_num_seqs {sched.get('max_num_seqs')}, "
+        f"max_num_batched_tokens {sched.get('max_num_batched_tokens')}",
+    )
+    rows = [[name, *(si(getattr(s, key)[c], "s") for c in COLUMNS)] for name, key in ROWS]
+    lines = [head, Text(""), Grid(["", *COLUMNS], rows, left=1, drop=("p90", "p95", "mean")), Text("")]
+    slo = ""
+    if s.slo_attainment is not None:
+        met = ", ".join(f"{k[:-2].upper()} {'met' if v else 'MISSED'}" for k, v in (s.slo_met or {}).items())
+        slo = (
+            f" · goodput {number(s.goodput_requests_per_s)} requests/s ({s.slo_attainment:.1%} meet every SLO; "
+            f"p{round(i['slo_percentile'] * 100)}: {met})"
+        )
+    lines.append(Text(f"{number(s.output_tokens_per_s)} output tokens/s, {number(s.requests_per_s)} requests/s{slo}"))
+    capacity = f"capacity {number(s.max_stable_rate_per_s)} requests/s" if s.max_stable_rate_per_s else "closed loop"
+    verdict = "SATURATED: arrivals outpace the replica" if s.saturated else "stable"
+    lines.append(
+        Text(
+            f"{verdict} · {capacity} · running batch mean {number(s.batch['mean'])}, max {s.batch['max']} · "
+            "KV "
+            f"used mean {s.kv_utilization['mean']:.0%}, max {s.kv_utilization['max']:.0%} · {s.preemptions} "
+            f"preemption(s) · {s.steps:,} steps, {si(s.simulated_s, 's')} simulated in {si(s.wall_s, 's')}"
+        )
+    )
+    lines += [Text(f"note: {n}") for n in s.notes]
+    return Group(*lines)
+
+
+def rate_sweep_table(r: Any):
+    """One row per rate: the latency percentiles users act on, throughput and the verdict."""
+    from rich.console import Group
+    from rich.text import Text
+
+    i = r.inputs
+    rows = [
+        [
+            number(p.inputs["rate_per_s"]),
+            si(p.ttft_s["p50"], "s"),
+            si(p.ttft_s["p99"], "s"),
+            si(p.tpot_s["p50"], "s"),
+            si(p.tpot_s["p99"], "s"),
+            si(p.itl_s["p99"], "s"),
+            si(p.e2e_s["p99"], "s"),
+            number(p.output_tokens_per_s),
+            number(p.batch["mean"]),
+            "yes" if p.saturated else "no",
+        ]
+        for p in r.points
+    ]
+    columns = [
+        "rate/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "ITL p99",
+        "E2E p99",
+        "output tok/s",
+        "batch",
+        "saturated",
+    ]
+    capacity = r.points[0].max_stable_rate_per_s
+    head = Text(
+        f"{i['model']} on {i['hardware']} · prompt {i['prompt_tokens']} ({i['prompt_dist']}), output "
+        f"{i['output_tokens']} ({i['output_dist']}) · capacity {number(capacity)} requests/s"
+    )
+    return Group(head, Text(""), Grid(columns, rows, left=0, drop=("E2E p99", "ITL p99", "batch", "TTFT p50")))

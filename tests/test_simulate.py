@@ -1,0 +1,215 @@
+"""`simulate`: continuous batching under load, checked against queueing theory and estimate by hand.
+
+Llama-3.1-8B on one H100 (hand figures as in test_audit.py): 7,504,658,432 matmul params (lm_head 525,336,576 of
+them), 15,009,849,344 B streamed a step, 131,072 B of KV a token, 989.4 TFLOP/s, 3.35 TB/s.
+"""
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from roofline import estimate, load_hardware, load_model
+from roofline.calc.prepare import prepare
+from roofline.calc.replica import Scheduler
+from roofline.calc.simulate import run_simulation, simulate
+from roofline.calc.workload import Request, lengths, open_loop
+from roofline.cli import app
+
+M, H = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+runner = CliRunner()
+ONE_AT_A_TIME = Scheduler("vllm", 1, 8192, 16)
+
+
+def service_by_hand(P: int, O: int) -> float:
+    """One request alone: its prefill (compute-bound) + (O - 1) decode steps (memory-bound) at batch 1."""
+    prefill = (2 * (7_504_658_432 - 525_336_576) * P + 2 * 525_336_576 + 4 * 32 * 128 * 32 * P * (P + 1) / 2) / 989.4e12
+    mean_context = P + (O - 2) / 2  # decode steps j = 0..O-2 at cached context P + j, each reads c + 1 tokens' KV
+    tpot = (15_009_849_344 + 131_072 * (mean_context + 1)) / 3.35e12
+    return prefill + (O - 1) * tpot
+
+
+def test_one_request_at_a_time_queues_as_pollaczek_khinchine():
+    # max_num_seqs 1, fixed lengths, Poisson arrivals: an M/D/1 queue. Mean wait W = rho S / (2 (1 - rho))
+    # (Pollaczek-Khinchine); at rho = 0.5, W = S / 2.
+    S = service_by_hand(512, 128)
+    p = prepare(M, H)
+    reqs = open_loop(0.5 / S, "poisson", 1.0, 40_000, lengths(None, 512, "p"), lengths(None, 128, "o"), seed=1)
+    s = run_simulation(p, reqs, scheduler=ONE_AT_A_TIME, warmup=2000, capacity=False)
+    assert s.queue_s["mean"] == pytest.approx(S / 2, rel=0.05)
+    assert s.e2e_s["mean"] == pytest.approx(S + S / 2, rel=0.05)
+
+
+def test_exponential_service_approaches_mm1():
+    # Exponential output lengths make the service nearly exponential: the mean time in system tends to S / (1 - rho),
+    # the lesson's M/M/1 (twice S at rho = 0.5, ten times at 0.9).
+    S = service_by_hand(512, 128)
+    p = prepare(M, H)
+    reqs = open_loop(0.5 / S, "poisson", 1.0, 40_000, lengths(None, 512, "p"), lengths("exponential", 128, "o"), seed=2)
+    s = run_simulation(p, reqs, scheduler=ONE_AT_A_TIME, warmup=2000, capacity=False)
+    assert s.e2e_s["mean"] == pytest.approx(S / (1 - 0.5), rel=0.05)
+
+
+def test_a_vanishing_rate_gives_estimates_batch_1_figures():
+    # Constant arrivals 10 s apart, each request served alone in ~0.6 s: TTFT and TPOT are estimate's at batch 1.
+    e = estimate(M, H, batch=1, prompt_tokens=512, output_tokens=128)
+    reqs = open_loop(0.1, "constant", 1.0, 20, lengths(None, 512, "p"), lengths(None, 128, "o"), seed=0)
+    s = run_simulation(prepare(M, H), reqs, capacity=False)
+    assert s.ttft_s["max"] == pytest.approx(e.ttft_s, rel=1e-9) and s.tpot_s["max"] == pytest.approx(e.tpot_s, rel=1e-9)
+    assert s.e2e_s["mean"] == pytest.approx(service_by_hand(512, 128), rel=1e-9)
+    assert s.queue_s["max"] == 0
+
+
+@pytest.mark.parametrize("policy", ["vllm", "static"])
+def test_a_closed_loop_of_n_reaches_estimates_static_batch_throughput(policy):
+    # 4 clients, fixed lengths, prompts that fit one step's budget together: every round is estimate's batch of 4.
+    e = estimate(M, H, batch=4, prompt_tokens=1024, output_tokens=256)
+    sched = Scheduler(policy, 1024, 8192, 16)
+    s = simulate(M, H, concurrency=4, requests=200, warmup=0, prompt_tokens=1024, output_tokens=256, scheduler=sched)
+    assert s.output_tokens_per_s == pytest.approx(e.output_tokens_per_s, rel=1e-9)
+    assert s.ttft_s["mean"] == pytest.approx(e.ttft_s, rel=1e-9) and s.tpot_s["mean"] == pytest.approx(
+        e.tpot_s, rel=1e-9
+    )
+
+
+def test_continuous_batching_beats_static_when_lengths_vary():
+    # With exponential outputs a static batch waits for its longest request; continuous batching refills the slots.
+    common = dict(concurrency=32, requests=1000, prompt_tokens=256, output_tokens=256, output_dist="exponential")
+    continuous = simulate(M, H, **common)
+    static = simulate(M, H, scheduler=Scheduler("static", 1024, 8192, 16), **common)
+    assert continuous.output_tokens_per_s > 1.2 * static.output_tokens_per_s
+
+
+def test_twice_the_capacity_is_saturated_and_half_is_not():
+    common = dict(requests=3000, prompt_tokens=256, output_tokens=128, output_dist="exponential")
+    half = simulate(M, H, rate=1.0, **common)
+    capacity = half.max_stable_rate_per_s
+    assert not simulate(M, H, rate=capacity / 2, **common).saturated
+    over = simulate(M, H, rate=2 * capacity, **common)
+    assert over.saturated and over.queue_s["p99"] > 10 * half.queue_s["p99"]
+
+
+def test_the_same_seed_gives_the_same_numbers():
+    args = dict(rate=30.0, requests=500, prompt_dist="lognormal:1", output_dist="lognormal:1")
+    a, b = simulate(M, H, seed=7, **args).to_dict(), simulate(M, H, seed=7, **args).to_dict()
+    for d in (a, b):
+        d.pop("wall_s")
+    assert a == b
+    assert simulate(M, H, seed=8, **args).ttft_s != simulate(M, H, seed=7, **args).ttft_s
+
+
+def test_a_long_prompt_stalls_everyones_decode():
+    # One 30,000-token prompt arrives among short requests: its chunks ride in the decode steps, so the largest ITL
+    # is several times the median (the open problem the lesson names).
+    reqs = [Request(0.05 * k, 200, 200) for k in range(200)]
+    reqs[100] = Request(5.0, 30_000, 16)
+    s = run_simulation(prepare(M, H), reqs, capacity=False)
+    assert s.itl_s["max"] > 5 * s.itl_s["p50"]
+
+
+def test_kv_pressure_preempts_and_recomputes():
+    # A tiny memory fraction leaves room for a few long requests only: V1 preempts the newest and recomputes it.
+    s = simulate(M, H, concurrency=64, requests=128, prompt_tokens=2000, output_tokens=500, memory_fraction=0.25)
+    assert s.preemptions > 0 and s.kv_utilization["max"] <= 1.0 and s.requests == 128 - 12
+
+
+def test_json_contract():
+    r = runner.invoke(app, ["simulate", "--rate", "20/s", "--requests", "200", "--json", "-q"])
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s"):
+        assert set(d[key]) == {"mean", "p50", "p90", "p95", "p99", "max"}
+    assert {
+        "output_tokens_per_s",
+        "requests_per_s",
+        "goodput_requests_per_s",
+        "slo_attainment",
+        "saturated",
+        "max_stable_rate_per_s",
+        "preemptions",
+        "batch",
+        "kv_utilization",
+        "requests",
+        "steps",
+        "wall_s",
+        "inputs",
+        "schema_version",
+    } <= set(d)
+    assert set(d["batch"]) == {"mean", "max"} and set(d["kv_utilization"]) == {"mean", "max"}
+
+
+def test_rate_sweep_and_per_request_file(tmp_path):
+    r = runner.invoke(app, ["simulate", "--rate", "10:30:10/s", "--requests", "200", "--json", "-q"])
+    points = json.loads(r.stdout)["points"]
+    assert [p["inputs"]["rate_per_s"] for p in points] == [10, 20, 30]
+    out = tmp_path / "requests.csv"
+    r = runner.invoke(app, ["simulate", "--rate", "10/s", "--requests", "50", "--per-request", str(out), "-q"])
+    assert r.exit_code == 0 and out.read_text().splitlines()[0].startswith(
+        "request,prompt_tokens,output_tokens,arrival_s"
+    )
+    assert len(out.read_text().splitlines()) == 51
+
+
+def test_an_azure_style_trace(tmp_path):
+    path = tmp_path / "azure.csv"
+    path.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n"
+        "2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:15:51.2000000,879,8\n"
+    )
+    r = runner.invoke(app, ["simulate", "--trace", str(path), "--json", "-q", "--warmup", "0"])
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["requests"] == 3 and d["e2e_s"]["max"] > 0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--rate", "0/s"], "--rate"),
+        (["--rate", "-3/s"], "--rate"),
+        (["--rate", "nan/s"], "--rate"),
+        (["--rate", "inf/s"], "--rate"),
+        (["--rate", "5/s", "--arrival", "gamma", "--cv", "0"], "--cv"),
+        (["--rate", "5/s", "--concurrency", "4"], "one workload"),
+        ([], "one workload"),
+        (["--rate", "5/s", "--prompt", "200000"], "exceeds llama-3.1-8b's context"),
+        (["--rate", "5/s", "--requests", "2000000"], "--requests"),
+        (["--rate", "5/s", "--prompt-dist", "lognormal:x"], "--prompt-dist"),
+        (["--rate", "5/s", "--max-num-seqs", "9000"], "--max-num-seqs"),
+        (["--rate", "5/s", "--slo-percentile", "p12"], "--slo-percentile"),
+    ],
+)
+def test_bad_input_is_one_line(args, message):
+    r = runner.invoke(app, ["simulate", "-q", *args])
+    assert r.exit_code == 2 and r.stdout == "" and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, (
+        r.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("", "no request"),
+        ('{"prompt_tokens": 10}\n', "no output length"),
+        ('{"prompt_tokens": -1, "output_tokens": 4}\n', "positive whole number"),
+        (
+            '{"prompt_tokens": 1, "output_tokens": 4, "arrival_s": 2}\n'
+            '{"prompt_tokens": 1, "output_tokens": 4, "arrival_s": 1}\n',
+            "expected arrivals in order",
+        ),
+    ],
+)
+def test_bad_traces_are_one_line(tmp_path, body, message):
+    path = tmp_path / "t.jsonl"
+    path.write_text(body)
+    r = runner.invoke(app, ["simulate", "-q", "--trace", str(path)])
+    assert r.exit_code == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_request_larger_than_the_kv_budget_is_refused_not_hung():
+    # 0.2 x 80 GiB - 16,060,522,496 B of weights = 1,119,345,574 B: 8,539 tokens of 131,072 B, within the context
+    p = prepare(M, H, memory_fraction=0.2)
+    with pytest.raises(Exception, match="does not fit the whole KV budget"):
+        run_simulation(p, [Request(0.0, 9_000, 10)], capacity=False)
+    assert math.isfinite(run_simulation(p, [Request(0.0, 1000, 10)], capacity=False).e2e_s["max"])
