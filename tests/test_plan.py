@@ -32,7 +32,7 @@ def test_plan_littles_law_by_hand(write_yaml):
 
     h = toy_device(write_yaml, power=500, price=2.0)
     m = load_model("llama-3.1-8b")
-    p = plan(m, [h], prompt_tokens=128, output_tokens=64, rate=10.0, tpot_slo=0.05, tps=(1,))
+    p = plan(m, [h], prompt_tokens=128, output_tokens=64, rate=10.0, tpot_slo=0.05, tps=(1,), queueing=False)
     best = p.best
     e = estimate(m, h, batch=best.batch, prompt_tokens=128, output_tokens=64)
     # Little's law: in flight = 10 requests/s x the request latency; replicas = ceil(in flight / batch).
@@ -140,3 +140,19 @@ def toy_device(write_yaml, power=None, price=None):
             "peak_flops:\n  bf16: 100 TFLOP/s\n" + extra,
         )
     )
+
+
+def test_plan_with_queueing_sizes_replicas_by_their_simulated_percentiles():
+    # The case: Qwen2.5-72B at 5 requests/s, 2048 / 512, TTFT <= 2 s and TPOT <= 50 ms at p99 on MI300X.
+    # Static batches prefilled at once (Little's law) need 8 devices; a replica that chunks its prefills and is
+    # simulated under Poisson arrivals needs 4 (tp 4, one replica, or tp 1 x 4).
+    m, h = load_model("qwen2.5-72b"), load_hardware("mi300x")
+    common = dict(prompt_tokens=2048, output_tokens=512, rate=5.0, ttft_slo=2.0, tpot_slo=0.05)
+    assert plan(m, [h], queueing=False, **common).best.devices == 8
+    queued = plan(m, [h], **common)
+    best = queued.best
+    assert best.devices == 4 and best.method == "simulated" and queued.inputs["method"] == "simulated"
+    for o in queued.options:
+        if o.meets_slo:
+            assert 0 < o.utilization < 1 and o.ttft_p99_s <= 2.0 and o.tpot_p99_s <= 0.05
+            assert o.replicas * o.tp == o.devices and o.output_tokens_per_s == 5.0 * 512

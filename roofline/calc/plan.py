@@ -43,6 +43,10 @@ class Option(NamedTuple):
     cost_per_million_tokens: float | None
     energy_j_per_million_tokens: float | None
     reason: str
+    method: str = "little"  # "simulated" (a replica's capacity found by simulating it) or "little" (static batch)
+    utilization: float | None = None  # a replica's rate over its saturation rate (simulated)
+    ttft_p99_s: float | None = None  # at the SLO percentile, at each replica's share of the rate (simulated)
+    tpot_p99_s: float | None = None
 
 
 class Plan(NamedTuple):
@@ -81,6 +85,8 @@ def plan(
     pps: tuple[int, ...] = (1,),
     disagg: str | None = None,
     prices: dict[str, float] | None = None,
+    queueing: bool = True,
+    slo_percentile: float = 0.99,
     **options: Any,
 ) -> Plan:
     """Rank device x tp options for the workload (see the module docstring); `options` are estimate's knobs."""
@@ -96,27 +102,48 @@ def plan(
         raise UsageError(f"plan searches the pools itself: expected auto, got {disagg!r}", "disagg")
     prices = prices or {}
     modes = (False, True) if disagg else (False,)
-    found = [
-        _option(
-            model,
-            h,
-            tp,
-            pp,
-            split,
-            prompt_tokens,
-            output_tokens,
-            concurrency,
-            rate,
-            tpot_slo,
-            ttft_slo,
-            prices.get(h.id, h.price_per_hour),
-            options,
-        )
-        for h in devices
-        for tp in tps
-        for pp in pps
-        for split in modes
-    ]
+    configs = [(h, tp, pp, split) for h in devices for tp in tps for pp in pps for split in modes]
+    simulated = queueing and rate is not None
+    queued = [k for k, c in enumerate(configs) if simulated and c[2] == 1 and not c[3]]  # one colocated replica
+    found: dict[int, Option] = {}
+    if queued:
+        from roofline.calc import plan_queue
+
+        work = [
+            (
+                model,
+                configs[k][0],
+                configs[k][1],
+                prompt_tokens,
+                output_tokens,
+                rate,
+                tpot_slo,
+                ttft_slo,
+                slo_percentile,
+                prices.get(configs[k][0].id, configs[k][0].price_per_hour),
+                options,
+            )
+            for k in queued
+        ]
+        found.update(zip(queued, (Option(*fields) for fields in plan_queue.options(work))))
+    for k, (h, tp, pp, split) in enumerate(configs):
+        if k not in found:
+            found[k] = _option(
+                model,
+                h,
+                tp,
+                pp,
+                split,
+                prompt_tokens,
+                output_tokens,
+                concurrency,
+                rate,
+                tpot_slo,
+                ttft_slo,
+                prices.get(h.id, h.price_per_hour),
+                options,
+            )
+    found = [found[k] for k in range(len(configs))]
     good = [o for o in found if o.meets_slo]
     # With any price, rank by cost; options without one follow, by devices, and the devices lacking a price are named.
     priced = any(o.cost_per_hour is not None for o in good)
@@ -141,6 +168,8 @@ def plan(
         "disagg": disagg,
         "ranked_by": "cost" if priced else "devices",
         "unpriced": unpriced,
+        "method": "simulated" if simulated else "little",
+        "slo_percentile": slo_percentile,
     }
     return Plan(inputs, ranked)
 

@@ -52,6 +52,7 @@ from roofline.cli.common import (
     text_value,
 )
 from roofline.cli.common import rate as parse_rate
+from roofline.cli.simulate import _percentile
 from roofline.errors import UsageError
 
 app = typer.Typer()
@@ -433,6 +434,17 @@ def plan(
     show_all: Annotated[
         bool, typer.Option("--all", help="Also list the options that cannot meet the SLOs, with the reason.")
     ] = False,
+    queueing: Annotated[
+        bool,
+        typer.Option(
+            "--queueing/--no-queueing",
+            help="With --rate: size each replica by simulating it under Poisson arrivals (its SLOs at "
+            "--slo-percentile); --no-queueing: static batches and Little's law at full utilization.",
+        ),
+    ] = True,
+    slo_percentile: Annotated[
+        str, typer.Option("--slo-percentile", help="The percentile the SLOs apply to with queueing, e.g. p99 or p95.")
+    ] = "p99",
     plot_path: Annotated[
         str | None,
         typer.Option(
@@ -507,6 +519,8 @@ def plan(
         pps=tuple(sweeps.parse_counts(pp_degrees, "--pp")),
         disagg=text_value(disagg, "--disagg"),
         prices=prices,
+        queueing=queueing,
+        slo_percentile=_percentile(slo_percentile),
         knobs=knobs,
     )
     drawing = plots.plan_data(result) if plot_path is not None else None

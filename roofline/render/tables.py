@@ -305,6 +305,10 @@ def plan_table(p: Any):
     from rich.text import Text
 
     dash = lambda v, f: "-" if v is None else f(v)  # noqa: E731
+    i = p.inputs
+    queued = i.get("method") == "simulated"
+    pct = f"p{round(i.get('slo_percentile', 0.99) * 100)}"
+    seconds = lambda v: si(v, "s")  # noqa: E731
     rows = [
         [
             o.hardware,
@@ -312,10 +316,10 @@ def plan_table(p: Any):
             str(o.pp),
             o.disagg or "-",
             dash(o.replicas, str),
-            dash(o.batch, str),
+            *([dash(o.utilization, lambda v: f"{v:.0%}")] if queued else [dash(o.batch, str)]),
             dash(o.devices, str),
-            dash(o.ttft_s, lambda v: si(v, "s")),
-            dash(o.tpot_s, lambda v: si(v, "s")),
+            dash(o.ttft_p99_s if queued and o.method == "simulated" else o.ttft_s, seconds),
+            dash(o.tpot_p99_s if queued and o.method == "simulated" else o.tpot_s, seconds),
             dash(o.output_tokens_per_s, number),
             dash(o.goodput_per_device, number),
             dash(o.cost_per_hour, dollars),
@@ -325,15 +329,20 @@ def plan_table(p: Any):
         ]
         for o in p.options
     ]
-    i = p.inputs
     load = f"{i['concurrency']} in flight" if i["concurrency"] is not None else f"{i['rate_per_s']:g} requests/s"
     slo = (
         ", ".join(f"{n} <= {si(v, 's')}" for n, v in (("TPOT", i["tpot_slo_s"]), ("TTFT", i["ttft_slo_s"])) if v)
         or "none"
     )
+    how = (
+        f" · each replica simulated under Poisson arrivals (vLLM V1 scheduler), its SLOs at {pct}; util = its share "
+        "of the rate over its saturation rate"
+        if queued
+        else " · static batches, Little's law"
+    )
     head = Text.assemble(
         (f"{i['model']}: {load}, prompt {i['prompt_tokens']}, output {i['output_tokens']}", "bold"),
-        f" · SLO {slo} · ranked by {i['ranked_by']}",
+        f" · SLO {slo} · ranked by {i['ranked_by']}{how}",
     )
     columns = [
         "hardware",
@@ -341,10 +350,10 @@ def plan_table(p: Any):
         "pp",
         "pools",
         "replicas",
-        "batch",
+        "util" if queued else "batch",
         "devices",
-        "TTFT",
-        "TPOT",
+        f"TTFT {pct}" if queued else "TTFT",
+        f"TPOT {pct}" if queued else "TPOT",
         "output tok/s",
         "per device",
         "$/hour",
@@ -370,7 +379,7 @@ def plan_table(p: Any):
         ),
         Text(""),
     ]
-    drop = ("energy/M tokens", "output tok/s", "TTFT", "replicas", "pp", "pools", "$/hour", "per device")
+    drop = ("energy/M tokens", "output tok/s", "TTFT", f"TTFT {pct}", "replicas", "pp", "pools", "$/hour", "per device")
     return Group(*lines, listing_table(columns, rows, left=1, drop=drop, wrap=("why not",)))
 
 

@@ -1,0 +1,140 @@
+"""`plan` with queueing: a replica's capacity is the largest arrival rate at which its simulated latencies meet the
+SLOs at their percentile (roofline.calc.simulate: vLLM V1's scheduler, chunked prefill, Poisson arrivals), found by
+bisection between a light load and the replica's saturation rate; replicas = ceil(rate / capacity), so no replica
+runs at its saturation rate and each option shows its utilization (its share of the rate over the saturation rate)
+and the percentile latencies at that share. Options run in parallel processes, one per core.
+"""
+
+import math
+from typing import Any
+
+from roofline.errors import UsageError
+
+REQUESTS = 1500  # per simulated rate: enough for a p99 (15 requests beyond it), ~30 ms of simulation
+ROUNDS = 8  # bisection steps: the capacity to 1/256 of the saturation rate
+
+
+def options(work: list[tuple]) -> list[Any]:
+    """One plan Option's fields per (model, hardware, tp, ...) tuple of `work`, in parallel processes when there are
+    several."""
+    import os
+
+    if len(work) < 4 or (os.cpu_count() or 1) < 2:
+        return [option(*w) for w in work]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
+        return list(pool.map(_star, work))
+
+
+def _star(args: tuple) -> Any:
+    return option(*args)
+
+
+def option(model, h, tp, prompt, output, rate, tpot_slo, ttft_slo, q, price, knobs) -> tuple:
+    """The fields of the queued plan option (roofline.calc.plan.Option) of one device at one tp degree, refused with
+    the reason when none meets the SLOs."""
+    from roofline.calc.prepare import prepare
+    from roofline.calc.simulate import run_simulation
+    from roofline.calc.workload import lengths, open_loop
+
+    def refused(reason: str) -> tuple:
+        return (
+            h.id,
+            tp,
+            1,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            False,
+            None,
+            None,
+            None,
+            None,
+            None,
+            reason,
+            "simulated",
+        )
+
+    if tp > 1 and h.interconnect_bandwidth is None:
+        return refused("no interconnect_bandwidth for tp")
+    try:
+        p = prepare(model, h, **knobs, tp=tp)
+        first = run_simulation(
+            p, open_loop(1.0, "poisson", 1.0, 400, lengths(None, prompt, ""), lengths(None, output, ""), 0), warmup=40
+        )
+    except UsageError as e:
+        return refused(e.detail)
+    stable = first.max_stable_rate_per_s
+
+    def at(r: float):
+        reqs = open_loop(r, "poisson", 1.0, REQUESTS, lengths(None, prompt, ""), lengths(None, output, ""), 0)
+        return run_simulation(
+            p, reqs, warmup=REQUESTS // 10, capacity=False, ttft_slo=ttft_slo, tpot_slo=tpot_slo, slo_percentile=q
+        )
+
+    low, high = 0.02 * stable, 0.98 * stable
+    light = at(low)
+    if not _meets(light, ttft_slo, tpot_slo, q):
+        why = _miss(light, ttft_slo, tpot_slo, q)
+        return refused(f"misses the SLOs even at 2% of its saturation rate ({why})")
+    if _meets(at(high), ttft_slo, tpot_slo, q):
+        low = high
+    else:
+        for _ in range(ROUNDS):
+            mid = (low + high) / 2
+            low, high = (mid, high) if _meets(at(mid), ttft_slo, tpot_slo, q) else (low, mid)
+    capacity = low
+    replicas = max(1, math.ceil(rate / capacity - 1e-9))
+    share = at(rate / replicas)
+    devices = replicas * tp
+    served = rate * output
+    cost = price * devices if price is not None else None
+    return (
+        h.id,
+        tp,
+        1,
+        None,
+        replicas,
+        None,
+        devices,
+        share.ttft_s["mean"],
+        share.tpot_s["mean"],
+        True,
+        served,
+        served / devices,
+        cost,
+        cost / (served * 3600) * 1e6 if cost is not None else None,
+        h.power * devices / served * 1e6 if h.power is not None else None,
+        "meets the SLOs",
+        "simulated",
+        (rate / replicas) / stable,
+        _q(share.ttft_s, q),
+        _q(share.tpot_s, q),
+    )
+
+
+def _q(summary: dict, q: float) -> float:
+    """The SLO percentile from a summary (p50, p90, p95, p99; max beyond p99)."""
+    for name, level in (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99)):
+        if q <= level + 1e-9:
+            return summary[name]
+    return summary["max"]
+
+
+def _meets(s, ttft_slo, tpot_slo, q) -> bool:
+    if s.saturated:
+        return False
+    return (ttft_slo is None or _q(s.ttft_s, q) <= ttft_slo) and (tpot_slo is None or _q(s.tpot_s, q) <= tpot_slo)
+
+
+def _miss(s, ttft_slo, tpot_slo, q) -> str:
+    parts = []
+    if ttft_slo is not None and _q(s.ttft_s, q) > ttft_slo:
+        parts.append(f"TTFT {_q(s.ttft_s, q) * 1e3:.3g} ms")
+    if tpot_slo is not None and _q(s.tpot_s, q) > tpot_slo:
+        parts.append(f"TPOT {_q(s.tpot_s, q) * 1e3:.3g} ms")
+    return ", ".join(parts) or "saturated"
