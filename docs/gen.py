@@ -126,7 +126,7 @@ def json_keys(command: str) -> None:
         kind = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}.get(
             type(value), "null"
         )
-        shown = json.dumps(value)
+        shown = json.dumps(value) if not path.endswith("wall_s") else '"(varies: wall time)"'
         shown = shown if len(shown) <= 48 else shown[:45] + "..."
         rows.append(f"| `{path}` | {kind} | `{shown}` |".replace("|`", "| `"))
     cog.out(f"`{command} --json`:\n\n" + "\n".join(rows) + "\n")

@@ -48,7 +48,7 @@ def simulation_table(s: Any):
             f"{verdict} · {capacity} · running batch mean {number(s.batch['mean'])}, max {s.batch['max']} · "
             "KV "
             f"used mean {s.kv_utilization['mean']:.0%}, max {s.kv_utilization['max']:.0%} · {s.preemptions} "
-            f"preemption(s) · {s.steps:,} steps, {si(s.simulated_s, 's')} simulated in {si(s.wall_s, 's')}"
+            f"preemption(s) · {s.steps:,} steps, {si(s.simulated_s, 's')} simulated"
         )
     )
     lines += [Text(f"note: {n}") for n in s.notes]
