@@ -213,3 +213,21 @@ def test_a_request_larger_than_the_kv_budget_is_refused_not_hung():
     with pytest.raises(Exception, match="does not fit the whole KV budget"):
         run_simulation(p, [Request(0.0, 9_000, 10)], capacity=False)
     assert math.isfinite(run_simulation(p, [Request(0.0, 1000, 10)], capacity=False).e2e_s["max"])
+
+
+def test_prefix_caching_at_a_vanishing_rate_matches_estimates_cached_prefill():
+    # 3/4 of a 4,096-token prompt served from a prefix cache: the request computes 1,024 tokens attending over all
+    # 4,096 (estimate's cached prefill); alone, its TTFT is estimate's.
+    e = estimate(M, H, batch=1, prompt_tokens=4096, output_tokens=64, prefix_hit_rate=0.75)
+    s = simulate(
+        M,
+        H,
+        rate=0.05,
+        arrival="constant",
+        requests=10,
+        warmup=0,
+        prompt_tokens=4096,
+        output_tokens=64,
+        prefix_hit_rate=0.75,
+    )
+    assert s.ttft_s["max"] == pytest.approx(e.ttft_s, rel=1e-9) and s.tpot_s["max"] == pytest.approx(e.tpot_s, rel=1e-9)

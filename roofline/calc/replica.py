@@ -15,8 +15,9 @@ Steps with only decodes repeat the same batch with contexts one token longer eac
 finish, a window filling, the KV cache filling) they are summed in closed form (stepmodel.decode_run), so a run
 costs per request, not per token. A request's KV is counted at whole blocks (each running request at most one block
 part-filled). ITL is the length of the steps that made each token (a jump's first and last step, half the tokens
-each); a preempted request's wait shows in its TTFT, TPOT and E2E. Not modelled: prefix-cache hits between
-requests, speculative decoding, pipelines and pools inside the replica (estimate prices those), tokenizer and HTTP.
+each); a preempted request's wait shows in its TTFT, TPOT and E2E. Prefix caching: a request's cached prompt
+tokens are not computed but held (per request: the sharing of a prefix's blocks is not modelled). Not modelled:
+speculative decoding, pipelines and pools inside the replica (estimate prices those), tokenizer and HTTP.
 """
 
 import heapq
@@ -66,8 +67,16 @@ class Replica:
     """One engine replica serving a list of requests (open loop: their arrival times; closed loop: N clients)."""
 
     def __init__(
-        self, model: StepModel, requests: list[Request], sched: Scheduler, kv_tokens: int, concurrency: int | None
+        self,
+        model: StepModel,
+        requests: list[Request],
+        sched: Scheduler,
+        kv_tokens: int,
+        concurrency: int | None,
+        cached=None,
     ):
+        """`cached(prompt)`: the prompt tokens a prefix cache serves (prefix caching: they are not computed, but
+        attended over and their KV read), default none."""
         self.model, self.sched, self.cap, self.concurrency = model, sched, kv_tokens, concurrency
         n = self.n = len(requests)
         self.P = [r.prompt_tokens for r in requests]
@@ -80,7 +89,8 @@ class Replica:
             self.pending = deque(range(min(concurrency, n)))
         self.next_client = min(concurrency or 0, n)
         self.admitted, self.first, self.finish = [math.nan] * n, [math.nan] * n, [math.nan] * n
-        self.gen, self.computed = [0] * n, [0] * n
+        self.hit = [cached(p) if cached else 0 for p in self.P]  # prompt tokens a prefix cache serves
+        self.gen, self.computed = [0] * n, list(self.hit)
         self.itl: list[tuple[float, float]] = []
         # decodes: c_i = cbase_i + G and gen_i = gbase_i + G, G counting decode steps
         self.cbase: dict[int, int] = {}
@@ -168,7 +178,7 @@ class Replica:
             self.drop_decode(i)
         self.prefilling.pop(i, None)
         self.used -= self.computed[i]
-        self.computed[i] = 0
+        self.computed[i] = self.hit[i]
         self.waiting.appendleft(i)
         self.preemptions += 1
         return True
@@ -245,13 +255,14 @@ class Replica:
         while admit and self.waiting and budget > 0 and len(self.order) < sched.max_num_seqs:
             i = self.waiting[0]
             t = min(P[i] + self.gen[i] - self.computed[i], budget)
-            if not self.fits(t + sched.block_size):
+            if not self.fits(self.computed[i] + t + sched.block_size):
                 if not self.order:
                     self.too_large(i)
                 break
             self.waiting.popleft()
             if math.isnan(self.admitted[i]):
                 self.admitted[i] = self.now
+            self.used += self.computed[i]  # a prefix cache's tokens are held from admission
             self.order.append(i)
             self.prefilling[i] = None
             chunks.append((i, self.computed[i], self.computed[i] + t))

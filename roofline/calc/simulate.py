@@ -8,7 +8,7 @@ produced while arrivals last, from the first measured arrival to the last arriva
 finish), each request's tokens for the share of its decoding inside that window. Goodput counts the requests that
 meet every SLO given; `slo_met` says whether the SLO percentile (default p99) of each metric does. The replica's
 capacity (`max_stable_rate_per_s`) is the completion rate of a closed loop that keeps it full (max_num_seqs
-clients, the same lengths, between its 25th and 75th percentile finishes); a run is `saturated` when arrivals
+clients, or as many as its KV cache holds at the mean length; the same lengths, between its 25th and 75th percentile finishes); a run is `saturated` when arrivals
 outpace that (rate >= 0.98 x capacity) or when its queue keeps growing (its last quarter waits over 4x its first
 quarter, and over a second).
 """
@@ -152,7 +152,16 @@ def run_simulation(
                 f"of {limit:,}",
                 "requests",
             )
-    result = Replica(model, requests, sched, kv_tokens, concurrency).run()
+    from roofline.calc.serving import prefix
+
+    hits = p.knobs.cached_tokens is not None or p.knobs.prefix_hit_rate is not None
+    cached = (lambda prompt: prefix.cached_tokens(p.knobs, prompt)) if hits else None
+    if hits:
+        notes.append(
+            "prefix caching: each request's cached prompt tokens are read, not computed; their KV counts per "
+            "request (no sharing assumed)"
+        )
+    result = Replica(model, requests, sched, kv_tokens, concurrency, cached).run()
     measured = range(warmup, len(requests))
     ttft = [result.first[i] - result.arrival[i] for i in measured]
     tpot = [
@@ -165,7 +174,7 @@ def run_simulation(
     rate, tokens_per_s = _throughput(result, requests, measured, concurrency)
     good, attainment, met = _slos(ttft, tpot, requests, measured, ttft_slo, tpot_slo, slo_percentile)
     offered = _offered(requests, concurrency)
-    stable = _capacity(model, requests, sched, kv_tokens) if capacity and concurrency is None else None
+    stable = _capacity(model, requests, sched, kv_tokens, cached) if capacity and concurrency is None else None
     saturated = bool(offered and stable and offered >= 0.98 * stable) or _growing([queue[k] for k in range(len(queue))])
     if saturated:
         notes.append(
@@ -260,15 +269,17 @@ def _offered(requests: list[Request], concurrency: int | None) -> float | None:
     return (len(times) - 1) / (times[-1] - times[0]) if times[-1] > times[0] else math.inf
 
 
-def _capacity(model: StepModel, requests: list[Request], sched: Scheduler, kv_tokens: int) -> float:
-    """Completions per second of a closed loop that keeps the replica full (max_num_seqs clients, the requests'
-    lengths), counted between its 25th and 75th percentile finishes: the steady state, not the ramp or the tail."""
-    clients = sched.max_num_seqs
+def _capacity(model: StepModel, requests: list[Request], sched: Scheduler, kv_tokens: int, cached=None) -> float:
+    """Completions per second of a closed loop that keeps the replica full (max_num_seqs clients, or as many as the
+    KV cache holds at the mean length, so it does not thrash on preemptions), the requests' lengths, counted between
+    its 25th and 75th percentile finishes: the steady state, not the ramp or the tail."""
+    mean_tokens = sum(r.prompt_tokens + r.output_tokens for r in requests) / len(requests)
+    clients = max(1, min(sched.max_num_seqs, int(kv_tokens / (mean_tokens + sched.block_size))))  # full, not thrashing
     size = max(CAPACITY_REQUESTS, 4 * clients)
     sample = [Request(None, r.prompt_tokens, r.output_tokens) for r in requests[:size]]
     while len(sample) < size:
         sample += sample[: size - len(sample)]
-    finishes = sorted(Replica(model, sample, sched, kv_tokens, clients).run().finish)
+    finishes = sorted(Replica(model, sample, sched, kv_tokens, clients, cached).run().finish)
     low, high = len(finishes) // 4, 3 * len(finishes) // 4
     return (high - low) / (finishes[high] - finishes[low])
 
