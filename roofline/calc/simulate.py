@@ -8,9 +8,9 @@ produced while arrivals last, from the first measured arrival to the last arriva
 finish), each request's tokens for the share of its decoding inside that window. Goodput counts the requests that
 meet every SLO given; `slo_met` says whether the SLO percentile (default p99) of each metric does. The replica's
 capacity (`max_stable_rate_per_s`) is the completion rate of a closed loop that keeps it full (max_num_seqs
-clients, or as many as its KV cache holds at the mean length; the same lengths, between its 25th and 75th percentile finishes); a run is `saturated` when arrivals
-outpace that (rate >= 0.98 x capacity) or when its queue keeps growing (its last quarter waits over 4x its first
-quarter, and over a second).
+clients, or as many as its KV cache holds at the mean length; the same lengths, between its 25th and 75th
+percentile finishes); a run is `saturated` when arrivals outpace that (rate >= 0.98 x capacity) or when its queue
+keeps growing (its last quarter waits over 4x its first quarter, and over a second).
 """
 
 import math
