@@ -53,9 +53,17 @@ def read_config(path: Path) -> dict[str, Any]:
     return data
 
 
+STATE_SPACE = ("mamba", "mamba2", "nemotron_h", "jamba", "zamba", "zamba2", "falcon_h1", "falcon_mamba", "bamba")
+
+
 def to_model_keys(config: dict[str, Any], where: str) -> dict[str, Any]:
     """Our model keys (as in models/*.yaml) for a config.json mapping."""
     kind = config.get("model_type")
+    if kind in STATE_SPACE or any(k in config for k in ("hybrid_override_pattern", "mamba_num_heads", "ssm_cfg")):
+        raise RooflineError(
+            f"{where}: model_type {shown(kind)} has Mamba (state-space) layers, which are out of scope: roofline "
+            "prices attention layers and their KV cache, not a recurrent state"
+        )
     if not isinstance(kind, str) or kind not in FAMILIES:
         raise RooflineError(f"{where}: unsupported model_type {shown(kind)} (supported: {', '.join(sorted(FAMILIES))})")
     try:
