@@ -108,7 +108,7 @@ def points(cases: dict) -> dict[str, list]:
 
     trtllm.append(("nim-llama33-70b-2xh100-5000-500-c1 TTFT s", lambda p: nim_run(p)[0], nim["ttft_ms"] / 1e3))
     trtllm.append(("nim-llama33-70b-2xh100-5000-500-c1 ITL s", lambda p: nim_run(p)[1], nim["itl_ms"] / 1e3))
-    out = {"trtllm": trtllm, "llamacpp-cuda": [], "llamacpp-metal": [], "vllm": [], "sglang": []}
+    out = {"trtllm": trtllm, "llamacpp-cuda": [], "llamacpp-metal": []}  # vllm, sglang: benchmarks/fit_engines.py
     for c in reality.llamacpp_cases(cases, MORE_TRAINING):
         out[_preset_of(c["hardware"])] += _llamacpp_points(c)
     return out
@@ -298,8 +298,10 @@ def main(write: bool = True) -> None:
         "# Engine presets",
         "",
         (
-            "Fitted by `benchmarks/train_presets.py` on `benchmarks/data/train.json` and "
-            "`benchmarks/more_training.json`; never edited by hand."
+            "Fitted, never edited by hand: `trtllm`, `llamacpp-cuda` and `llamacpp-metal` by "
+            "`benchmarks/train_presets.py` on `benchmarks/data/train.json` and `benchmarks/more_training.json`; "
+            "`vllm` and `sglang` by `benchmarks/fit_engines.py` on `benchmarks/data/serving-train.json`, each run "
+            "priced by `roofline simulate` as it was measured (`benchmarks/serving_cases.py`)."
         ),
         "",
     ]

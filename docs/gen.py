@@ -185,3 +185,54 @@ def docstrings(module: str, names: list[str] | None = None) -> None:
             continue
         cog.out(f"- `{name}{inspect.signature(fn)}`: {' '.join(inspect.getdoc(fn).split())}\n")
     cog.out("\n")
+
+
+def serving_reality(engine: str) -> None:
+    """A serving preset against its published runs: the fit, the held-out errors, the residual distribution and
+    every case's predicted vs measured figure (engines/ENGINE.yaml, benchmarks/data/serving-train.json)."""
+    import math
+    import statistics
+
+    from roofline.specs.presets import load
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import serving_cases
+
+    p = load(engine)
+    runs = {c["id"]: c for c in json.loads((ROOT / "benchmarks/data/serving-train.json").read_text())["cases"]}
+    devices = sorted({c["hardware"] for c in serving_cases.cases(engine)})
+    out = [
+        f"Fitted: {p.bandwidth_fraction:.3g} of peak bandwidth, {p.compute_fraction:.3g} of peak FLOP/s, "
+        f"{p.step_overhead_s * 1e3:.3g} ms a step + {p.layer_overhead_s * 1e6:.3g} µs a layer a step, "
+        f"{p.request_overhead_s * 1e3:.3g} ms a request; KV pool {p.memory_fraction:g} x memory - weights - "
+        f"{p.reserve_bytes / 1e9:.3g} GB per device. {len(p.cases)} runs on {', '.join(devices)}.",
+        "",
+        "Held-out median |predicted / measured - 1| (each run refitted without it; each device's runs refitted "
+        "without that device):",
+        "",
+        "| metric | runs | leave one run out | leave one device out |",
+        "| --- | --- | --- | --- |",
+    ]
+    for metric, e in p.errors.items():
+        device = "n/a" if e.get("device") is None else f"{e['device']:.1%}"
+        out.append(f"| {metric} | {e['runs']} | {e['case']:.1%} | {device} |")
+    errors = [abs(math.exp(r) - 1) for r in p.holdout.values()]
+    out += [
+        "",
+        f"Distribution of the {len(errors)} held-out (leave one run out) errors: median "
+        f"{statistics.median(errors):.1%}, "
+        f"within 10%: {sum(e <= 0.10 for e in errors) / len(errors):.0%}, within 25%: "
+        f"{sum(e <= 0.25 for e in errors) / len(errors):.0%}, largest {max(errors):.0%}.",
+        "",
+        "| run | device | figure | measured | fitted | held out |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for key, r in p.residuals.items():
+        case, metric = key.split(" ")
+        measured = runs[case]["metrics"][metric]
+        held = p.holdout.get(f"{key} (left out)")
+        held_text = "-" if held is None else f"{math.exp(held) - 1:+.0%}"
+        out.append(
+            f"| {case} | {runs[case]['hardware']} | {metric} | {measured:.4g} | {math.exp(r) - 1:+.0%} | {held_text} |"
+        )
+    cog.out("\n".join(out) + "\n")

@@ -316,6 +316,7 @@ class EnginePrediction(NamedTuple):
     ttft_s: float
     tpot_s: float
     output_tokens_per_s: float
+    typical_error: dict = {}  # a preset's held-out median |error| per metric: {ttft_mean: {runs, case, device}, ...}
 
 
 def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) -> "EnginePrediction | None":
@@ -339,17 +340,17 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
                 f"this does not fit ({e.fits_reason})"
             )
             return None
-        ttft, tpot, rate = presets.timings(e, preset.step_overhead_s)
+        ttft, tpot, rate = presets.timings(e, presets.step_cost(preset, p.model), preset.request_overhead_s)
         checked = f", checked on {len(preset.holdout)} held-aside figure(s)" if preset.holdout else ""
         k = p.preset_setup.knobs
         notes.append(
             f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} "
             f"(engines/{preset.name}.yaml): on {p.hardware.id}, {k.bandwidth_efficiency:.2f} of peak bandwidth "
             f"and {k.compute_efficiency:.2f} of the {inputs.compute_dtype} peak, "
-            f"+{preset.step_overhead_s * 1e3:.2g} "
+            f"+{presets.step_cost(preset, p.model) * 1e3:.2g} "
             f"ms a step, memory fraction {preset.memory_fraction:.2f}"
         )
-        return EnginePrediction(preset.name, "preset", ttft, tpot, rate)
+        return EnginePrediction(preset.name, "preset", ttft, tpot, rate, preset.errors)
     if calibrated is not None and name is not None:
         latency = calibrated.ttft_s + max(inputs.output_tokens - 1, 0) * calibrated.tpot_s
         return EnginePrediction(

@@ -115,8 +115,21 @@ def _preset(model: Model, hardware: Hardware, k: Knobs, inputs: Inputs) -> tuple
     preset = presets.for_device(name, hardware)
     if k.pp > 1 or k.disagg:
         return preset, None
-    applied = presets.knobs(preset, hardware, inputs.compute_dtype)
-    return preset, prepare(model, hardware, k._replace(engine=None, compute_dtype=inputs.compute_dtype, **applied))
+    return preset, _preset_setup(model, hardware, k, inputs.compute_dtype, preset)
+
+
+def with_preset(p: Prepared, preset: Any) -> Prepared:
+    """`p` priced with `preset` (a roofline.specs.presets.Preset), as `--engine` would: how benchmarks/fit_engines.py
+    tries candidate parameters through the code path users run."""
+    setup = _preset_setup(p.model, p.hardware, p.knobs, p.inputs.compute_dtype, preset)
+    return p._replace(preset=preset, preset_setup=setup)
+
+
+def _preset_setup(model: Model, hardware: Hardware, k: Knobs, compute_dtype: str, preset: Any) -> Prepared:
+    from roofline.calc import presets
+
+    applied = presets.knobs(preset, hardware, compute_dtype)
+    return prepare(model, hardware, k._replace(engine=None, compute_dtype=compute_dtype, **applied))
 
 
 def _pipeline_links(

@@ -5,7 +5,7 @@ edited by hand. It holds, per engine: the fraction of peak bandwidth its decode 
 FLOP/s its prefill reaches, a fixed cost per decode step, and the share of memory left for weights + KV once
 the engine has kept its own (activations, CUDA graphs, workspace). A prediction with a preset is the roofline
 estimate with those efficiencies and memory fraction, plus the fixed cost on every decode step:
-    TPOT = max(FLOPs / (F x compute), bytes / (W x bandwidth)) + step_overhead_s
+    TPOT = max(FLOPs / (F x compute), bytes / (W x bandwidth)) + step_overhead_s + layers x layer_overhead_s
     output tokens/s = B x O / (TTFT + (O - 1) x TPOT)
 Three optional keys shape a preset whose engine the datasheet peaks describe badly (benchmarks/train_presets.py
 says why each is used): `backend` (cuda or metal: the devices it applies to; `--engine llamacpp` picks
@@ -68,19 +68,48 @@ def knobs(preset: "Preset | dict[str, Any]", hardware=None, compute_dtype: str |
     bandwidth = p["bandwidth_fraction"]
     if p.get("bandwidth_cap") is not None:
         bandwidth = min(bandwidth, p["bandwidth_cap"] / hardware.memory_bandwidth)
+    reserve = p.get("reserve_bytes") or 0.0  # the engine's own memory, kept out of its KV pool on every device
     return {
         "compute_efficiency": min(compute, 1.0),
         "bandwidth_efficiency": min(bandwidth, 1.0),
-        "memory_fraction": p["memory_fraction"],
+        "memory_fraction": max(p["memory_fraction"] - (reserve / hardware.memory_capacity if reserve else 0.0), 0.01),
     }
 
 
-def timings(e, step_overhead_s: float) -> tuple[float, float, float]:
-    """(TTFT, TPOT, output tokens/s) of an estimate made with a preset's knobs, with its fixed step cost added."""
+def step_cost(preset: Preset, model) -> float:
+    """Seconds a preset adds to every engine step of `model`: its fixed cost plus its cost per layer (none for a
+    params-only model, whose layers are unknown)."""
+    layers = model.arch.layers if model.arch is not None else 0
+    return preset.step_overhead_s + preset.layer_overhead_s * layers
+
+
+def timings(e, step_overhead_s: float, request_overhead_s: float = 0.0) -> tuple[float, float, float]:
+    """(TTFT, TPOT, output tokens/s) of an estimate made with a preset's knobs, with its fixed step cost added to
+    every step (the prefill's and each decode's) and its per-request cost to the first token."""
     tpot = e.tpot_s + step_overhead_s
+    ttft = e.ttft_s + step_overhead_s + request_overhead_s
     outputs = e.inputs.output_tokens
-    latency = e.ttft_s + max(outputs - 1, 0) * tpot
-    return e.ttft_s, tpot, e.inputs.batch * outputs / latency if latency > 0 else 0.0
+    latency = ttft + max(outputs - 1, 0) * tpot
+    return ttft, tpot, e.inputs.batch * outputs / latency if latency > 0 else 0.0
+
+
+def error_summary(preset: Preset) -> str:
+    """'TTFT +-12% (20 runs), TPOT +-9% (30 runs), ...': the preset's held-out errors, or '' without them."""
+    labels = {
+        "ttft_mean": "TTFT",
+        "ttft_p99": "p99 TTFT",
+        "tpot": "TPOT",
+        "e2e": "E2E",
+        "output_tokens_per_s": "output tokens/s",
+    }
+    parts = [
+        f"{labels[k]} +-{v['case'] * 100:.0f}% ({v['runs']:.0f} runs)"
+        for k, v in preset.errors.items()
+        if k in labels and v.get("case") is not None
+    ]
+    if not parts:
+        return ""
+    return f"{', '.join(parts)}: median |error| on published runs, each left out of the fit"
 
 
 def pattern_search(
@@ -89,14 +118,16 @@ def pattern_search(
     tolerance: float = 1e-3,
     max_steps: int = 2000,
     ranges: dict[str, tuple[float, float]] = RANGES,
+    scale: float = 0.25,
 ) -> dict[str, float]:
     """Minimize `loss(params)` within `ranges` by pattern search (Hooke & Jeeves 1961): try a step up and down in
     each parameter, keep any improvement, and halve the steps only when none improves, until every step is under
-    `tolerance` of its range. Deterministic and dependency-free; correlated parameters (bandwidth and a fixed
-    cost explain the same decode time) just take more steps."""
+    `tolerance` of its range; the first steps are `scale` of each range (small to refine a nearby start).
+    Deterministic and dependency-free; correlated parameters (bandwidth and a fixed cost explain the same decode
+    time) just take more steps."""
     best = dict(start)
     best_loss = loss(best)
-    step = {n: (ranges[n][1] - ranges[n][0]) / 4 for n in start}
+    step = {n: (ranges[n][1] - ranges[n][0]) * scale for n in start}
     for _ in range(max_steps):
         improved = False
         for name in start:

@@ -98,10 +98,17 @@ def replica_setup(p: Prepared) -> tuple[StepModel, int, list[str]]:
     notes = []
     setup, overhead = p, 0.0
     if p.preset is not None and p.preset_setup is not None:
-        setup, overhead = p.preset_setup, p.preset.step_overhead_s
+        from roofline.calc.presets import error_summary, step_cost
+
+        setup, overhead = p.preset_setup, step_cost(p.preset, p.model)
+        extra = p.preset.request_overhead_s
         notes.append(
             f"engine {p.preset.name}: the preset's efficiencies, memory fraction and +{overhead * 1e3:.2g} ms a step"
+            + (f", +{extra * 1e3:.2g} ms a request outside the engine (TTFT, E2E)" if extra else "")
         )
+        typical = error_summary(p.preset)
+        if typical:
+            notes.append(f"engine {p.preset.name}: typical error {typical}")
     shape, k = setup.shape, setup.knobs
     budget = k.memory_fraction * setup.hardware.memory_capacity - shape.weights
     if setup.draft is not None:
@@ -163,13 +170,14 @@ def run_simulation(
         )
     result = Replica(model, requests, sched, kv_tokens, concurrency, cached).run()
     measured = range(warmup, len(requests))
-    ttft = [result.first[i] - result.arrival[i] for i in measured]
+    extra = p.preset.request_overhead_s if p.preset is not None and p.preset_setup is not None else 0.0
+    ttft = [result.first[i] - result.arrival[i] + extra for i in measured]
     tpot = [
         (result.finish[i] - result.first[i]) / (requests[i].output_tokens - 1)
         for i in measured
         if requests[i].output_tokens > 1
     ]
-    e2e = [result.finish[i] - result.arrival[i] for i in measured]
+    e2e = [result.finish[i] - result.arrival[i] + extra for i in measured]
     queue = [result.admitted[i] - result.arrival[i] for i in measured]
     rate, tokens_per_s = _throughput(result, requests, measured, concurrency)
     good, attainment, met = _slos(ttft, tpot, requests, measured, ttft_slo, tpot_slo, slo_percentile)

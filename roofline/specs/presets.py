@@ -16,6 +16,9 @@ RANGES = {
     "step_overhead_s": (0.0, 0.05),
     "memory_fraction": (0.3, 0.98),
     "bandwidth_cap": (5e10, 1e13),
+    "request_overhead_s": (0.0, 2.0),
+    "layer_overhead_s": (0.0, 1e-3),
+    "reserve_bytes": (0.0, 1e11),
 }
 PROXY_RANGES = {**RANGES, "compute_fraction": (0.02, 4.0)}  # with a compute_peak: a multiple of another unit's peak
 BACKENDS = {"cuda": "NVIDIA", "metal": "Apple"}  # a preset's backend -> the device names (prefix) it applies to
@@ -38,6 +41,10 @@ class Preset(NamedTuple):
     )
     bandwidth_cap: float | None = None  # bytes/s its decode never exceeds (None: no cap)
     ranges: dict[str, list[float]] = {}  # fitted parameter -> [low, high] over leave-one-case-out refits (3+ cases)
+    request_overhead_s: float = 0.0  # seconds each request spends outside the engine loop (API, tokenizer): TTFT
+    layer_overhead_s: float = 0.0  # seconds per layer per step on top of step_overhead_s (launches, norms, syncs)
+    reserve_bytes: float = 0.0  # bytes per device the engine keeps out of its KV pool (activations, graphs)
+    errors: dict[str, dict[str, float]] = {}  # metric -> {runs, case, device}: median |error| held out (fractions)
 
 
 def load(name: str) -> Preset:
@@ -65,7 +72,14 @@ def load(name: str) -> Preset:
     peak = f.take("compute_peak", choice(*COMPUTE_PEAKS), f"one of: {', '.join(COMPUTE_PEAKS)}", None)
     low, high = RANGES["bandwidth_cap"]
     cap = f.take("bandwidth_cap", number_between(low, high), f"bytes/s from {low:g} to {high:g}", None)
-    fitted = {**values, **({"bandwidth_cap": cap} if cap is not None else {})}
+    extra = {
+        name: f.take(
+            name, number_between(*RANGES[name]), f"a number from {RANGES[name][0]:g} to {RANGES[name][1]:g}", 0.0
+        )
+        for name in ("request_overhead_s", "layer_overhead_s", "reserve_bytes")
+    }
+    errors = f.take("errors", _errors, "a mapping of metric to {runs, case, device} held-out median errors", {})
+    fitted = {**values, **extra, **({"bandwidth_cap": cap} if cap is not None else {})}
     spans = f.take("ranges", _spans(fitted), "a mapping of fitted parameter to [low, high] around its value", {})
     source = f.take("source", text, "how the preset was fitted")
     f.take("notes", text, "notes", "")
@@ -79,6 +93,10 @@ def load(name: str) -> Preset:
             "compute_peak",
             "bandwidth_cap",
             "ranges",
+            "request_overhead_s",
+            "layer_overhead_s",
+            "reserve_bytes",
+            "errors",
             "source",
             "notes",
         ]
@@ -94,6 +112,8 @@ def load(name: str) -> Preset:
         compute_peak=peak,
         bandwidth_cap=cap,
         ranges=spans,
+        **extra,
+        errors=errors,
     )
 
 
@@ -131,4 +151,17 @@ def _residuals(value: Any) -> dict[str, float]:
         isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value.values()
     ):
         raise TypeError
+    return value
+
+
+def _errors(value: Any) -> dict[str, dict[str, float]]:
+    if not isinstance(value, dict):
+        raise TypeError
+    for entry in value.values():
+        if not isinstance(entry, dict) or not set(entry) <= {"runs", "case", "device"} or "runs" not in entry:
+            raise TypeError
+        if not all(
+            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0) for v in entry.values()
+        ):
+            raise TypeError
     return value

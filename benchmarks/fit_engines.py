@@ -1,0 +1,271 @@
+"""Fit the vLLM and SGLang presets (engines/vllm.yaml, engines/sglang.yaml) on published serving runs, each priced by
+`roofline simulate` the way it was measured (benchmarks/serving_cases.py), and measure their held-out errors.
+
+Parameters, each with a physical meaning (roofline/calc/presets.py applies them):
+- bandwidth_fraction, compute_fraction: the achieved shares of peak bandwidth and peak FLOP/s of the compute dtype;
+- step_overhead_s, layer_overhead_s: a fixed cost per engine step (scheduler, sampling) and one per layer per step
+  (kernel launches and syncs not hidden by CUDA graphs, norms, TP all-reduce latency beyond the link model);
+- request_overhead_s: a fixed cost per request outside the engine loop (HTTP, tokenizer, detokenizer), on TTFT and E2E;
+- the KV allocation rule: memory_fraction (vLLM's gpu_memory_utilization default 0.9, SGLang's mem_fraction_static
+  0.88 on 80 GB cards) minus reserve_bytes per device (activations of the profiling run, CUDA graphs, NCCL buffers).
+  vLLM's reserve is read off the KV capacities its logs state (the BLIS runs: tokens x KV bytes per token against
+  0.9 x memory - weights), not fitted; SGLang's runs state none, so its reserve is 0 and its fraction is the default.
+Fitted: the five above, by pattern search on the sum over cases of the mean squared log(predicted / measured) of the
+case's metrics (each case weighs the same, however many metrics it reports).
+Held out: each case refitted without it (leave-one-case-out) and each device's cases refitted without that device
+(leave-one-device-out); the median |predicted / measured - 1| of those held-out predictions, per metric, is the
+preset's typical error (`errors:`), which estimate and simulate print beside an engine's prediction.
+Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (a few minutes on two cores).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import yaml
+
+from roofline import load_hardware, load_model
+from roofline.calc.prepare import prepare, with_preset
+from roofline.calc.presets import pattern_search
+from roofline.calc.replica import Scheduler, vllm_defaults
+from roofline.calc.simulate import run_simulation
+from roofline.calc.workload import closed_loop, lengths, open_loop
+from roofline.specs.presets import Preset
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import serving_cases  # noqa: E402  (the case mapping lives beside this script)
+
+RANGES = {
+    "bandwidth_fraction": (0.2, 1.0),
+    "compute_fraction": (0.1, 1.0),
+    "step_overhead_s": (0.0, 0.02),
+    "request_overhead_s": (0.0, 0.2),
+    "layer_overhead_s": (0.0, 2e-4),
+}
+START = {
+    "bandwidth_fraction": 0.8,
+    "compute_fraction": 0.5,
+    "step_overhead_s": 0.002,
+    "request_overhead_s": 0.01,
+    "layer_overhead_s": 0.0,
+}
+ENGINES = {  # engine -> (memory fraction, default scheduler (max seqs, token budget) or None: vLLM's by device)
+    "vllm": (0.9, None),
+    "sglang": (0.88, (1024, 8192)),
+}
+GROUPS = {  # the error bars a preset stores: metric group -> the case metrics in it
+    "ttft_mean": ("ttft_ms_mean", "ttft_ms_p50"),
+    "ttft_p99": ("ttft_ms_p99",),
+    "tpot": ("tpot_ms_mean", "itl_ms_p50"),
+    "e2e": ("e2e_ms_mean", "batch_latency_ms_mean"),
+    "output_tokens_per_s": ("output_tok_s",),
+}
+
+
+def preset_of(engine: str, params: dict[str, float], reserve: float, **extra) -> Preset:
+    fraction = ENGINES[engine][0]
+    return Preset(
+        engine,
+        params["bandwidth_fraction"],
+        params["compute_fraction"],
+        params["step_overhead_s"],
+        fraction,
+        cases=[],
+        residuals={},
+        source="benchmarks/fit_engines.py",
+        request_overhead_s=params["request_overhead_s"],
+        layer_overhead_s=params["layer_overhead_s"],
+        reserve_bytes=reserve,
+        **extra,
+    )
+
+
+class Pricer:
+    """Prices the cases of one engine under candidate parameters, each simulation memoized."""
+
+    def __init__(self, engine: str, cases: list[dict]):
+        self.engine, self.cases, self.memo = engine, cases, {}
+        self.base = {c["id"]: self._prepare(c) for c in cases}
+        self.requests = {c["id"]: self._requests(c) for c in cases}
+        self.reserve = round(self._reserve(), -6) if engine == "vllm" else 0.0  # as stored
+
+    def _prepare(self, c: dict):
+        extra = {k: c[k] for k in ("weight_dtype", "kv_dtype") if k in c}
+        if c.get("cached"):
+            extra["cached_tokens"] = c["cached"]
+        return prepare(load_model(c["model"]), load_hardware(c["hardware"]), None, tp=c["tp"], **extra)
+
+    def _requests(self, c: dict):
+        prompt = lengths(c.get("prompt_dist"), c["prompt"], "prompt")
+        output = lengths(c.get("output_dist"), c["output"], "output")
+        if "rate" in c:
+            return open_loop(c["rate"], c["arrival"], 1.0, c["requests"], prompt, output, seed=0)
+        return closed_loop(c["requests"], prompt, output, seed=0)
+
+    def _reserve(self) -> float:
+        """Bytes per device vLLM keeps out of its KV pool: 0.9 x memory - weights - the logged KV capacity."""
+        each = []
+        for c in self.cases:
+            if "kv_tokens" in c:
+                p = self.base[c["id"]]
+                per_token = p.shape.kv_per_token * p.shape.kv_share
+                each.append(0.9 * p.hardware.memory_capacity - p.shape.weights - c["kv_tokens"] * per_token)
+        return statistics.median(each) if each else 0.0
+
+    def scheduler(self, c: dict) -> Scheduler:
+        chosen = c.get("scheduler") or ENGINES[self.engine][1] or vllm_defaults(self.base[c["id"]].hardware)
+        return Scheduler("vllm", *chosen, 16)
+
+    def price(self, c: dict, params: dict[str, float]) -> dict[str, float]:
+        """The case's metrics as simulated with `params`, in the case's units (ms, tokens/s)."""
+        key = (c["id"], *(round(params[n], 7) for n in RANGES))
+        if key not in self.memo:
+            p = with_preset(self.base[c["id"]], preset_of(self.engine, params, self.reserve))
+            requests = self.requests[c["id"]]
+            warmup = c.get("warmup", len(requests) // 10)
+            s = run_simulation(
+                p, requests, concurrency=c.get("concurrency"), warmup=warmup, scheduler=self.scheduler(c),
+                capacity=False,
+            )  # fmt: skip
+            out = {}
+            for name in c["measured"]:
+                metric, stat = serving_cases.METRICS[name]
+                value = getattr(s, metric)
+                out[name] = value if stat is None else value[stat] * 1e3
+            self.memo[key] = out
+        return self.memo[key]
+
+    def residuals(self, c: dict, params: dict[str, float]) -> dict[str, float]:
+        predicted = self.price(c, params)
+        return {m: math.log(predicted[m] / v) for m, v in c["measured"].items()}
+
+    def loss(self, cases: list[dict], params: dict[str, float]) -> float:
+        total = 0.0
+        for c in cases:
+            r = self.residuals(c, params)
+            total += sum(v * v for v in r.values()) / len(r)
+        return total
+
+    def fit(self, cases: list[dict], start: dict[str, float], scale: float = 0.25) -> dict[str, float]:
+        """The parameters that minimize the loss on `cases`, from `start`; those the cases cannot identify (the
+        prefill rate and the per-request cost, without a TTFT among them) are kept at their start."""
+        ttft = any(m.startswith("ttft") for c in cases for m in c["measured"])
+        fixed = {} if ttft else {n: start[n] for n in ("compute_fraction", "request_overhead_s")}
+        free = {n: v for n, v in start.items() if n not in fixed}
+        best = pattern_search(
+            lambda q: self.loss(cases, {**fixed, **q}), free, tolerance=2e-3, ranges=RANGES, scale=scale
+        )
+        return {**fixed, **best}
+
+
+def held_out(pricer: Pricer, fitted: dict[str, float]) -> tuple[dict, dict, dict[str, list[float]]]:
+    """Leave-one-case-out and leave-one-device-out residuals (case id -> metric -> log error), and the parameters'
+    spans over the case refits."""
+    cases = pricer.cases
+    by_case, by_device, spans = {}, {}, {n: [fitted[n], fitted[n]] for n in RANGES}
+    for c in cases:
+        rest = [o for o in cases if o is not c]
+        q = pricer.fit(rest, fitted, scale=0.05)
+        by_case[c["id"]] = pricer.residuals(c, q)
+        for n in RANGES:
+            spans[n] = [min(spans[n][0], q[n]), max(spans[n][1], q[n])]
+    devices = sorted({c["hardware"] for c in cases})
+    if len(devices) > 1:
+        for d in devices:
+            rest = [o for o in cases if o["hardware"] != d]
+            q = pricer.fit(rest, fitted, scale=0.05)
+            for c in cases:
+                if c["hardware"] == d:
+                    by_device[c["id"]] = pricer.residuals(c, q)
+    return by_case, by_device, spans
+
+
+def typical(residuals: dict[str, dict[str, float]], group: str) -> tuple[int, float | None]:
+    """(runs, median |predicted / measured - 1|) of a metric group's held-out residuals: the runs that report the
+    metric, and the median over their figures of it (a run's mean and p50 TTFT are two figures)."""
+    errors = [abs(math.exp(r) - 1) for m in residuals.values() for k, r in m.items() if k in GROUPS[group]]
+    runs = sum(any(k in GROUPS[group] for k in m) for m in residuals.values())
+    return runs, (round(statistics.median(errors), 4) if errors else None)
+
+
+def fit_engine(engine: str) -> dict:
+    cases = serving_cases.cases(engine)
+    pricer = Pricer(engine, cases)
+    fitted = pricer.fit(cases, START)
+    by_case, by_device, spans = held_out(pricer, fitted)
+    errors = {}
+    for group in GROUPS:
+        runs, case_err = typical(by_case, group)
+        _, device_err = typical(by_device, group) if by_device else (0, None)
+        if runs:
+            errors[group] = {"runs": runs, "case": case_err, "device": device_err}
+    devices = sorted({c["hardware"] for c in cases})
+    stored = {k: round(v, 4 if "fraction" in k else 6) for k, v in fitted.items()}
+    record = {
+        **stored,
+        "memory_fraction": ENGINES[engine][0],
+        "reserve_bytes": pricer.reserve,
+        "ranges": {k: [min(round(a, 6), stored[k]), max(round(b, 6), stored[k])] for k, (a, b) in spans.items()},
+        "errors": errors,
+        "cases": [c["id"] for c in cases],
+        "residuals": {f"{c['id']} {m}": round(r, 4) for c in cases for m, r in pricer.residuals(c, stored).items()},
+        "holdout": {f"{cid} {m} (left out)": round(r, 4) for cid, ms in by_case.items() for m, r in ms.items()},
+        "source": (
+            "benchmarks/fit_engines.py: pattern search on the published runs below "
+            "(benchmarks/data/serving-train.json, mapped by benchmarks/serving_cases.py), each priced by roofline "
+            "simulate as it was measured"
+        ),
+        "notes": _notes(engine, devices, pricer.reserve),
+    }
+    return record
+
+
+def _notes(engine: str, devices: list[str], reserve: float) -> str:
+    if engine == "vllm":
+        return (
+            f"Fitted on {', '.join(devices)}. The KV pool is 0.9 x memory - weights - {reserve / 1e9:.2g} GB per "
+            "device, the median of what vLLM 0.15.1's logs give on H100 (Llama-2-7B, CodeLlama-34B tp2, Llama-2-70B "
+            "tp4). Not captured: CPU KV offload, speculative decoding, kernels that differ between prefill and decode "
+            "beyond one pair of fractions, ROCm versus CUDA (MI300X shares the fractions). memory_fraction is the "
+            "default and not identified."
+        )
+    return (
+        f"Fitted on {len(devices)} device(s) ({', '.join(devices)}) and 3 runs: leave-one-device-out is not "
+        "possible, and the error bars are wide. memory_fraction is SGLang's default, not identified; no reserve."
+    )
+
+
+def write(engine: str, record: dict) -> None:
+    head = "# Fitted by benchmarks/fit_engines.py; never edited by hand. Residual = log(predicted / measured).\n"
+    text = yaml.safe_dump(record, sort_keys=False, width=120)
+    (ROOT / "engines" / f"{engine}.yaml").write_text(head + text)
+
+
+def show(engine: str, record: dict) -> None:
+    print(f"{engine}: bandwidth {record['bandwidth_fraction']}, compute {record['compute_fraction']}, step "
+          f"{record['step_overhead_s'] * 1e3:.2f} ms, request {record['request_overhead_s'] * 1e3:.1f} ms, "
+          f"reserve {record['reserve_bytes'] / 1e9:.2f} GB, {len(record['cases'])} cases")  # fmt: skip
+    print(f"  {'metric':<22}{'runs':>6}{'leave-one-case-out':>20}{'leave-one-device-out':>22}")
+    for group, e in record["errors"].items():
+        device = "n/a" if e["device"] is None else f"{e['device'] * 100:.1f}%"
+        print(f"  {group:<22}{e['runs']:>6}{e['case'] * 100:>19.1f}%{device:>22}")
+    for key, r in record["residuals"].items():
+        print(f"  {key:<70} {math.exp(r) - 1:+7.1%}")
+
+
+def main(argv: list[str]) -> int:
+    only = [a for a in argv if not a.startswith("--")] or list(ENGINES)
+    for engine in only:
+        record = fit_engine(engine)
+        show(engine, record)
+        if "--print-only" not in argv:
+            write(engine, record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,143 @@
+"""The published vLLM and SGLang serving runs of benchmarks/data/serving-train.json that roofline can price, each as
+the workload it was measured with (benchmarks/fit_engines.py fits the engine presets on them).
+
+A case is priced the way it was measured: `roofline simulate` with the run's scheduler settings, lengths and load
+(constant or Poisson rate, a closed loop of N clients, or all requests at once = a closed loop of as many clients as
+requests; an offline batch of 8 is a closed loop of 8 clients running 8 requests). Lengths are the stated means:
+fixed where the benchmark fixes them, lognormal with CV 1 for ShareGPT (heavy-tailed), lognormal with CV 0.087 for
+"+-15%" (a uniform +-15% has that CV). Metrics are log-compared to the simulation's: TTFT mean/p50/p99, TPOT mean,
+ITL p50, E2E mean, output tokens/s.
+
+Left out, and why (case ids in serving-train.json):
+- lss-rtxpro6000x2 (data parallel x2 with EP), mlperf50-amd-mi325x8 (MLPerf harness, 8-way DP, token budgets not
+  stated), vllmblog-mi300x-llama31-405b (FP8 405B with unstated lengths), sglang-h200x16/mi300x8 DeepSeek-V3
+  (multi-node EP and MLA kernels beyond one replica's step model): setups roofline's one-replica simulator does
+  not reproduce.
+- vllmblog-spark-nemotron3super (hybrid Mamba layers: out of scope, refused by name); sglang-spark-llama31-8b bs32
+  (an aggregate decode rate with no lengths).
+- The DGX Spark runs state no lengths: priced at a 512-token prompt (a chat's: 30), whose batch-1 decode step is
+  the weights' read; their TPOT only.
+- vllmblog-fp8kv-*-c1 (an ITL fit over a length sweep, not a run), gpustack A100 Qwen3-14B (memory size not
+  stated): not a figure that can be priced as measured.
+- The blisgt "reasoning" runs are saturated (4 requests/s offered, under 2.2 served): their TTFT and E2E grow with
+  the run's length, and their output tokens/s (537 for the 7B, a sixth of 128 sequences at their TPOT) counts
+  requests the client gave up on: only their TPOT is used.
+"""
+
+import json
+import re
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data" / "serving-train.json"
+METRICS = {  # serving-train.json metric -> (simulation metric, statistic)
+    "ttft_ms_mean": ("ttft_s", "mean"),
+    "ttft_ms_p50": ("ttft_s", "p50"),
+    "ttft_ms_p99": ("ttft_s", "p99"),
+    "tpot_ms_mean": ("tpot_s", "mean"),
+    "itl_ms_p50": ("itl_s", "p50"),
+    "e2e_ms_mean": ("e2e_s", "mean"),
+    "batch_latency_ms_mean": ("e2e_s", "mean"),
+    "output_tok_s": ("output_tokens_per_s", None),
+}
+BLIS_MODELS = {
+    "llama-2-7b": ("llama-2-7b", 1),
+    "llama-2-70b": ("llama-2-70b", 4),
+    "codellama-34b": ("codellama-34b", 2),
+}
+SHAREGPT = "lognormal:1"
+PLUS_MINUS_15 = "lognormal:0.087"
+
+
+def _blis(case: dict) -> dict:
+    """BLIS ground-truth runs (inference-perf, vLLM 0.15.1 on H100 SXM): constant rate, a shared system prompt
+    (prefix caching on), the measured prompt mean (tokenizer and chat template included), fixed output."""
+    name = next(k for k in BLIS_MODELS if f"-{k}-" in case["id"])
+    model, tp = BLIS_MODELS[name]
+    prompt = float(re.search(r"measured prompt_len mean ([0-9.]+)", case["dataset"])[1])
+    shared = int(re.search(r"system prompt (\d+) tok", case["dataset"])[1])
+    saturated = "reasoning" in case["id"]
+    requests = 1200 if saturated else 600
+    return {
+        "model": model,
+        "hardware": "h100-sxm",
+        "tp": tp,
+        "prompt": round(prompt),
+        "output": round(case["output_tokens"]),
+        "cached": shared,
+        "rate": case["request_rate"],
+        "arrival": "constant",
+        "requests": requests,
+        "scheduler": (128, 2048),
+        "kv_tokens": int(re.search(r"GPU KV capacity (\d+) tokens", case["notes"])[1]),
+        "skip": ("ttft_ms_mean", "ttft_ms_p50", "ttft_ms_p99", "e2e_ms_mean", "output_tok_s") if saturated else (),
+    }
+
+
+def _batch(model: str, hardware: str, tp: int, prompt: int, output: int, **extra) -> dict:
+    """vLLM's benchmark_latency: an offline batch of 8, fixed lengths, latency of the whole batch."""
+    return {"model": model, "hardware": hardware, "tp": tp, "prompt": prompt, "output": output, "concurrency": 8,
+            "requests": 8, "warmup": 0, "skip": ("tpot_ms_mean",), **extra}  # fmt: skip
+
+
+def _single(model: str, hardware: str, tp: int, prompt: int, output: int, dtype: str) -> dict:
+    """One request at a time (SGLang's bench_one_batch_server at batch 1, a single chat): its TPOT."""
+    weights = {} if dtype == "mxfp4" else {"weight_dtype": dtype}  # mxfp4: the checkpoint's own format
+    return {"model": model, "hardware": hardware, "tp": tp, "prompt": prompt, "output": output, "concurrency": 1,
+            "requests": 2, "warmup": 0, **weights}  # fmt: skip
+
+
+def _loop(model: str, prompt: int, output: int, clients: int, requests: int, dist: str | None, **extra) -> dict:
+    """A closed loop of `clients` on one H100 SXM (`vllm bench serve --max-concurrency`; all requests at once when
+    there are as many clients as requests), lengths around the means by `dist` (None: fixed)."""
+    lengths = {"prompt_dist": dist, "output_dist": dist} if dist else {}
+    return {"model": model, "hardware": "h100-sxm", "tp": 1, "prompt": prompt, "output": output,
+            "concurrency": clients, "requests": requests, **lengths, **extra}  # fmt: skip
+
+
+SETUPS = {
+    "vllmperf-a100-llama31-8b-bs8": _batch("llama-3.1-8b", "a100-80gb-sxm", 1, 32, 128),
+    "vllmperf-h100-llama31-8b-bs8": _batch("llama-3.1-8b", "h100-sxm", 1, 32, 128),
+    "vllmperf-h200-llama31-8b-bs8": _batch("llama-3.1-8b", "h200", 1, 32, 128),
+    "vllmperf-h100-llama3-70b-tp4-bs8": _batch("llama-3.1-70b", "h100-sxm", 4, 32, 128),
+    "vllmperf-h200-llama3-70b-tp4-bs8": _batch("llama-3.1-70b", "h200", 4, 32, 128),
+    "vllmperf-h100-mixtral-8x7b-tp2-bs8": _batch("mixtral-8x7b", "h100-sxm", 2, 32, 128),
+    "vllmperf-h200-mixtral-8x7b-tp2-bs8": _batch("mixtral-8x7b", "h200", 2, 32, 128),
+    "rocmblog-mi300x-llama3-8b-latency-512-512-fp16": _batch("llama-3.1-8b", "mi300x", 1, 512, 512),
+    "rocmblog-mi300x-llama3-8b-latency-512-512-fp8": _batch("llama-3.1-8b", "mi300x", 1, 512, 512, weight_dtype="fp8"),
+    "vllmblog-fp8kv-h100-llama31-8b-c8-20k-bf16kv": _loop("llama-3.1-8b", 20000, 2000, 8, 150, PLUS_MINUS_15),
+    "vllmblog-fp8kv-h100-llama31-8b-c8-20k-fp8kv": _loop(
+        "llama-3.1-8b", 20000, 2000, 8, 150, PLUS_MINUS_15, kv_dtype="fp8"
+    ),
+    "vllmblog-fp8kv-h100-gptoss20b-c8-20k-bf16kv": _loop("gpt-oss-20b", 20000, 2000, 8, 150, PLUS_MINUS_15),
+    "gpustack-h100-qwen3-8b-c4-vllm": _loop("qwen3-8b", 233, 221, 4, 100, SHAREGPT),
+    "gpustack-h100-qwen3-32b-sharegpt-inf-vllm": _loop("qwen3-32b", 217, 201, 1000, 1000, SHAREGPT, warmup=0),
+    "gpustack-h100-qwen3-32b-32kin-100out-vllm": _loop("qwen3-32b", 32000, 77, 100, 100, None, warmup=0),
+    "gpustack-h100-qwen3-8b-c4-sglang": _loop("qwen3-8b", 233, 221, 4, 100, SHAREGPT),
+    "gpustack-h100-qwen3-8b-fp8-c4-sglang": _loop("qwen3-8b", 233, 221, 4, 100, SHAREGPT, weight_dtype="fp8"),
+    "gpustack-h100-qwen3-32b-sharegpt-inf-sglang": _loop("qwen3-32b", 217, 202, 1000, 1000, SHAREGPT, warmup=0),
+    **{
+        f"sglang-gptoss120b-{device}-tp{tp}-{dtype}-bs1": _single("gpt-oss-120b", hardware, tp, 1024, 512, dtype)
+        for device, hardware, tp in (("b200", "b200", 4), ("h100", "h100-sxm", 8), ("mi350", "mi350x", 8))
+        for dtype in ("mxfp4", "bf16")
+    },
+    # DGX Spark: lengths not stated (the blog's spreadsheet only): a short prompt, whose decode step is the weights'
+    "sglang-spark-llama31-8b-fp8-bs1": _single("llama-3.1-8b", "dgx-spark", 1, 512, 128, "fp8"),
+    "sglang-spark-llama31-70b-fp8-bs1": _single("llama-3.1-70b", "dgx-spark", 1, 512, 128, "fp8"),
+    "sglang-spark-gptoss20b-c1": _single("gpt-oss-20b", "dgx-spark", 1, 30, 1000, "mxfp4"),
+    "sglang-spark-gptoss120b-c1": _single("gpt-oss-120b", "dgx-spark", 1, 30, 1000, "mxfp4"),
+}
+
+
+def cases(engine: str) -> list[dict]:
+    """The priceable cases of `engine` (vllm or sglang): each its setup, measured metrics and source."""
+    out = []
+    for case in json.loads(DATA.read_text())["cases"]:
+        if case["engine"] != engine:
+            continue
+        setup = _blis(case) if case["id"].startswith("blisgt-") else SETUPS.get(case["id"])
+        if setup is None:
+            continue
+        skip = setup.get("skip", ())
+        measured = {m: case["metrics"][m] for m in METRICS if m in case["metrics"] and m not in skip}
+        out.append({**setup, "id": case["id"], "measured": measured, "source": case["source"]})
+    return out
