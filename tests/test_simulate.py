@@ -231,3 +231,31 @@ def test_prefix_caching_at_a_vanishing_rate_matches_estimates_cached_prefill():
         prefix_hit_rate=0.75,
     )
     assert s.ttft_s["max"] == pytest.approx(e.ttft_s, rel=1e-9) and s.tpot_s["max"] == pytest.approx(e.tpot_s, rel=1e-9)
+
+
+def test_the_knee_chart_data_rises_with_the_rate_and_marks_the_capacity():
+    # Below capacity every percentile grows with the arrival rate (more requests share each step); the chart's
+    # capacity line is the replica's largest stable rate, above the swept rates here.
+    from roofline.calc.simulate import rate_sweep
+    from roofline.render.plot import knee_data
+
+    data = knee_data(
+        rate_sweep(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), [2, 10, 20], requests=300, seed=1)
+    )
+    points = data["points"]
+    assert [p["rate_per_s"] for p in points] == [2, 10, 20]
+    assert points[0]["tpot_p50_s"] < points[1]["tpot_p50_s"] < points[2]["tpot_p50_s"]
+    assert all(p["ttft_p99_s"] >= p["ttft_p50_s"] for p in points)
+    assert data["capacity_per_s"] > 20 and not any(p["saturated"] for p in points)
+
+
+@pytest.mark.parametrize(
+    "command", [["simulate", "--rate", "2:10:4/s", "--plot"], ["plot", "--rate", "2:10:4/s", "-o"]]
+)
+def test_the_knee_chart_is_drawn_by_simulate_and_by_plot(tmp_path, command):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "knee.png"
+    extra = ["--requests", "200"] if command[0] == "simulate" else []
+    r = CliRunner().invoke(app, [*command, str(path), "-q", *extra])
+    assert r.exit_code == 0, r.stderr
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -289,6 +289,14 @@ def plot(
     sweep_plot: Annotated[
         bool, typer.Option("--sweep", help="Plot throughput and TPOT against batch instead of the roofline.")
     ] = False,
+    rate: Annotated[
+        str | None,
+        typer.Option(
+            "--rate",
+            help="Plot the knee chart of a simulated rate sweep instead (start:stop:step/s, e.g. 1:20:1/s): p50/p99 "
+            "TTFT and TPOT against throughput, as `roofline simulate --rate ... --plot` draws it. [default: none]",
+        ),
+    ] = None,
     tpot_slo: TpotSlo = None,
     ttft_slo: TtftSlo = None,
     goodput_of: GoodputOf = "output",
@@ -312,6 +320,7 @@ def plot(
       roofline plot -m llama-3.1-8b -H h100-sxm --batch 1,16,256 -o roofline.png
       roofline plot -m llama-3.1-8b -m qwen2.5-7b -H h100-sxm -H l40s -o compare.png
       roofline plot --sweep -m llama-3.1-70b -H h200 --tpot-slo 50ms -o sweep.svg
+      roofline plot --rate 2:40:2/s -m llama-3.1-8b -H h100-sxm -o knee.png
     """
     from roofline.calc import sweep as sweeps
     from roofline.calc.estimate import estimate as run_estimate
@@ -326,7 +335,18 @@ def plot(
     specs(model[0] if model else None, hardware[0] if hardware else None, quiet)  # names the defaults used
     models = [load_model(text_value(m, "--model")) for m in model or [MODEL]]
     devices = [load_hardware(text_value(h, "--hardware")) for h in hardware or [HARDWARE]]
-    if sweep_plot:
+    if rate is not None:
+        from roofline.calc.simulate import rate_sweep
+        from roofline.cli.simulate import _rates
+
+        rates = _rates(rate)
+        if sweep_plot or len(rates) < 2 or len(models) * len(devices) * len(prompts) > 1:
+            raise UsageError("--rate: the knee chart is one model on one device at one prompt, over a rate sweep")
+        plots.pyplot("roofline plot --rate")
+        result = rate_sweep(models[0], devices[0], rates, prompt_tokens=prompts[0], output_tokens=output_tokens,
+                            knobs=knobs, **slos)  # fmt: skip
+        plots.draw_knee(plots.knee_data(result), out_path)
+    elif sweep_plot:
         batches = sweeps.parse_counts(batch, "--batch") if batch is not None else None
         results = [
             sweeps.sweep(m, h, batches=batches, prompts=prompts, outputs=[output_tokens], knobs=knobs, **slos)
