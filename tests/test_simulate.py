@@ -259,3 +259,16 @@ def test_the_knee_chart_is_drawn_by_simulate_and_by_plot(tmp_path, command):
     r = CliRunner().invoke(app, [*command, str(path), "-q", *extra])
     assert r.exit_code == 0, r.stderr
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_measured_engines_fixed_cost_rides_on_every_simulated_step():
+    # A profile whose eager engine costs 2 ms + 12 x 0.5 ms = 8 ms a step for GPT-2 (learned archetype, 12 layers):
+    # one request alone (a vanishing rate) decodes each token in the bound's step + 8 ms.
+    engine = {"archetypes": {"learned": {"per_step_s": {"1": 2e-3}, "per_layer_s": {"1": 5e-4}}}}
+    measured = {"matmul": {"fp32": {"best_flop_per_s": 2e11, "best_shape": [512, 512, 512]}}}
+    m, plain = load_model("gpt2"), load_hardware("h100-sxm")
+    profiled = plain._replace(id="p", measured=measured, engines={"eager": engine})
+    options = dict(rate=0.01, requests=5, warmup=0, prompt_tokens=32, output_tokens=9)
+    bound, calibrated = simulate(m, plain, **options), simulate(m, profiled, **options)
+    assert calibrated.tpot_s["mean"] == pytest.approx(bound.tpot_s["mean"] + 8e-3, rel=1e-6)
+    assert any("measured fixed cost per step" in n for n in calibrated.notes)

@@ -120,7 +120,23 @@ def replica_setup(p: Prepared) -> tuple[StepModel, int, list[str]]:
             f"{k.memory_fraction:g} x memory",
             "memory_fraction",
         )
-    return StepModel(setup, overhead), int(budget / per_token) * shape.dp, notes
+    measured = _measured_engine(p, notes)
+    return StepModel(setup, overhead, measured), int(budget / per_token) * shape.dp, notes
+
+
+def _measured_engine(p: Prepared, notes: list[str]):
+    """batch -> seconds: the fixed cost per step a measured profile holds for the engine (eager by default), or
+    None (no profile, a preset, a params-only model). The profile's matmul rate and bandwidth are F and W already."""
+    from roofline.calc.calibrate import engine_cost
+    from roofline.calc.inputs import engine_costs
+
+    name = p.inputs.engine or "eager"
+    costs = engine_costs(p.hardware).get(name) if p.preset is None and p.hardware.measured else None
+    arch = p.model.arch
+    if not costs or arch is None:
+        return None
+    notes.append(f"engine {name}: the profile's measured fixed cost per step (per step + per layer, by batch)")
+    return lambda batch: engine_cost(costs, arch, batch)
 
 
 def run_simulation(

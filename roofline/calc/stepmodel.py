@@ -5,7 +5,8 @@ A step runs T tokens: n decodes (each attending over its cached context c + 1 an
 chunks covering prompt positions s+1..e (attending causally over everything before them, reading the KV of the s
 earlier tokens). Weights are read once for all T tokens (the experts they touch, for MoE); the lm_head runs for the
 decodes and the chunks that end a prompt. Time = max(FLOPs / F, bytes / W) + the step's collectives + an engine's
-fixed cost per step (a preset's step_overhead_s). Per device; attention groups (ep > tp) split the sequences evenly.
+fixed cost per step (a preset's, or a measured engine's at the step's batch). Per device; attention groups
+(ep > tp) split the sequences evenly.
 """
 
 from typing import Any, NamedTuple
@@ -25,10 +26,11 @@ class Decodes(NamedTuple):
 class StepModel:
     """Prices steps of one prepared setup (roofline.calc.prepare.Prepared), with an engine's fixed cost per step."""
 
-    def __init__(self, p: Any, overhead_s: float = 0.0):
+    def __init__(self, p: Any, overhead_s: float = 0.0, measured: Any = None):
         s = self.shape = p.shape
         self.F, self.W, self.link, self.latency, self.ep_link = p.F, p.W, p.link, p.latency, p.ep_link
         self.overhead = overhead_s
+        self.measured = measured  # batch -> seconds: a measured engine's fixed cost per step (None: none)
         self.head = f.matmul_flops(s.head, 1) / s.tp  # one token's logits
         self.key_decode, self.key_prefill = s.key_flops_decode / s.tp / s.dp, s.key_flops_prefill / s.tp / s.dp
         self.kv_scale = s.kv_share / s.dp
@@ -54,7 +56,11 @@ class StepModel:
 
     def seconds(self, d: Decodes, chunks: list[tuple[int, int, bool]]) -> float:
         flops, nbytes, tokens = self.work(d, chunks)
-        return max(flops / self.F, nbytes / self.W) + self.comm(tokens) + self.overhead
+        return max(flops / self.F, nbytes / self.W) + self.comm(tokens) + self.fixed(d.n + len(chunks))
+
+    def fixed(self, sequences: int) -> float:
+        """The step's fixed cost with `sequences` in it: the preset's, or the measured engine's at that batch."""
+        return self.overhead + (self.measured(max(sequences, 1)) if self.measured is not None else 0.0)
 
     def comm(self, tokens: int) -> float:
         return self.shape.comm_seconds(tokens, self.link, self.latency, self.ep_link)
@@ -65,7 +71,7 @@ class StepModel:
         """(total seconds, first step, last step) of m decode-only steps of n sequences whose Σ keys and Σ KV read
         grow by `keys_slope` and `kv_slope` a step: both roofs are linear in the step, so the sum is exact."""
         s = self.shape
-        c = self.comm(n) + self.overhead
+        c = self.comm(n) + self.fixed(n)
         a0 = (s.matmul_flops(n, 1) + self.key_decode * keys) / self.F
         a1 = self.key_decode * keys_slope / self.F
         b0 = (s.streamed(n) + self.kv_scale * (kv_read + n * self.kv_token)) / self.W
