@@ -1,7 +1,8 @@
 """The `roofline` command line: a thin client of the library. No formulas here.
 
 The root app merges one typer app per command group: roofline.cli.estimate (estimate, sweep, compare, plot),
-roofline.cli.specs (hardware, models) and roofline.cli.measure (measure, validate). Shared option types,
+roofline.cli.simulate (simulate), roofline.cli.bench (bench), roofline.cli.specs (hardware, models) and
+roofline.cli.measure (measure, validate). Shared option types,
 output and error handling live in roofline.cli.common.
 """
 
@@ -10,7 +11,7 @@ import sys
 import typer
 
 from roofline import __version__
-from roofline.cli import estimate, measure, simulate, specs
+from roofline.cli import bench, estimate, measure, simulate, specs
 from roofline.cli.common import err
 
 app = typer.Typer(
@@ -21,6 +22,7 @@ app = typer.Typer(
 )
 app.add_typer(estimate.app)
 app.add_typer(simulate.app)
+app.add_typer(bench.app)
 app.add_typer(measure.app)
 app.add_typer(specs.hardware_app, name="hardware")
 app.add_typer(specs.models_app, name="models")

@@ -37,6 +37,56 @@ from roofline.cli.common import (
 )
 from roofline.errors import UsageError
 
+# The workload flags, shared with `roofline bench` (the same workload, run against a server).
+Rate = Annotated[
+    str | None,
+    typer.Option(
+        "--rate",
+        help="Arrival rate with its unit (10/s, 600/min), or a sweep "
+        "start:stop:step/s (1:20:1/s). [default: none: give this, --concurrency or --trace]",
+    ),
+]
+Arrival = Annotated[
+    str, typer.Option("--arrival", help="Arrival process with --rate: poisson, gamma (with --cv) or constant.")
+]
+Cv = Annotated[
+    float,
+    typer.Option("--cv", help="Coefficient of variation of the gamma arrivals' gaps (1: Poisson; above 1: bursty)."),
+]
+Concurrency = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency",
+        min=1,
+        help="Closed loop: clients each sending its next request when the last finishes. [default: none]",
+    ),
+]
+Requests = Annotated[int, typer.Option("--requests", min=1, help="Requests to simulate.")]
+Warmup = Annotated[
+    int | None, typer.Option("--warmup", min=0, help="Requests left out of the statistics. [default: a tenth]")
+]
+Seed = Annotated[
+    int, typer.Option("--seed", help="Seed of the arrivals and lengths (the same seed, the same numbers).")
+]
+MeanPrompt = Annotated[int, typer.Option("--prompt", min=1, help="Mean prompt tokens per request.")]
+MeanOutput = Annotated[int, typer.Option("--output", min=1, help="Mean output tokens per request.")]
+PromptDist = Annotated[
+    str | None,
+    typer.Option("--prompt-dist", help="fixed, exponential, uniform or lognormal:CV. [default: fixed]"),
+]
+OutputDist = Annotated[
+    str | None,
+    typer.Option("--output-dist", help="fixed, exponential, uniform or lognormal:CV. [default: fixed]"),
+]
+Trace = Annotated[
+    str | None,
+    typer.Option(
+        "--trace",
+        help="JSON Lines or CSV of requests (prompt and output "
+        "lengths, optional arrival times; Azure trace columns too). [default: none]",
+    ),
+]
+
 app = typer.Typer()
 
 
@@ -45,60 +95,18 @@ app = typer.Typer()
 def simulate(
     model: ModelRef = None,
     hardware: HardwareRef = None,
-    rate: Annotated[
-        str | None,
-        typer.Option(
-            "--rate",
-            help="Arrival rate with its unit (10/s, 600/min), or a sweep "
-            "start:stop:step/s (1:20:1/s). [default: none: give this, --concurrency or --trace]",
-        ),
-    ] = None,
-    arrival: Annotated[
-        str, typer.Option("--arrival", help="Arrival process with --rate: poisson, gamma (with --cv) or constant.")
-    ] = "poisson",
-    cv: Annotated[
-        float,
-        typer.Option(
-            "--cv", help="Coefficient of variation of the gamma arrivals' gaps (1: Poisson; above 1: bursty)."
-        ),
-    ] = 1.0,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--concurrency",
-            min=1,
-            help="Closed loop: clients each sending its next request when the last finishes. [default: none]",
-        ),
-    ] = None,
-    requests: Annotated[int, typer.Option("--requests", min=1, help="Requests to simulate.")] = 1000,
-    warmup: Annotated[
-        int | None, typer.Option("--warmup", min=0, help="Requests left out of the statistics. [default: a tenth]")
-    ] = None,
-    seed: Annotated[
-        int, typer.Option("--seed", help="Seed of the arrivals and lengths (the same seed, the same numbers).")
-    ] = 0,
-    prompt_tokens: Annotated[
-        int, typer.Option("--prompt", min=1, help="Mean prompt tokens per request.")
-    ] = PROMPT_TOKENS,
-    output_tokens: Annotated[
-        int, typer.Option("--output", min=1, help="Mean output tokens per request.")
-    ] = OUTPUT_TOKENS,
-    prompt_dist: Annotated[
-        str | None,
-        typer.Option("--prompt-dist", help="fixed, exponential, uniform or lognormal:CV. [default: fixed]"),
-    ] = None,
-    output_dist: Annotated[
-        str | None,
-        typer.Option("--output-dist", help="fixed, exponential, uniform or lognormal:CV. [default: fixed]"),
-    ] = None,
-    trace: Annotated[
-        str | None,
-        typer.Option(
-            "--trace",
-            help="JSON Lines or CSV of requests (prompt and output "
-            "lengths, optional arrival times; Azure trace columns too). [default: none]",
-        ),
-    ] = None,
+    rate: Rate = None,
+    arrival: Arrival = "poisson",
+    cv: Cv = 1.0,
+    concurrency: Concurrency = None,
+    requests: Requests = 1000,
+    warmup: Warmup = None,
+    seed: Seed = 0,
+    prompt_tokens: MeanPrompt = PROMPT_TOKENS,
+    output_tokens: MeanOutput = OUTPUT_TOKENS,
+    prompt_dist: PromptDist = None,
+    output_dist: OutputDist = None,
+    trace: Trace = None,
     scheduler: Annotated[
         str,
         typer.Option(

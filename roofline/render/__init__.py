@@ -65,9 +65,11 @@ def _cell(v: Any) -> Any:
 def table(result: Any) -> Any:
     """The rich renderable for a result: chosen by its kind (a Report) or its type (Estimate, Sweep, Comparison)."""
     kind = getattr(result, "kind", None) if type(result).__name__ == "Report" else type(result).__name__
-    if kind in ("Simulation", "RateSweep"):
+    if kind in ("Simulation", "RateSweep", "Bench"):
         from roofline.render import simulate
 
+        if kind == "Bench":
+            return simulate.bench_table(result)
         return simulate.simulation_table(result) if kind == "Simulation" else simulate.rate_sweep_table(result)
     if kind in ("Estimate", "Sweep", "Comparison", "Fit", "Plan"):
         from roofline.render import tables

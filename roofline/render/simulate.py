@@ -55,6 +55,32 @@ def simulation_table(s: Any):
     return Group(*lines)
 
 
+def bench_table(b: Any):
+    """A server's measured percentiles, as simulate's table shows them, then throughput and errors."""
+    from rich.console import Group
+    from rich.text import Text
+
+    i = b.inputs
+    load = (
+        f"{number(i['rate_per_s'])} requests/s ({i['arrival']})"
+        if i.get("rate_per_s")
+        else (f"{i['concurrency']} clients (closed loop)" if i.get("concurrency") else "a trace")
+    )
+    head = Text.assemble(
+        (i["url"], "bold"),
+        f" · {load} · {b.requests} requests measured ({i['warmup']} warm-up) · prompt {i['prompt_tokens']} "
+        f"({i['prompt_dist']}), output {i['output_tokens']} ({i['output_dist']})",
+    )
+    rows = [[name, *(si(getattr(b, key)[c], "s") for c in COLUMNS)] for name, key in ROWS if key != "queue_s"]
+    lines = [head, Text(""), Grid(["", *COLUMNS], rows, left=1, drop=("p90", "p95", "mean")), Text("")]
+    slo = "" if b.slo_attainment is None else f" · {b.slo_attainment:.1%} meet every SLO"
+    lines.append(Text(f"{number(b.output_tokens_per_s)} output tokens/s, {number(b.requests_per_s)} requests/s{slo}"))
+    if b.errors:
+        lines.append(Text("errors: " + ", ".join(f"{n} {kind}" for kind, n in sorted(b.errors.items()))))
+    lines.append(Text(f"measured in {si(b.wall_s, 's')}"))
+    return Group(*lines)
+
+
 def rate_sweep_table(r: Any):
     """One row per rate: the latency percentiles users act on, throughput and the verdict."""
     from rich.console import Group

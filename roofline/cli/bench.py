@@ -1,0 +1,158 @@
+"""`bench`: a workload against an OpenAI-compatible streaming server, timed as `simulate` reports it."""
+
+from typing import Annotated
+
+import typer
+
+from roofline.calc.knobs import OUTPUT_TOKENS, PROMPT_TOKENS
+from roofline.cli.common import Csv, Json, Quiet, TpotSlo, TtftSlo, duration, emit, err, handled, text_value
+from roofline.cli.simulate import (
+    Arrival,
+    Concurrency,
+    Cv,
+    MeanOutput,
+    MeanPrompt,
+    OutputDist,
+    PromptDist,
+    Rate,
+    Requests,
+    Seed,
+    Trace,
+    Warmup,
+    _rates,
+    _write_requests,
+)
+
+app = typer.Typer()
+
+
+@app.command()
+@handled
+def bench(
+    url: Annotated[
+        str, typer.Argument(help="The server's base URL, e.g. http://127.0.0.1:8080 (POST /v1/completions).")
+    ],
+    served_model: Annotated[
+        str | None, typer.Option("--served-model", help="The `model` field to send. [default: none]")
+    ] = None,
+    rate: Rate = None,
+    arrival: Arrival = "poisson",
+    cv: Cv = 1.0,
+    concurrency: Concurrency = None,
+    requests: Requests = 100,
+    warmup: Warmup = None,
+    seed: Seed = 0,
+    prompt_tokens: MeanPrompt = PROMPT_TOKENS,
+    output_tokens: MeanOutput = OUTPUT_TOKENS,
+    prompt_dist: PromptDist = None,
+    output_dist: OutputDist = None,
+    trace: Trace = None,
+    text: Annotated[
+        bool, typer.Option("--text", help="Send text prompts (a word a token) instead of random token ids.")
+    ] = False,
+    vocab: Annotated[int, typer.Option("--vocab", min=1, help="Token ids are drawn from [0, vocab).")] = 1000,
+    time_limit: Annotated[
+        str, typer.Option("--time-limit", help="Stop the run after this long; unfinished requests are counted.")
+    ] = "10min",
+    request_timeout: Annotated[
+        str, typer.Option("--request-timeout", help="Give up on one request after this.")
+    ] = "5min",
+    ttft_slo: TtftSlo = None,
+    tpot_slo: TpotSlo = None,
+    per_request: Annotated[
+        str | None,
+        typer.Option("--per-request", help="Write every request's times and errors to this CSV file. [default: none]"),
+    ] = None,
+    json: Json = False,
+    csv: Csv = False,
+    quiet: Quiet = False,
+) -> None:
+    """Load an OpenAI-compatible streaming server (llama-server, vLLM, SGLang: /v1/completions) with simulate's
+    workload and time TTFT, every inter-token gap, TPOT and E2E from the stream; prints simulate's JSON keys.
+
+    \b
+    Examples:
+      roofline bench http://127.0.0.1:8080 --concurrency 4 --requests 40 --prompt 128 --output 64
+      roofline bench http://127.0.0.1:8000 --served-model meta-llama/Llama-3.1-8B --rate 2/s --requests 200 --json
+    """
+    from roofline.bench import bench as run_bench
+    from roofline.calc.simulate import workload
+    from roofline.calc.workload import Request
+    from roofline.errors import UsageError
+
+    rates = _rates(rate)
+    if rates is not None and len(rates) > 1:
+        raise UsageError("--rate: bench runs one rate at a time")
+    loaded = None
+    if trace is not None:
+        from roofline.specs.trace import load_trace
+
+        loaded = [Request(*row) for row in load_trace(text_value(trace, "--trace"))]
+    chosen = workload(
+        rates[0] if rates else None,
+        text_value(arrival, "--arrival"),
+        cv,
+        concurrency,
+        requests,
+        seed,
+        prompt_tokens,
+        output_tokens,
+        prompt_dist,
+        output_dist,
+        loaded,
+    )
+    closed = concurrency if concurrency is not None or chosen[0].arrival_s is not None else len(chosen)
+    warm = len(chosen) // 10 if warmup is None else warmup
+    if warm >= len(chosen):
+        raise UsageError(f"--warmup: expected fewer than the {len(chosen)} requests, got {warm}")
+    inputs = {
+        "url": url,
+        "served_model": served_model,
+        "rate_per_s": rates[0] if rates else None,
+        "arrival": arrival if rates else None,
+        "concurrency": concurrency,
+        "requests": len(chosen),
+        "warmup": warm,
+        "seed": seed,
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
+        "prompt_dist": prompt_dist or "fixed",
+        "output_dist": output_dist or "fixed",
+        "trace": trace is not None,
+        "text_prompts": text,
+    }
+    progress = None
+    if not quiet:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        bar = Progress(console=Console(stderr=True), transient=True)
+        task = bar.add_task("requests", total=len(chosen))
+        bar.start()
+        progress = lambda: bar.advance(task)  # noqa: E731
+    try:
+        result = run_bench(
+            url,
+            chosen,
+            concurrency=closed if chosen[0].arrival_s is None else None,
+            warmup=warm,
+            model=served_model,
+            text=text,
+            vocab=vocab,
+            seed=seed,
+            time_limit_s=duration(time_limit, "--time-limit", "s"),
+            request_timeout_s=duration(request_timeout, "--request-timeout", "s"),
+            ttft_slo=duration(ttft_slo, "--ttft-slo", "s"),
+            tpot_slo=duration(tpot_slo, "--tpot-slo"),
+            inputs=inputs,
+            progress=progress,
+        )
+    finally:
+        if progress is not None:
+            bar.stop()
+    if result.errors:
+        each = ", ".join(f"{n} {kind}" for kind, n in sorted(result.errors.items()))
+        err(f"roofline: warning: {sum(result.errors.values())} of {len(chosen)} requests failed ({each})")
+    if per_request is not None:
+        _write_requests(result, text_value(per_request, "--per-request"))
+    emit(result, json, csv)

@@ -1,0 +1,113 @@
+"""`roofline bench` against a fake OpenAI-compatible streaming server on loopback, whose timing the test sets:
+each request's first token after FIRST seconds, then one token every GAP seconds, one slot per request."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from typer.testing import CliRunner
+
+from roofline.cli import app
+
+pytest.importorskip("httpx")
+
+FIRST, GAP = 0.040, 0.010
+
+
+class Server(BaseHTTPRequestHandler):
+    mode = "ok"  # ok, http500, malformed
+    bodies: list = []
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        Server.bodies.append(body)
+        if self.mode == "http500":
+            self.send_response(500)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        time.sleep(FIRST)
+        try:
+            for k in range(body["max_tokens"]):
+                if k:
+                    time.sleep(GAP)
+                event = "{not json" if self.mode == "malformed" else json.dumps({"choices": [{"text": f"t{k}"}]})
+                self.wfile.write(f"data: {event}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client hung up on a malformed stream, as it should
+
+
+@pytest.fixture
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    Server.mode, Server.bodies = "ok", []
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def run(*args):
+    return CliRunner().invoke(app, ["bench", *args])
+
+
+def test_a_closed_loop_is_timed_from_the_stream(server):
+    # Two clients, six requests of 8 output tokens: TTFT = FIRST (the fake server has a slot per request, so no
+    # queue), TPOT = GAP (7 gaps between 8 tokens), E2E = FIRST + 7 GAP = 110 ms. Loopback and the threads add
+    # a millisecond or two, never less (the upper bounds leave room for a busy machine).
+    r = run(
+        server, "--concurrency", "2", "--requests", "6", "--warmup", "0", "--prompt", "16", "--output", "8", "--json"
+    )
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["requests"] == 6 and out["errors"] == {}
+    assert FIRST <= out["ttft_s"]["p50"] < FIRST + 0.05
+    assert GAP <= out["tpot_s"]["p50"] < 1.5 * GAP
+    assert FIRST + 7 * GAP <= out["e2e_s"]["mean"] < FIRST + 7 * GAP + 0.08
+    assert set(out["ttft_s"]) == {"mean", "p50", "p90", "p95", "p99", "max"}
+    assert out["saturated"] is None and out["schema_version"] == 1
+    body = Server.bodies[0]
+    assert body["stream"] and body["ignore_eos"] and body["max_tokens"] == 8
+    assert len(body["prompt"]) == 16 and all(isinstance(t, int) for t in body["prompt"])  # token ids
+
+
+def test_an_open_loop_sends_at_the_arrival_times(server):
+    # Constant arrivals at 20/s: the run spans about (requests - 1) / 20 s plus one request's E2E.
+    r = run(server, "--rate", "20/s", "--arrival", "constant", "--requests", "5", "--warmup", "0", "--output", "4",
+            "--prompt", "8", "--json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["requests"] == 5 and FIRST <= out["ttft_s"]["max"] < FIRST + 0.08
+    assert out["wall_s"] >= 4 / 20 + FIRST + 3 * GAP
+
+
+@pytest.mark.parametrize("mode, kind", [("http500", "HTTP 500"), ("malformed", "malformed stream")])
+def test_server_errors_are_counted_not_raised(server, mode, kind):
+    Server.mode = mode
+    r = run(server, "--concurrency", "2", "--requests", "4", "--output", "3", "--json")
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["errors"] == {kind: 4} and out["requests"] == 0
+    assert f"4 of 4 requests failed (4 {kind})" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_server_that_is_not_there_is_a_counted_connection_error():
+    r = run("http://127.0.0.1:9", "--concurrency", "1", "--requests", "2", "--json")  # port 9: discard, closed
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["errors"] == {"ConnectError": 2}
+
+
+def test_bad_bench_input_is_one_line():
+    r = run("localhost:8080", "--concurrency", "1")
+    assert r.exit_code != 0 and "expected an http:// or https:// URL" in r.stderr
+    r = run("http://127.0.0.1:9", "--rate", "1:3:1/s")
+    assert r.exit_code != 0 and "bench runs one rate at a time" in r.stderr
