@@ -17,11 +17,7 @@ def simulation_table(s: Any):
     from rich.text import Text
 
     i = s.inputs
-    load = (
-        f"{number(i['rate_per_s'])} requests/s ({i['arrival']})"
-        if i.get("rate_per_s")
-        else (f"{i['concurrency']} clients (closed loop)" if i.get("concurrency") else "a trace")
-    )
+    load = _load(i)
     sched = i.get("scheduler") or {}
     head = Text.assemble(
         (f"{i['model']} on {i['hardware']}", "bold"),
@@ -61,11 +57,7 @@ def bench_table(b: Any):
     from rich.text import Text
 
     i = b.inputs
-    load = (
-        f"{number(i['rate_per_s'])} requests/s ({i['arrival']})"
-        if i.get("rate_per_s")
-        else (f"{i['concurrency']} clients (closed loop)" if i.get("concurrency") else "a trace")
-    )
+    load = _load(i)
     head = Text.assemble(
         (i["url"], "bold"),
         f" · {load} · {b.requests} requests measured ({i['warmup']} warm-up) · prompt {i['prompt_tokens']} "
@@ -120,3 +112,10 @@ def rate_sweep_table(r: Any):
         f"{i['output_tokens']} ({i['output_dist']}) · capacity {number(capacity)} requests/s"
     )
     return Group(head, Text(""), Grid(columns, rows, left=0, drop=("E2E p99", "ITL p99", "batch", "TTFT p50")))
+
+
+def _load(i: dict[str, Any]) -> str:
+    """'10 requests/s (poisson)', '8 clients (closed loop)' or 'a trace': the load a run's inputs describe."""
+    if i.get("rate_per_s"):
+        return f"{number(i['rate_per_s'])} requests/s ({i['arrival']})"
+    return f"{i['concurrency']} clients (closed loop)" if i.get("concurrency") else "a trace"
