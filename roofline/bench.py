@@ -239,3 +239,29 @@ def _result(timed, requests, warmup, concurrency, ttft_slo, tpot_slo, inputs, wa
         wall_s=wall,
         per_request=per_request,
     )
+
+
+class BenchComparison(NamedTuple):
+    """A bench run beside the simulation of the same requests: `ratio` is predicted / measured per statistic."""
+
+    measured: Bench
+    predicted: Any  # roofline.calc.simulate.Simulation
+
+    def ratios(self) -> dict[str, dict[str, float | None]]:
+        out = {}
+        for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
+            m, p = getattr(self.measured, key), getattr(self.predicted, key)
+            out[key] = {s: (p[s] / m[s] if m[s] and p[s] is not None else None) for s in ("mean", "p50", "p99")}
+        m, p = self.measured.output_tokens_per_s, self.predicted.output_tokens_per_s
+        out["output_tokens_per_s"] = {"mean": p / m if m else None}
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"measured": self.measured.to_dict(), "predicted": self.predicted.to_dict(), "ratio": self.ratios()}
+
+    def csv_rows(self) -> list[dict[str, Any]]:
+        return [
+            {"metric": key, "statistic": stat, "ratio": value}
+            for key, stats in self.ratios().items()
+            for stat, value in stats.items()
+        ]

@@ -111,3 +111,19 @@ def test_bad_bench_input_is_one_line():
     assert r.exit_code != 0 and "expected an http:// or https:// URL" in r.stderr
     r = run("http://127.0.0.1:9", "--rate", "1:3:1/s")
     assert r.exit_code != 0 and "bench runs one rate at a time" in r.stderr
+
+
+def test_compare_prints_the_simulation_of_the_same_requests_beside_the_measurement(server):
+    # The predicted side is `roofline simulate` of the same workload (the same seed: the same requests), so its
+    # figures equal simulate's; each ratio is predicted / measured.
+    flags = ["--concurrency", "2", "--requests", "4", "--warmup", "0", "--prompt", "16", "--output", "8"]
+    r = run(server, *flags, "--compare", "-m", "gpt2", "-H", "h100-sxm", "--max-num-seqs", "2", "--json", "-q")
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    sim = CliRunner().invoke(app, ["simulate", "-m", "gpt2", "-H", "h100-sxm", *flags, "--max-num-seqs", "2", "--json"])
+    expected = json.loads(sim.stdout)
+    assert out["predicted"]["tpot_s"] == expected["tpot_s"] and out["predicted"]["ttft_s"] == expected["ttft_s"]
+    measured, predicted = out["measured"]["tpot_s"]["p50"], out["predicted"]["tpot_s"]["p50"]
+    assert out["ratio"]["tpot_s"]["p50"] == pytest.approx(predicted / measured)
+    table = run(server, *flags, "--compare", "-m", "gpt2", "-H", "h100-sxm", "-q")
+    assert table.exit_code == 0 and "predicted / measured" in table.stdout and "TPOT p99" in table.stdout

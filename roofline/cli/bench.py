@@ -5,7 +5,27 @@ from typing import Annotated
 import typer
 
 from roofline.calc.knobs import OUTPUT_TOKENS, PROMPT_TOKENS
-from roofline.cli.common import Csv, Json, Quiet, TpotSlo, TtftSlo, duration, emit, err, handled, text_value
+from roofline.cli.common import (
+    Csv,
+    D,
+    Engine,
+    HardwareRef,
+    Json,
+    KvDtype,
+    ModelRef,
+    Quiet,
+    Tp,
+    TpotSlo,
+    TtftSlo,
+    WeightDtype,
+    duration,
+    emit,
+    err,
+    handled,
+    knobs_from,
+    specs,
+    text_value,
+)
 from roofline.cli.simulate import (
     Arrival,
     Concurrency,
@@ -63,6 +83,28 @@ def bench(
         str | None,
         typer.Option("--per-request", help="Write every request's times and errors to this CSV file. [default: none]"),
     ] = None,
+    compare: Annotated[
+        bool,
+        typer.Option(
+            "--compare",
+            help="Also simulate the same requests for -m on -H (with --engine, --tp, dtypes, --max-num-seqs as the "
+            "server's slots) and print predicted beside measured.",
+        ),
+    ] = False,
+    model: ModelRef = None,
+    hardware: HardwareRef = None,
+    engine: Engine = D.engine,
+    tp: Tp = D.tp,
+    weight_dtype: WeightDtype = D.weight_dtype,
+    kv_dtype: KvDtype = D.kv_dtype,
+    max_num_seqs: Annotated[
+        int | None,
+        typer.Option("--max-num-seqs", min=1, help="With --compare: the server's slots. [default: vLLM V1's]"),
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None,
+        typer.Option("--max-num-batched-tokens", min=1, help="With --compare: tokens a step. [default: vLLM V1's]"),
+    ] = None,
     json: Json = False,
     csv: Csv = False,
     quiet: Quiet = False,
@@ -74,6 +116,7 @@ def bench(
     Examples:
       roofline bench http://127.0.0.1:8080 --concurrency 4 --requests 40 --prompt 128 --output 64
       roofline bench http://127.0.0.1:8000 --served-model meta-llama/Llama-3.1-8B --rate 2/s --requests 200 --json
+      roofline bench http://127.0.0.1:8080 --concurrency 4 --compare -m tiny.gguf -H profile.yaml --max-num-seqs 4
     """
     from roofline.bench import bench as run_bench
     from roofline.calc.simulate import workload
@@ -155,4 +198,23 @@ def bench(
         err(f"roofline: warning: {sum(result.errors.values())} of {len(chosen)} requests failed ({each})")
     if per_request is not None:
         _write_requests(result, text_value(per_request, "--per-request"))
+    if compare:
+        from roofline.bench import BenchComparison
+        from roofline.calc.prepare import prepare
+        from roofline.calc.replica import Scheduler, vllm_defaults
+        from roofline.calc.simulate import run_simulation
+
+        m, h = specs(model, hardware, quiet)
+        seqs, tokens = vllm_defaults(h)
+        sched = Scheduler("vllm", max_num_seqs or seqs, max_num_batched_tokens or tokens, 16)
+        predicted = run_simulation(
+            prepare(m, h, knobs_from(locals())),
+            chosen,
+            concurrency=closed if chosen[0].arrival_s is None else None,
+            warmup=warm,
+            scheduler=sched,
+            capacity=False,
+            inputs={**inputs, "model": m.id, "hardware": h.id, "scheduler": sched._asdict()},
+        )
+        result = BenchComparison(result, predicted)
     emit(result, json, csv)

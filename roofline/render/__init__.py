@@ -65,9 +65,11 @@ def _cell(v: Any) -> Any:
 def table(result: Any) -> Any:
     """The rich renderable for a result: chosen by its kind (a Report) or its type (Estimate, Sweep, Comparison)."""
     kind = getattr(result, "kind", None) if type(result).__name__ == "Report" else type(result).__name__
-    if kind in ("Simulation", "RateSweep", "Bench"):
+    if kind in ("Simulation", "RateSweep", "Bench", "BenchComparison"):
         from roofline.render import simulate
 
+        if kind == "BenchComparison":
+            return simulate.bench_comparison_table(result)
         if kind == "Bench":
             return simulate.bench_table(result)
         return simulate.simulation_table(result) if kind == "Simulation" else simulate.rate_sweep_table(result)

@@ -73,6 +73,33 @@ def bench_table(b: Any):
     return Group(*lines)
 
 
+def bench_comparison_table(c: Any):
+    """Measured against predicted for the same requests: p50 and p99 of each latency, and throughput."""
+    from rich.console import Group
+    from rich.text import Text
+
+    rows = []
+    for name, key in ROWS[:4]:
+        m, p = getattr(c.measured, key), getattr(c.predicted, key)
+        for stat in ("p50", "p99"):
+            ratio = p[stat] / m[stat] if m[stat] and p[stat] is not None else None
+            rows.append(
+                [f"{name} {stat}", si(m[stat], "s"), si(p[stat], "s"), "-" if ratio is None else f"{ratio:.2f}"]
+            )
+    m, p = c.measured.output_tokens_per_s, c.predicted.output_tokens_per_s
+    rows.append(["output tokens/s", number(m), number(p), f"{p / m:.2f}" if m else "-"])
+    head = Text.assemble(
+        (c.measured.inputs["url"], "bold"),
+        f" against {c.predicted.inputs['model']} on {c.predicted.inputs['hardware']} · {_load(c.measured.inputs)}",
+    )
+    grid = Grid(["", "measured", "predicted", "predicted / measured"], rows, left=1)
+    notes = [Text(f"note: {n}") for n in c.predicted.notes]
+    errors = c.measured.errors
+    if errors:
+        notes.append(Text("errors: " + ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()))))
+    return Group(head, Text(""), grid, *notes)
+
+
 def rate_sweep_table(r: Any):
     """One row per rate: the latency percentiles users act on, throughput and the verdict."""
     from rich.console import Group
