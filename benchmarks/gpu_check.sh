@@ -29,6 +29,8 @@ profile=()  # validate predicts with the default run's profile; without one it m
 [ -s "$out/profile.yaml" ] && profile=(-H "$out/profile.yaml")
 step validate-gpt2 150 validate -m gpt2 --device cuda "${profile[@]}" --json
 step validate-llama-3.2-1b 150 validate -m llama-3.2-1b --device cuda "${profile[@]}" --json
+# The simulator on the measured profile: the profile's rates and eager's measured fixed cost on every step.
+step simulate-llama-3.2-1b 60 simulate -m llama-3.2-1b "${profile[@]}" --rate 20/s --requests 500 --json
 if [ "$("$py" -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
   step collectives 120 measure --collectives --device cuda --json
 fi

@@ -58,6 +58,13 @@ def main(folder: str) -> None:
                 f"{row['tpot_ratio']:.2f}"
                 f"  roofline {row['roofline_tpot_ratio']:.2f}  MBU {row['mbu']:.0%}"
             )
+    r = load(out / "simulate-llama-3.2-1b.json")
+    if r is not None:
+        print(
+            f"\nsimulate-llama-3.2-1b: 20/s, TTFT p50 {r['ttft_s']['p50'] * 1e3:.1f} ms, "
+            f"p99 {r['ttft_s']['p99'] * 1e3:.1f} ms, TPOT p50 {r['tpot_s']['p50'] * 1e3:.2f} ms, "
+            f"saturated {r['saturated']}"
+        )
     r = load(out / "collectives.json")
     if r:
         print(
