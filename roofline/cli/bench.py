@@ -39,8 +39,8 @@ from roofline.cli.simulate import (
     Seed,
     Trace,
     Warmup,
-    _rates,
-    _write_requests,
+    rate_list,
+    write_requests,
 )
 
 app = typer.Typer()
@@ -123,7 +123,7 @@ def bench(
     from roofline.calc.workload import Request
     from roofline.errors import UsageError
 
-    rates = _rates(rate)
+    rates = rate_list(rate)
     if rates is not None and len(rates) > 1:
         raise UsageError("--rate: bench runs one rate at a time")
     loaded = None
@@ -197,7 +197,7 @@ def bench(
         each = ", ".join(f"{n} {kind}" for kind, n in sorted(result.errors.items()))
         err(f"roofline: warning: {sum(result.errors.values())} of {len(chosen)} requests failed ({each})")
     if per_request is not None:
-        _write_requests(result, text_value(per_request, "--per-request"))
+        write_requests(result, text_value(per_request, "--per-request"))
     if compare:
         from roofline.bench import BenchComparison
         from roofline.calc.prepare import prepare

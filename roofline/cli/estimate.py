@@ -52,7 +52,7 @@ from roofline.cli.common import (
     text_value,
 )
 from roofline.cli.common import rate as parse_rate
-from roofline.cli.simulate import _percentile
+from roofline.cli.simulate import slo_quantile
 from roofline.errors import UsageError
 
 app = typer.Typer()
@@ -337,9 +337,9 @@ def plot(
     devices = [load_hardware(text_value(h, "--hardware")) for h in hardware or [HARDWARE]]
     if rate is not None:
         from roofline.calc.simulate import rate_sweep
-        from roofline.cli.simulate import _rates
+        from roofline.cli.simulate import rate_list
 
-        rates = _rates(rate)
+        rates = rate_list(rate)
         if sweep_plot or len(rates) < 2 or len(models) * len(devices) * len(prompts) > 1:
             raise UsageError("--rate: the knee chart is one model on one device at one prompt, over a rate sweep")
         plots.pyplot("roofline plot --rate")
@@ -540,7 +540,7 @@ def plan(
         disagg=text_value(disagg, "--disagg"),
         prices=prices,
         queueing=queueing,
-        slo_percentile=_percentile(slo_percentile),
+        slo_percentile=slo_quantile(slo_percentile),
         knobs=knobs,
     )
     drawing = plots.plan_data(result) if plot_path is not None else None

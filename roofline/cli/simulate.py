@@ -178,7 +178,7 @@ def simulate(
     from roofline.calc.workload import Request
 
     m, h = specs(model, hardware, quiet)
-    rates = _rates(rate)
+    rates = rate_list(rate)
     seqs, tokens = vllm_defaults(h)
     sched = Scheduler(
         text_value(scheduler, "--scheduler"), max_num_seqs or seqs, max_num_batched_tokens or tokens, block_size
@@ -203,7 +203,7 @@ def simulate(
         scheduler=sched,
         ttft_slo=duration(ttft_slo, "--ttft-slo", "s"),
         tpot_slo=duration(tpot_slo, "--tpot-slo"),
-        slo_percentile=_percentile(slo_percentile),
+        slo_percentile=slo_quantile(slo_percentile),
         knobs=knobs_from(locals()),
     )
     if plot_path is not None:
@@ -227,13 +227,13 @@ def simulate(
     if result.saturated:
         err("roofline: warning: saturated: requests arrive faster than this replica serves them")
     if per_request is not None:
-        _write_requests(result, text_value(per_request, "--per-request"))
+        write_requests(result, text_value(per_request, "--per-request"))
         if not quiet:
             err(f"roofline: wrote {per_request}")
     emit(result, json, csv)
 
 
-def _rates(text: str | None) -> list[float] | None:
+def rate_list(text: str | None) -> list[float] | None:
     """'10/s' -> [10.0]; '1:20:1/s' (start:stop:step, the unit at the end, or on each) -> [1, 2, ..., 20]."""
     from roofline.cli.common import rate
 
@@ -251,7 +251,7 @@ def _rates(text: str | None) -> list[float] | None:
     return [start + k * step for k in range(int((stop - start) / step + 1e-9) + 1)]
 
 
-def _percentile(text: str) -> float:
+def slo_quantile(text: str) -> float:
     value = text.strip().lower().removeprefix("p")
     try:
         q = float(value) / 100
@@ -262,7 +262,7 @@ def _percentile(text: str) -> float:
     return q
 
 
-def _write_requests(result, path: str) -> None:
+def write_requests(result, path: str) -> None:
     import csv as csvlib
     import io
 
