@@ -19,34 +19,12 @@ import math
 from typing import Any, NamedTuple
 
 from roofline.calc.estimate import estimate_at, prepare
+from roofline.calc.options import Option, refused_option, served_option
 from roofline.calc.sweep import default_batches
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model
 
 SCHEMA_VERSION = 1
-
-
-class Option(NamedTuple):
-    hardware: str
-    tp: int
-    pp: int
-    disagg: str | None  # "xP:yD" for disaggregated pools, None when prefill and decode share the replicas
-    replicas: int | None
-    batch: int | None
-    devices: int | None
-    ttft_s: float | None
-    tpot_s: float | None
-    meets_slo: bool
-    output_tokens_per_s: float | None  # served by the whole fleet
-    goodput_per_device: float | None
-    cost_per_hour: float | None
-    cost_per_million_tokens: float | None
-    energy_j_per_million_tokens: float | None
-    reason: str
-    method: str = "little"  # "simulated" (a replica's capacity found by simulating it) or "little" (static batch)
-    utilization: float | None = None  # a replica's rate over its saturation rate (simulated)
-    ttft_p99_s: float | None = None  # at the SLO percentile, at each replica's share of the rate (simulated)
-    tpot_p99_s: float | None = None
 
 
 class Plan(NamedTuple):
@@ -125,7 +103,7 @@ def plan(
             )
             for k in queued
         ]
-        found.update(zip(queued, (Option(*fields) for fields in plan_queue.options(work))))
+        found.update(zip(queued, plan_queue.options(work)))
     for k, (h, tp, pp, split) in enumerate(configs):
         if k not in found:
             found[k] = _option(
@@ -178,7 +156,7 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
     label = "auto" if split else None
 
     def refused(reason: str) -> Option:
-        return Option(h.id, tp, pp, label, None, None, None, None, None, False, None, None, None, None, None, reason)
+        return refused_option(h, tp, pp, label, reason)
 
     if (tp > 1 or pp > 1 or split) and h.interconnect_bandwidth is None:
         return refused("no interconnect_bandwidth for tp, pp or disaggregation")
@@ -228,25 +206,7 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
         return refused(f"no batch meets the SLOs ({why} at batch 1)")
     devices, _, replicas, batch, e, name = best
     served = rate * output if rate is not None else concurrency * output / e.request_latency_s
-    cost = price * devices if price is not None else None
-    return Option(
-        h.id,
-        tp,
-        pp,
-        name,
-        replicas,
-        batch,
-        devices,
-        e.ttft_s,
-        e.tpot_s,
-        True,
-        served,
-        served / devices,
-        cost,
-        cost / (served * 3600) * 1e6 if cost is not None else None,
-        h.power * devices / served * 1e6 if h.power is not None else None,
-        "meets the SLOs",
-    )
+    return served_option(h, tp, pp, name, replicas, batch, devices, e.ttft_s, e.tpot_s, served, price)
 
 
 def _count(share: float) -> int:

@@ -15,7 +15,7 @@ ROUNDS = 8  # bisection steps: the capacity to 1/256 of the saturation rate
 
 
 def options(work: list[tuple]) -> list[Any]:
-    """One plan Option's fields per (model, hardware, tp, ...) tuple of `work`, in parallel processes when there are
+    """One plan Option per (model, hardware, tp, ...) tuple of `work`, in parallel processes when there are
     several."""
     import os
 
@@ -31,33 +31,16 @@ def _star(args: tuple) -> Any:
     return option(*args)
 
 
-def option(model, h, tp, prompt, output, rate, tpot_slo, ttft_slo, q, price, knobs) -> tuple:
-    """The fields of the queued plan option (roofline.calc.plan.Option) of one device at one tp degree, refused with
-    the reason when none meets the SLOs."""
+def option(model, h, tp, prompt, output, rate, tpot_slo, ttft_slo, q, price, knobs) -> Any:
+    """The queued plan option (roofline.calc.options.Option) of one device at one tp degree, refused with the reason
+    when none meets the SLOs."""
+    from roofline.calc.options import refused_option, served_option
     from roofline.calc.prepare import prepare
     from roofline.calc.simulate import run_simulation
     from roofline.calc.workload import lengths, open_loop
 
-    def refused(reason: str) -> tuple:
-        return (
-            h.id,
-            tp,
-            1,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            False,
-            None,
-            None,
-            None,
-            None,
-            None,
-            reason,
-            "simulated",
-        )
+    def refused(reason: str):
+        return refused_option(h, tp, 1, None, reason, method="simulated")
 
     if tp > 1 and h.interconnect_bandwidth is None:
         return refused("no interconnect_bandwidth for tp")
@@ -90,31 +73,11 @@ def option(model, h, tp, prompt, output, rate, tpot_slo, ttft_slo, q, price, kno
     capacity = low
     replicas = max(1, math.ceil(rate / capacity - 1e-9))
     share = at(rate / replicas)
-    devices = replicas * tp
-    served = rate * output
-    cost = price * devices if price is not None else None
-    return (
-        h.id,
-        tp,
-        1,
-        None,
-        replicas,
-        None,
-        devices,
-        share.ttft_s["mean"],
-        share.tpot_s["mean"],
-        True,
-        served,
-        served / devices,
-        cost,
-        cost / (served * 3600) * 1e6 if cost is not None else None,
-        h.power * devices / served * 1e6 if h.power is not None else None,
-        "meets the SLOs",
-        "simulated",
-        (rate / replicas) / stable,
-        _q(share.ttft_s, q),
-        _q(share.tpot_s, q),
-    )
+    return served_option(
+        h, tp, 1, None, replicas, None, replicas * tp, share.ttft_s["mean"], share.tpot_s["mean"], rate * output,
+        price, method="simulated", utilization=(rate / replicas) / stable, ttft_p99_s=_q(share.ttft_s, q),
+        tpot_p99_s=_q(share.tpot_s, q),
+    )  # fmt: skip
 
 
 def _q(summary: dict, q: float) -> float:

@@ -366,18 +366,20 @@ def simulate(
         **plain(p.inputs._asdict()),
         "model": model.id,
         "hardware": hardware.id,
-        "rate_per_s": rate,
-        "arrival": arrival if rate else None,
-        "cv": cv if rate and arrival == "gamma" else None,
-        "concurrency": concurrency,
-        "requests": len(chosen),
-        "warmup": warm,
-        "seed": seed,
-        "prompt_tokens": prompt_tokens,
-        "output_tokens": output_tokens,
-        "prompt_dist": prompt_dist or "fixed",
-        "output_dist": output_dist or "fixed",
-        "trace": trace is not None,
+        **workload_inputs(
+            rate,
+            arrival,
+            cv,
+            concurrency,
+            len(chosen),
+            warm,
+            seed,
+            prompt_tokens,
+            output_tokens,
+            prompt_dist,
+            output_dist,
+            trace is not None,
+        ),  # fmt: skip
         "ttft_slo_s": ttft_slo,
         "tpot_slo_s": tpot_slo,
         "slo_percentile": slo_percentile,
@@ -396,6 +398,37 @@ def simulate(
         slo_percentile=slo_percentile,
         inputs=inputs,
     )
+
+
+def workload_inputs(
+    rate,
+    arrival,
+    cv,
+    concurrency,
+    requests,
+    warmup,
+    seed,
+    prompt_tokens,
+    output_tokens,
+    prompt_dist,
+    output_dist,
+    trace,
+) -> dict[str, Any]:
+    """The workload as a run's `inputs` report it (simulate's and bench's alike)."""
+    return {
+        "rate_per_s": rate,
+        "arrival": arrival if rate else None,
+        "cv": cv if rate and arrival == "gamma" else None,
+        "concurrency": concurrency,
+        "requests": requests,
+        "warmup": warmup,
+        "seed": seed,
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
+        "prompt_dist": prompt_dist or "fixed",
+        "output_dist": output_dist or "fixed",
+        "trace": trace,
+    }
 
 
 def workload(

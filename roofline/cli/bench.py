@@ -119,7 +119,7 @@ def bench(
       roofline bench http://127.0.0.1:8080 --concurrency 4 --compare -m tiny.gguf -H profile.yaml --max-num-seqs 4
     """
     from roofline.bench import bench as run_bench
-    from roofline.calc.simulate import workload
+    from roofline.calc.simulate import workload, workload_inputs
     from roofline.calc.workload import Request
     from roofline.errors import UsageError
 
@@ -151,17 +151,20 @@ def bench(
     inputs = {
         "url": url,
         "served_model": served_model,
-        "rate_per_s": rates[0] if rates else None,
-        "arrival": arrival if rates else None,
-        "concurrency": concurrency,
-        "requests": len(chosen),
-        "warmup": warm,
-        "seed": seed,
-        "prompt_tokens": prompt_tokens,
-        "output_tokens": output_tokens,
-        "prompt_dist": prompt_dist or "fixed",
-        "output_dist": output_dist or "fixed",
-        "trace": trace is not None,
+        **workload_inputs(
+            rates[0] if rates else None,
+            arrival,
+            cv,
+            concurrency,
+            len(chosen),
+            warm,
+            seed,
+            prompt_tokens,
+            output_tokens,
+            prompt_dist,
+            output_dist,
+            trace is not None,
+        ),  # fmt: skip
         "text_prompts": text,
     }
     progress = None
