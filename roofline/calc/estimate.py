@@ -27,7 +27,7 @@ from roofline.calc.prepare import HardwareInfo, ModelInfo, Prepared, prepare
 from roofline.calc.serving import chunked, disagg, pipeline, prefix, speculative
 from roofline.calc.shape import Shape
 from roofline.calc.step import Phase, Work, decode_step, phase
-from roofline.specs.records import Hardware, Model
+from roofline.specs.records import DTYPE_BYTES, Hardware, Model
 from roofline.units import si
 
 SCHEMA_VERSION = 1
@@ -279,11 +279,14 @@ def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
 def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, cached: float) -> Calibrated | None:
     """The calibrated prediction when the hardware is a measured profile and the model is dense, one device."""
     a = model.arch
-    if not hardware.measured or engine_support(model) or inputs.tp > 1:
+    llama = engine_costs(hardware).get("llamacpp") if inputs.engine == "llamacpp" else None
+    if not (hardware.measured or llama) or engine_support(model) or inputs.tp > 1:
         return None
     B, P = inputs.batch, inputs.prompt_tokens
     kv_step = B * (shape.kv_cached(cached) + shape.kv_per_token)
     attention_flops = B * shape.key_flops_decode * shape.keys(cached)
+    if llama:
+        return _llamacpp(model, llama, inputs, shape, kv_step, attention_flops)
     return calibrate.predict(
         a,
         hardware.measured,
@@ -295,6 +298,43 @@ def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, 
         shape.prefill_attention_flops(B, P),
         engine_costs(hardware),
         inputs.engine or "eager",
+    )
+
+
+def _llamacpp(
+    model: Model, profile: dict, inputs: Inputs, shape: Shape, kv_step: float, attention: float
+) -> Calibrated:
+    """llama.cpp's measured profile (roofline.calc.llamacpp): the B prompts prefilled in ubatches, then decode
+    steps of B rows at the mean context."""
+    from roofline.calc import llamacpp
+
+    a, B, P = model.arch, inputs.batch, inputs.prompt_tokens
+    head = shape.head * DTYPE_BYTES.get(inputs.weight_dtype, 2.0)
+    weights = llamacpp.weights_of(model, shape.streamed(1), head, inputs.weight_dtype)
+    per_token = f.matmul_flops(shape.matmul - shape.head, 1)
+    prefill_attention, tokens = shape.prefill_attention_flops(B, P), B * P
+    ttft = llamacpp.prefill_seconds(
+        profile,
+        weights,
+        a.layers,
+        a.hidden_size,
+        tokens,
+        per_token,
+        lambda s, e: prefill_attention * (e - s) / tokens,
+        lambda s, e: shape.kv_cached(s / B) * B,
+    )
+    decode = llamacpp.ubatch_seconds(profile, weights, a.layers, a.hidden_size, B, B, B * per_token, attention, kv_step)
+    fixed = llamacpp.fixed_seconds(profile, weights, a.layers)
+    stand_ins = ", ".join(f"{k} as {v}" for k, v in llamacpp.stand_ins(profile, weights).items())
+    basis = "llama.cpp's measured profile (time per weight byte by rows and type, fixed cost per step and layer)"
+    return Calibrated(
+        ttft_s=ttft,
+        tpot_s=decode,
+        decode_linear_s=decode - fixed,
+        decode_attention_s=0.0,
+        decode_overhead_s=fixed,
+        basis=basis + (f"; unmeasured types priced as: {stand_ins}" if stand_ins else ""),
+        engine="llamacpp",
     )
 
 

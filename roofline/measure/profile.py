@@ -113,10 +113,10 @@ def save(result: dict[str, Any], path: str) -> None:
     from roofline.measure.bench import decode_bandwidth
 
     header = HEADER.format(date=result["device"]["date"], decode=decode_bandwidth(result["bandwidth"])[0])
-    _write(path, header, hardware_spec(result))
+    write_spec(path, header, hardware_spec(result))
 
 
-def _write(path: str, header: str, spec: dict[str, Any]) -> None:
+def write_spec(path: str, header: str, spec: dict[str, Any]) -> None:
     """The header comment and the spec as YAML, written atomically to `path` (the --save target)."""
     import yaml
 
@@ -173,7 +173,7 @@ def save_collectives(result: dict[str, Any], path: str, base: Hardware) -> None:
         "all-reduce bus "
         f"bandwidth and the shortest all-reduce time; raw figures under measured.collectives.\n"
     )
-    _write(path, header, spec)
+    write_spec(path, header, spec)
 
 
 def engine_report(result: dict[str, Any]) -> Report:
@@ -203,4 +203,4 @@ def save_engine(result: dict[str, Any], path: str, base: Hardware) -> None:
         f"# engines.{result['engine']}: fixed costs per decode step and per layer measured by `roofline measure "
         "--engine`.\n"
     )
-    _write(path, header, spec)
+    write_spec(path, header, spec)

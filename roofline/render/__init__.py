@@ -89,6 +89,8 @@ def table(result: Any) -> Any:
         return getattr(specs, kind)(result.data)
     from roofline.render import measure
 
+    if kind == "llamacpp-profile":
+        return measure.llamacpp_table({"rows": result.rows, "data": result.data})
     tables = {
         "measure": measure.measure_table,
         "collectives": measure.collectives_table,

@@ -271,3 +271,31 @@ def engine_table(result: dict[str, Any]):
         Text(f"{result['engine']} engine fixed costs ({result['device']}, {result['dtype']})", style="bold"),
         Grid(["archetype", "batch", "per step", "per layer"], rows, left=1),
     )
+
+
+def llamacpp_table(result: dict[str, Any]):
+    """llama.cpp's measured costs per weight type."""
+    from rich.console import Group
+    from rich.text import Text
+
+    from roofline.render.grid import Grid
+
+    rows = [
+        [
+            r["type"].lower(),
+            si(r["decode_bytes_per_s"], "B/s"),
+            f"{si(r['prefill_flop_per_s'], 'FLOP/s')} (pp{r['prefill_rows']})",
+            si(r["per_step_s"], "s"),
+            si(r["per_layer_s"], "s"),
+            "on" if r["repack"] else "off",
+        ]
+        for r in result["rows"]
+    ]
+    return Group(
+        Text(
+            f"llama.cpp costs here ({result['data']['build']}, {result['data'].get('threads')} threads, "
+            f"{result['data'].get('seconds')} s)",
+            style="bold",
+        ),
+        Grid(["type", "decode", "prefill", "per step", "per layer", "repack"], rows, left=1),
+    )

@@ -24,6 +24,8 @@ class WeightBytes(NamedTuple):
     by_dtype: dict[str, int]
     by_role: dict[str, int]
     elements_by_role: dict[str, int]
+    streamed_by_dtype: dict[str, int] = {}  # streamed bytes by dtype, the lm_head's included (llama.cpp prices types)
+    head: tuple[str, int] = ("", 0)  # the lm_head's (dtype, bytes): the tied embedding when there is no output.weight
 
     @property
     def bits_per_weight(self) -> float:
@@ -86,9 +88,19 @@ def weight_bytes(kind: str, tensors: list[tuple[str, str, int, int]]) -> WeightB
         elements_by_role[r] = elements_by_role.get(r, 0) + elements
     total = sum(by_role.values())
     tied = "lm_head" not in by_role
-    lookups = by_role.get("position", 0) + (0 if tied else by_role.get("embedding", 0))
+    lookups = ("position",) if tied else ("position", "embedding")
+    streamed: dict[str, int] = {}
+    head = ("", 0)
+    for name, dtype, _, nbytes in tensors:
+        r = role(name)
+        if r not in lookups:
+            streamed[dtype] = streamed.get(dtype, 0) + nbytes
+        if r == ("embedding" if tied else "lm_head") and not name.endswith(".bias"):
+            head = (dtype, head[1] + nbytes)
     weights = sum(e for r, e in elements_by_role.items() if r != "scales")
-    return WeightBytes(kind, total, total - lookups, weights, by_dtype, by_role, elements_by_role)
+    return WeightBytes(
+        kind, total, sum(streamed.values()), weights, by_dtype, by_role, elements_by_role, streamed, head
+    )
 
 
 # ---------------------------------------------------------------- GGUF

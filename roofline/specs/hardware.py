@@ -99,6 +99,9 @@ def _engines(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise TypeError
     for name, engine in value.items():
+        if name == "llamacpp":
+            _llamacpp(engine)
+            continue
         archetypes = engine.get("archetypes") if isinstance(engine, dict) else None
         if not isinstance(archetypes, dict) or not archetypes:
             raise ValueError(f"engine {name!r}: expected 'archetypes' with measured costs")
@@ -120,6 +123,24 @@ def _engines(value: Any) -> dict[str, Any]:
                 except (TypeError, ValueError):
                     raise ValueError(f"engine {name!r} archetype {kind!r}: {key} keys must be batch sizes") from None
     return value
+
+
+def _llamacpp(engine: Any) -> None:
+    """engines.llamacpp as `measure --engine llamacpp` writes it: widths [narrow, wide] and, per ggml type,
+    per_step_s, per_layer_s and seconds_per_byte by rows (roofline.calc.llamacpp)."""
+    types = engine.get("types") if isinstance(engine, dict) else None
+    widths = engine.get("widths") if isinstance(engine, dict) else None
+    if not isinstance(types, dict) or not types or not (isinstance(widths, list) and len(widths) == 2):
+        raise ValueError("engine 'llamacpp': expected 'widths' [narrow, wide] and 'types' with measured costs")
+    number = lambda v, top: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < top  # noqa: E731
+    for kind, costs in types.items():
+        table = costs.get("seconds_per_byte") if isinstance(costs, dict) else None
+        fixed_ok = isinstance(costs, dict) and all(number(costs.get(k), 10) for k in ("per_step_s", "per_layer_s"))
+        if not fixed_ok or not isinstance(table, dict) or not table or not all(number(v, 1) for v in table.values()):
+            raise ValueError(
+                f"engine 'llamacpp' type {kind!r}: expected per_step_s, per_layer_s [s] and seconds_per_byte as "
+                "rows -> seconds"
+            )
 
 
 def _strings(value: Any) -> tuple[str, ...]:

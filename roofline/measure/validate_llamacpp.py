@@ -1,0 +1,123 @@
+"""`validate --engine llamacpp`: llama.cpp's own benchmarks beside roofline's prediction for the same GGUF file.
+
+The model is a GGUF file given with -m, or a model's shape written as one (roofline.measure.synthetic) in the
+weight type asked. In R rounds, each running every batch once in a rotated order: batch 1 by llama-bench (a prompt
+processing test of P tokens and a token generation test of O - 1 tokens, one repetition after its warm-up run),
+larger batches by llama-batched-bench (B prompts prefilled together, then O - 1 steps of B tokens). TTFT is the
+prompt's time, TPOT a generated step's mean. The prediction is the profile's (roofline.calc.llamacpp) for that very
+file; rows, intervals and verdicts are those of the other engines (roofline.measure.validate).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from roofline.calc.estimate import estimate
+from roofline.calc.inputs import engine_costs
+from roofline.errors import UsageError
+from roofline.measure import llamacpp, stats, synthetic
+from roofline.report import Report
+from roofline.specs.records import Hardware, Model
+
+
+def run(
+    model: Model,
+    hardware: Hardware | None,
+    batches: list[int],
+    prompt: int,
+    output: int,
+    weight_type: str,
+    build: llamacpp.Build,
+    repeat: int,
+    tolerance: float,
+    on_step: Callable[[str], None] = lambda s: None,
+    threads: int | None = None,
+) -> Report:
+    """Measured vs predicted TTFT and TPOT per batch (see the module docstring): the `validate --json` report."""
+    from roofline.measure import machine
+    from roofline.measure.validate import SCHEMA_VERSION, _row
+    from roofline.specs.catalog import load_model
+
+    if output < 2:
+        raise UsageError(f"--output: expected at least 2 tokens (one decode step), got {output}")
+    with tempfile.TemporaryDirectory(prefix="roofline-validate-") as folder:
+        if model.source_kind == "gguf":
+            path = Path(model.source)
+        else:
+            weight_type = synthetic.check_type(weight_type)
+            synthetic.check_shape(model.arch, model.id)
+            on_step(f"writing {model.id} as a {weight_type.lower()} GGUF")
+            quantize = build.tool("llama-quantize") if weight_type in synthetic.MIXES else None
+            path = synthetic.write(model.arch, Path(folder) / "model.gguf", weight_type, model.name, quantize=quantize)
+            model = load_model(str(path))
+        if hardware is None or "llamacpp" not in engine_costs(hardware):
+            hardware = _quick_profile(build, hardware, model, on_step, threads)
+        runs: dict[int, list[dict[str, Any]]] = {b: [] for b in batches}
+        info: dict[str, Any] = {}
+        for r, batch in stats.schedule(list(batches), repeat):
+            on_step(f"round {r + 1} of {repeat}, batch {batch}")
+            measured, info = _time_run(build, path, batch, prompt, output, threads)
+            runs[batch].append(measured)
+    rows = []
+    for batch in batches:
+        predicted = estimate(
+            model, hardware, batch=batch, prompt_tokens=prompt, output_tokens=output, engine="llamacpp"
+        )
+        rows.append(_row(batch, runs[batch], predicted, hardware, tolerance))
+    a = model.arch
+    envelope = {
+        "schema_version": SCHEMA_VERSION,
+        "engine": "llamacpp",
+        "rounds": repeat,
+        "tolerance": tolerance,
+        "model": {
+            "id": model.id,
+            "name": model.name,
+            "params": model.params,
+            "layers": a.layers,
+            "dtype": "+".join(sorted(model.weights_file.by_dtype)),
+            "file_bytes": model.weights_file.total_bytes,
+        },
+        "device": {"kind": "cpu", "name": machine.cpu_name(), "threads": info.get("n_threads"), "torch_version": None},
+        "llama_cpp": {"found": build.found, "folder": str(build.folder), **info},
+        "hardware": {
+            "id": hardware.id,
+            "name": hardware.name,
+            "figures": hardware.origin,
+            "memory_bandwidth_bytes_per_s": hardware.memory_bandwidth,
+            "peak_flop_per_s": dict(hardware.peak_flops),
+        },
+        "inputs": {"prompt_tokens": prompt, "output_tokens": output, "batches": list(batches)},
+        "rows": rows,
+    }
+    return Report("validate", envelope, rows)
+
+
+def _quick_profile(build, hardware: Hardware | None, model: Model, on_step, threads) -> Hardware:
+    """A profile carrying llama.cpp's costs for the file's main weight type, measured now (on `hardware`'s
+    figures when given, else this machine's read by llama.cpp itself)."""
+    from roofline.measure import llamacpp_profile, machine
+
+    kinds = sorted(model.weights_file.streamed_by_dtype, key=model.weights_file.streamed_by_dtype.get)
+    main = next((k for k in reversed(kinds) if k in synthetic.DIRECT), "Q8_0")
+    on_step(f"measuring llama.cpp's {main.lower()} costs here")
+    measured = llamacpp_profile.run(build, machine.cpu_cache(), (main,), threads, on_step)
+    return llamacpp_profile.as_hardware(measured, hardware)
+
+
+def _time_run(build, path: Path, batch: int, prompt: int, output: int, threads) -> tuple[dict[str, Any], dict]:
+    """One round of one batch: TTFT [s] and the mean decode step [s] (as a one-step list for the row's pooling)."""
+    steps = output - 1
+    if batch == 1:
+        results, repack = llamacpp.bench(build, path, [prompt], steps, threads, reps=1)
+        pp = next(r for r in results if r["n_prompt"])
+        tg = next(r for r in results if r["n_gen"])
+        info = {"n_threads": pp["n_threads"], "build_commit": pp.get("build_commit"), "repack": repack}
+        return {"ttft_s": pp["samples_ns"][0] / 1e9, "steps_s": [tg["samples_ns"][0] / 1e9 / steps]}, info
+    rows, repack = llamacpp.batched(build, path, prompt, steps, [batch], threads)
+    row = rows[0]
+    info = {"n_threads": row.get("n_threads"), "repack": repack}
+    return {"ttft_s": row["t_pp"], "steps_s": [row["t_tg"] / row["tg"]]}, info
