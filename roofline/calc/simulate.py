@@ -120,8 +120,43 @@ def replica_setup(p: Prepared) -> tuple[StepModel, int, list[str]]:
             f"{k.memory_fraction:g} x memory",
             "memory_fraction",
         )
-    measured = _measured_engine(p, notes)
-    return StepModel(setup, overhead, measured), int(budget / per_token) * shape.dp, notes
+    llama = _llamacpp_step(p, notes)
+    measured = None if llama else _measured_engine(p, notes)
+    return StepModel(setup, overhead, measured, llama), int(budget / per_token) * shape.dp, notes
+
+
+def _llamacpp_step(p: Prepared, notes: list[str]):
+    """A step as llama.cpp runs it (roofline.calc.llamacpp: ubatches of 512 rows), when the profile measured it."""
+    from roofline.calc import llamacpp
+    from roofline.calc.inputs import engine_costs
+    from roofline.specs.records import DTYPE_BYTES
+
+    profile = engine_costs(p.hardware).get("llamacpp") if p.inputs.engine == "llamacpp" else None
+    a = p.model.arch
+    if not profile or a is None:
+        return None
+    dtype = p.inputs.weight_dtype
+    weights = llamacpp.weights_of(p.model, p.shape.streamed(1), p.shape.head * DTYPE_BYTES.get(dtype, 2.0), dtype)
+    notes.append("engine llamacpp: each step priced by the profile's measured llama.cpp costs (ubatches of 512)")
+
+    def step(rows: int, logits: int, matmuls: float, attention: float, kv: float) -> float:
+        parts = -(-rows // llamacpp.UBATCH)
+        return sum(
+            llamacpp.ubatch_seconds(
+                profile,
+                weights,
+                a.layers,
+                a.hidden_size,
+                -(-rows // parts),
+                -(-logits // parts),
+                matmuls / parts,
+                attention / parts,
+                kv / parts,
+            )
+            for _ in range(parts)
+        )
+
+    return step
 
 
 def _measured_engine(p: Prepared, notes: list[str]):

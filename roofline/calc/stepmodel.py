@@ -26,8 +26,10 @@ class Decodes(NamedTuple):
 class StepModel:
     """Prices steps of one prepared setup (roofline.calc.prepare.Prepared), with an engine's fixed cost per step."""
 
-    def __init__(self, p: Any, overhead_s: float = 0.0, measured: Any = None):
+    def __init__(self, p: Any, overhead_s: float = 0.0, measured: Any = None, engine_step: Any = None):
         s = self.shape = p.shape
+        # (rows, logit rows, matmul FLOPs, attention FLOPs, KV bytes) -> seconds: an engine's measured step (llama.cpp)
+        self.engine_step = engine_step
         self.F, self.W, self.link, self.latency, self.ep_link = p.F, p.W, p.link, p.latency, p.ep_link
         self.overhead = overhead_s
         self.measured = measured  # batch -> seconds: a measured engine's fixed cost per step (None: none)
@@ -55,8 +57,27 @@ class StepModel:
         return flops, s.streamed(tokens) + self.kv_scale * kv, tokens
 
     def seconds(self, d: Decodes, chunks: list[tuple[int, int, bool]]) -> float:
+        if self.engine_step is not None:
+            return self._engine_seconds(d, chunks)
         flops, nbytes, tokens = self.work(d, chunks)
         return max(flops / self.F, nbytes / self.W) + self.comm(tokens) + self.fixed(d.n + len(chunks))
+
+    def _engine_seconds(self, d: Decodes, chunks: list[tuple[int, int, bool]]) -> float:
+        """A step priced by the engine's own measured cost (llama.cpp): its rows, logit rows, matmul and attention
+        FLOPs and the KV bytes it reads, apart."""
+        s = self.shape
+        tokens = d.n + sum(e - b for b, e, _ in chunks)
+        logits = d.n + sum(1 for _, _, last in chunks if last)
+        matmuls = s.matmul_flops(tokens, 1, s.matmul - s.head)
+        attention = self.key_decode * d.keys
+        kv = d.kv_read + d.n * self.kv_token
+        for b, e, _ in chunks:
+            pairs = self.full * (e * (e + 1) / 2 - b * (b + 1) / 2)
+            if self.sliding:
+                pairs += self.sliding * (windowed_pairs(e, self.window) - windowed_pairs(b, self.window))
+            attention += self.key_prefill * pairs
+            kv += s.kv_cached(e)
+        return self.engine_step(tokens, logits, matmuls, attention, self.kv_scale * kv)
 
     def fixed(self, sequences: int) -> float:
         """The step's fixed cost with `sequences` in it: the preset's, or the measured engine's at that batch."""
@@ -70,6 +91,9 @@ class StepModel:
     ) -> tuple[float, float, float]:
         """(total seconds, first step, last step) of m decode-only steps of n sequences whose Σ keys and Σ KV read
         grow by `keys_slope` and `kv_slope` a step: both roofs are linear in the step, so the sum is exact."""
+        if self.engine_step is not None:  # no closed form: each step priced (a run is at most a few thousand)
+            times = [self.seconds(Decodes(n, keys + keys_slope * j, kv_read + kv_slope * j), []) for j in range(m)]
+            return sum(times), times[0], times[-1]
         s = self.shape
         c = self.comm(n) + self.fixed(n)
         a0 = (s.matmul_flops(n, 1) + self.key_decode * keys) / self.F

