@@ -44,17 +44,24 @@ class StepModel:
     def work(self, d: Decodes, chunks: list[tuple[int, int, bool]]) -> tuple[float, float, int]:
         """(FLOPs, bytes, tokens) of a step: the decodes `d` and `chunks` of (start, end, ends the prompt)."""
         s = self.shape
+        tokens, logits, matmuls, attention, kv = self.parts(d, chunks)
+        return matmuls + self.head * logits + attention, s.streamed(tokens) + self.kv_scale * kv, tokens
+
+    def parts(self, d: Decodes, chunks: list[tuple[int, int, bool]]) -> tuple[int, int, float, float, float]:
+        """(tokens, logit rows, matmul FLOPs without the lm_head, attention FLOPs, KV bytes read and written over
+        the whole model) of a step."""
+        s = self.shape
         tokens = d.n + sum(e - b for b, e, _ in chunks)
         logits = d.n + sum(1 for _, _, last in chunks if last)
-        flops = s.matmul_flops(tokens, 1, s.matmul - s.head) + self.head * logits + self.key_decode * d.keys
+        attention = self.key_decode * d.keys
         kv = d.kv_read + d.n * self.kv_token
         for b, e, _ in chunks:
             pairs = self.full * (e * (e + 1) / 2 - b * (b + 1) / 2)
             if self.sliding:
                 pairs += self.sliding * (windowed_pairs(e, self.window) - windowed_pairs(b, self.window))
-            flops += self.key_prefill * pairs
+            attention += self.key_prefill * pairs
             kv += s.kv_cached(e)  # the earlier tokens' KV read, the chunk's written
-        return flops, s.streamed(tokens) + self.kv_scale * kv, tokens
+        return tokens, logits, s.matmul_flops(tokens, 1, s.matmul - s.head), attention, kv
 
     def seconds(self, d: Decodes, chunks: list[tuple[int, int, bool]]) -> float:
         if self.engine_step is not None:
@@ -65,18 +72,7 @@ class StepModel:
     def _engine_seconds(self, d: Decodes, chunks: list[tuple[int, int, bool]]) -> float:
         """A step priced by the engine's own measured cost (llama.cpp): its rows, logit rows, matmul and attention
         FLOPs and the KV bytes it reads, apart."""
-        s = self.shape
-        tokens = d.n + sum(e - b for b, e, _ in chunks)
-        logits = d.n + sum(1 for _, _, last in chunks if last)
-        matmuls = s.matmul_flops(tokens, 1, s.matmul - s.head)
-        attention = self.key_decode * d.keys
-        kv = d.kv_read + d.n * self.kv_token
-        for b, e, _ in chunks:
-            pairs = self.full * (e * (e + 1) / 2 - b * (b + 1) / 2)
-            if self.sliding:
-                pairs += self.sliding * (windowed_pairs(e, self.window) - windowed_pairs(b, self.window))
-            attention += self.key_prefill * pairs
-            kv += s.kv_cached(e)
+        tokens, logits, matmuls, attention, kv = self.parts(d, chunks)
         return self.engine_step(tokens, logits, matmuls, attention, self.kv_scale * kv)
 
     def fixed(self, sequences: int) -> float:

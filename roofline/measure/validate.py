@@ -141,6 +141,14 @@ def run(
             "threads": torch.get_num_threads(),
             "torch_version": str(torch.__version__),
         },
+        **run_summary(hardware, prompt, output, batches, rows),
+    }
+    return Report("validate", envelope, rows)
+
+
+def run_summary(hardware: Hardware, prompt: int, output: int, batches: list[int], rows: list) -> dict[str, Any]:
+    """The report's hardware, inputs and rows keys, as every engine's validate writes them."""
+    return {
         "hardware": {
             "id": hardware.id,
             "name": hardware.name,
@@ -151,7 +159,6 @@ def run(
         "inputs": {"prompt_tokens": prompt, "output_tokens": output, "batches": list(batches)},
         "rows": rows,
     }
-    return Report("validate", envelope, rows)
 
 
 def engine_builder(engine: str, model: Model) -> Callable[..., Any]:

@@ -38,7 +38,7 @@ def run(
 ) -> Report:
     """Measured vs predicted TTFT and TPOT per batch (see the module docstring): the `validate --json` report."""
     from roofline.measure import machine
-    from roofline.measure.validate import SCHEMA_VERSION, _row
+    from roofline.measure.validate import SCHEMA_VERSION, _row, run_summary
     from roofline.specs.catalog import load_model
 
     if output < 2:
@@ -83,15 +83,7 @@ def run(
         },
         "device": {"kind": "cpu", "name": machine.cpu_name(), "threads": info.get("n_threads"), "torch_version": None},
         "llama_cpp": {"found": build.found, "folder": str(build.folder), **info},
-        "hardware": {
-            "id": hardware.id,
-            "name": hardware.name,
-            "figures": hardware.origin,
-            "memory_bandwidth_bytes_per_s": hardware.memory_bandwidth,
-            "peak_flop_per_s": dict(hardware.peak_flops),
-        },
-        "inputs": {"prompt_tokens": prompt, "output_tokens": output, "batches": list(batches)},
-        "rows": rows,
+        **run_summary(hardware, prompt, output, batches, rows),
     }
     return Report("validate", envelope, rows)
 
