@@ -150,6 +150,12 @@ def test_estimate_with_a_llamacpp_profile(tmp_path):
     # add < 1 us.
     expected = 2e-4 + (1_253_376 + 5_120 + 278_528) * 1e-10
     assert engine["tpot_s"] == pytest.approx(expected, rel=0.01)
+    # Prefill (TTFT), derived by a helper that saw the pricing rules but not the code: P = 600 runs as two ubatches
+    # of 300 rows (s = 9.375e-9 s/B: the wide 4.6875e-9 at 300 rows times the narrow ratio 2), the lm_head once at
+    # one row, attention 369,254,400 FLOP at the ubatch's achieved 6.02e10 FLOP/s, 614,400 KV bytes.
+    for batch, prompt, ttft in ((1, 600, 0.0301213), (1, 100, 0.00422022), (2, 300, 0.0270892)):
+        out = CliRunner().invoke(app, [*args, "--prompt", str(prompt), "--output", "2", "-b", str(batch)])
+        assert json.loads(out.stdout)["engine"]["ttft_s"] == pytest.approx(ttft, rel=1e-4)
 
 
 # ---------------------------------------------------------------- with a llama.cpp build

@@ -27,7 +27,7 @@ from roofline.calc.prepare import HardwareInfo, ModelInfo, Prepared, prepare
 from roofline.calc.serving import chunked, disagg, pipeline, prefix, speculative
 from roofline.calc.shape import Shape
 from roofline.calc.step import Phase, Work, decode_step, phase
-from roofline.specs.records import DTYPE_BYTES, Hardware, Model
+from roofline.specs.records import Hardware, Model
 from roofline.units import si
 
 SCHEMA_VERSION = 1
@@ -304,35 +304,25 @@ def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, 
 def _llamacpp(
     model: Model, profile: dict, inputs: Inputs, shape: Shape, kv_step: float, attention: float
 ) -> Calibrated:
-    """llama.cpp's measured profile (roofline.calc.llamacpp): the B prompts prefilled in ubatches, then decode
-    steps of B rows at the mean context."""
+    """llama.cpp's measured profile (roofline.calc.llamacpp): the B prompts prefilled in one llama_decode (its
+    ubatches), then decode steps of B rows at the mean context."""
     from roofline.calc import llamacpp
 
     a, B, P = model.arch, inputs.batch, inputs.prompt_tokens
-    head = shape.head * DTYPE_BYTES.get(inputs.weight_dtype, 2.0)
-    weights = llamacpp.weights_of(model, shape.streamed(1), head, inputs.weight_dtype)
+    weights = llamacpp.weights_of(model, shape, inputs.weight_dtype)
     per_token = f.matmul_flops(shape.matmul - shape.head, 1)
-    prefill_attention, tokens = shape.prefill_attention_flops(B, P), B * P
-    ttft = llamacpp.prefill_seconds(
-        profile,
-        weights,
-        a.layers,
-        a.hidden_size,
-        tokens,
-        per_token,
-        lambda s, e: prefill_attention * (e - s) / tokens,
-        lambda s, e: shape.kv_cached(s / B) * B,
-    )
-    decode = llamacpp.ubatch_seconds(profile, weights, a.layers, a.hidden_size, B, B, B * per_token, attention, kv_step)
-    fixed = llamacpp.fixed_seconds(profile, weights, a.layers)
+    common = (profile, weights, a.layers, a.hidden_size)
+    prefill_kv = B * shape.kv_cached(P)  # the prompt's KV written
+    ttft = llamacpp.step_seconds(*common, B * P, B, B * P * per_token, shape.prefill_attention_flops(B, P), prefill_kv)
+    decode = llamacpp.step_parts(*common, B, B, B * per_token, attention, kv_step)
     stand_ins = ", ".join(f"{k} as {v}" for k, v in llamacpp.stand_ins(profile, weights).items())
     basis = "llama.cpp's measured profile (time per weight byte by rows and type, fixed cost per step and layer)"
     return Calibrated(
         ttft_s=ttft,
-        tpot_s=decode,
-        decode_linear_s=decode - fixed,
-        decode_attention_s=0.0,
-        decode_overhead_s=fixed,
+        tpot_s=sum(decode),
+        decode_linear_s=decode.matmul_s,
+        decode_attention_s=decode.attention_s,
+        decode_overhead_s=decode.fixed_s,
         basis=basis + (f"; unmeasured types priced as: {stand_ins}" if stand_ins else ""),
         engine="llamacpp",
     )

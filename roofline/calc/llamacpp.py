@@ -1,17 +1,18 @@
 """llama.cpp priced with its own measured profile (`roofline measure --engine llamacpp`): what its CPU/GPU backend
 achieves per weight type here, never a datasheet fraction.
 
-A llama.cpp step (one llama_decode: decode tokens and prompt tokens together, split in ubatches of at most 512)
-runs every matrix with M rows. Its time, per ubatch:
-    fixed + sum over weight types T of bytes_T x s_T(M, width) + head_bytes x s(logit rows) + KV bytes x s(1)
+A llama.cpp step (one llama_decode: decode tokens and prompt tokens together, split in even ubatches of at most
+512) runs every matrix with M rows. Its time, per ubatch:
+    fixed + sum over weight types T of matrix bytes_T x s_T(M, width) + head bytes x s(logit rows)
+          + (vector bytes + KV bytes) x s_F16(1)
 where s_T(M) [s/B] is the measured time per streamed weight byte of a wide probe model at M rows (M = 1 ... 16 from
 llama-batched-bench decode steps, 128 and 512 from llama-bench prompt processing): at M = 1 it is 1 / the
 achieved bandwidth, at large M it is (2 x M / bytes per weight) / the achieved FLOP/s. Narrow layers run
 compute-bound matmuls slower, so from the largest decode rows to the first prompt rows the narrow probe's ratio to
-the wide one fades in, weighted log-linearly by the model's hidden size between the two probe widths.
-Attention FLOPs run at the step's achieved matmul FLOP/s;
-the fixed cost is per step + layers x per layer (a narrow probe at two depths). Types the profile never ran are
-priced with the measured type closest in bits per weight, and say so.
+the wide one fades in, weighted log-linearly by the model's hidden size between the two probe widths. Attention
+FLOPs run at the step's achieved matmul FLOP/s; the fixed cost is per step + layers x per layer (a narrow probe at
+two depths); vectors (norms) and the KV cache are read once at the f16 decode rate. Types the profile never ran
+are priced with the measured type closest in bits per weight, and say so.
 """
 
 from __future__ import annotations
@@ -43,23 +44,28 @@ BY_DTYPE = {"fp32": "F32", "fp16": "F16", "bf16": "BF16", "int8": "Q8_0", "fp8":
 
 
 class Weights(NamedTuple):
-    """What a step streams, by ggml type [B]: the layers' matrices and the lm_head apart (it runs fewer rows)."""
+    """What a step streams, by ggml type [B]: the layers' matrices, the lm_head apart (it runs fewer rows), and the
+    vectors (norms, biases: read once a graph compute, whatever the rows)."""
 
     layers: dict[str, float]
     head: tuple[str, float]
+    vectors: float = 0.0
 
 
-def weights_of(model: Any, streamed: float, head_bytes: float, dtype: str) -> Weights:
-    """A model's streamed weights by type: a GGUF file's own, else all in the type of its weight dtype."""
+def weights_of(model: Any, shape: Any, dtype: str) -> Weights:
+    """A model's streamed weights by type: a GGUF file's own, else all in the type of its weight dtype (the lm_head
+    from the shape's counts)."""
     w = model.weights_file
     if w is not None and w.kind == "gguf" and w.streamed_by_dtype:
         layers = {t: float(b) for t, b in w.streamed_by_dtype.items()}
         head_type, head = w.head
         if head_type:
             layers[head_type] -= head
-        return Weights({t: b for t, b in layers.items() if b > 0}, (head_type or "F16", float(head)))
+        vectors = w.streamed_bytes - sum(w.streamed_by_dtype.values())
+        return Weights({t: b for t, b in layers.items() if b > 0}, (head_type or "F16", float(head)), float(vectors))
     kind = BY_DTYPE.get(dtype, "F16")
-    return Weights({kind: streamed - head_bytes}, (kind, head_bytes))
+    head = shape.head * BITS[kind] / 8
+    return Weights({kind: shape.streamed(1) - head}, (kind, head))
 
 
 def measured_type(profile: dict[str, Any], kind: str) -> str:
@@ -105,7 +111,15 @@ def fixed_seconds(profile: dict[str, Any], weights: Weights, layers: int) -> flo
     return entry["per_step_s"] + layers * entry["per_layer_s"]
 
 
-def ubatch_seconds(
+class StepParts(NamedTuple):
+    """A step's seconds in its three parts."""
+
+    fixed_s: float  # per step + layers x per layer, and the vectors read, each ubatch
+    matmul_s: float  # the layers' matrices and the lm_head
+    attention_s: float  # attention FLOPs at the step's achieved FLOP/s, and the KV bytes
+
+
+def step_parts(
     profile: dict[str, Any],
     weights: Weights,
     layers: int,
@@ -115,42 +129,24 @@ def ubatch_seconds(
     matmul_flops: float,
     attention_flops: float,
     kv_bytes: float,
-) -> float:
-    """One graph compute of `rows` tokens (<= UBATCH), `logit_rows` of them through the lm_head: matmuls at the
-    measured rate, attention at the same achieved FLOP/s, KV bytes at the measured decode bandwidth."""
-    matmuls = sum(b * seconds_per_byte(profile, t, rows, width) for t, b in weights.layers.items())
-    rate = matmul_flops / matmuls if matmuls > 0 else float("inf")
+) -> StepParts:
+    """One llama_decode of `rows` tokens, `logit_rows` of them through the lm_head: ceil(rows / UBATCH) even
+    ubatches, each a graph compute paying the fixed cost and reading the weights; matmuls at the measured time per
+    byte, attention at the same achieved FLOP/s, KV bytes at the f16 decode time per byte (llama.cpp's default
+    cache type)."""
+    parts = max(-(-rows // UBATCH), 1)
+    each, logits_each = -(-rows // parts), -(-logit_rows // parts)
+    matmuls = sum(b * seconds_per_byte(profile, t, each, width) for t, b in weights.layers.items())
     head_type, head = weights.head
-    logits = head * seconds_per_byte(profile, head_type, logit_rows, width) if logit_rows else 0.0
-    kv = kv_bytes * seconds_per_byte(profile, "F16", 1, width)  # the cache is f16 (llama.cpp's default)
-    return fixed_seconds(profile, weights, layers) + matmuls + logits + attention_flops / rate + kv
+    # The lm_head runs in the ubatches holding logit rows only (a prompt's: its last one).
+    logits = min(logit_rows, parts) * head * seconds_per_byte(profile, head_type, logits_each, width)
+    rate = matmul_flops / parts / matmuls if matmuls > 0 else float("inf")
+    read = seconds_per_byte(profile, "F16", 1, width)  # streaming once: the cache (f16) and the vectors
+    attention = attention_flops / rate + kv_bytes * read
+    fixed = parts * (fixed_seconds(profile, weights, layers) + weights.vectors * read)
+    return StepParts(fixed, parts * matmuls + logits, attention)
 
 
-def prefill_seconds(
-    profile: dict[str, Any],
-    weights: Weights,
-    layers: int,
-    width: float,
-    prompt: int,
-    flops_per_token: float,
-    attention_flops: Any,
-    kv_bytes: Any,
-) -> float:
-    """A prompt of `prompt` tokens as llama.cpp runs it: ubatches of UBATCH tokens, the last one's final token
-    through the lm_head. `attention_flops(start, end)` and `kv_bytes(start, end)` price a ubatch's attention."""
-    total = 0.0
-    for start in range(0, prompt, UBATCH):
-        end = min(start + UBATCH, prompt)
-        rows = end - start
-        total += ubatch_seconds(
-            profile,
-            weights,
-            layers,
-            width,
-            rows,
-            1 if end == prompt else 0,
-            flops_per_token * rows,
-            attention_flops(start, end),
-            kv_bytes(start, end),
-        )
-    return total
+def step_seconds(*args: Any) -> float:
+    """step_parts' total [s]."""
+    return sum(step_parts(*args))

@@ -13,6 +13,7 @@ percentile finishes); a run is `saturated` when arrivals outpace that (rate >= 0
 keeps growing (its last quarter waits over 4x its first quarter, and over a second).
 """
 
+import functools
 import math
 import time
 from typing import Any, NamedTuple
@@ -126,37 +127,17 @@ def replica_setup(p: Prepared) -> tuple[StepModel, int, list[str]]:
 
 
 def _llamacpp_step(p: Prepared, notes: list[str]):
-    """A step as llama.cpp runs it (roofline.calc.llamacpp: ubatches of 512 rows), when the profile measured it."""
+    """A step as llama.cpp runs it (roofline.calc.llamacpp.step_seconds), when the profile measured llama.cpp."""
     from roofline.calc import llamacpp
     from roofline.calc.inputs import engine_costs
-    from roofline.specs.records import DTYPE_BYTES
 
     profile = engine_costs(p.hardware).get("llamacpp") if p.inputs.engine == "llamacpp" else None
     a = p.model.arch
     if not profile or a is None:
         return None
-    dtype = p.inputs.weight_dtype
-    weights = llamacpp.weights_of(p.model, p.shape.streamed(1), p.shape.head * DTYPE_BYTES.get(dtype, 2.0), dtype)
+    weights = llamacpp.weights_of(p.model, p.shape, p.inputs.weight_dtype)
     notes.append("engine llamacpp: each step priced by the profile's measured llama.cpp costs (ubatches of 512)")
-
-    def step(rows: int, logits: int, matmuls: float, attention: float, kv: float) -> float:
-        parts = -(-rows // llamacpp.UBATCH)
-        return sum(
-            llamacpp.ubatch_seconds(
-                profile,
-                weights,
-                a.layers,
-                a.hidden_size,
-                -(-rows // parts),
-                -(-logits // parts),
-                matmuls / parts,
-                attention / parts,
-                kv / parts,
-            )
-            for _ in range(parts)
-        )
-
-    return step
+    return functools.partial(llamacpp.step_seconds, profile, weights, a.layers, a.hidden_size)
 
 
 def _measured_engine(p: Prepared, notes: list[str]):

@@ -87,9 +87,10 @@ class StepModel:
     ) -> tuple[float, float, float]:
         """(total seconds, first step, last step) of m decode-only steps of n sequences whose Σ keys and Σ KV read
         grow by `keys_slope` and `kv_slope` a step: both roofs are linear in the step, so the sum is exact."""
-        if self.engine_step is not None:  # no closed form: each step priced (a run is at most a few thousand)
-            times = [self.seconds(Decodes(n, keys + keys_slope * j, kv_read + kv_slope * j), []) for j in range(m)]
-            return sum(times), times[0], times[-1]
+        if self.engine_step is not None:  # its step is linear in Σ keys and Σ KV read too: an arithmetic series
+            first = self.seconds(Decodes(n, keys, kv_read), [])
+            slope = self.seconds(Decodes(n, keys + keys_slope, kv_read + kv_slope), []) - first
+            return m * first + slope * m * (m - 1) / 2, first, first + slope * (m - 1)
         s = self.shape
         c = self.comm(n) + self.fixed(n)
         a0 = (s.matmul_flops(n, 1) + self.key_decode * keys) / self.F

@@ -87,7 +87,7 @@ def run(
             ):
                 on_step(f"llama.cpp {kind.lower()}: writing the {name} probe")
                 path = synthetic.write(a, Path(folder) / f"{name}-{kind}.gguf", kind, name)
-                files[name] = (a, path, gguf_model(path)[1].streamed_bytes)
+                files[name] = (a, path, sum(gguf_model(path)[1].streamed_by_dtype.values()))  # matrix bytes
             on_step(f"llama.cpp {kind.lower()}: llama-bench and llama-batched-bench")
             entry, info = _type_entry(build, files, threads)
             out["types"][kind] = entry

@@ -116,20 +116,22 @@ def summary_lines(e: Estimate) -> list[str]:
         f"- weights{per_device} · max batch {limit} · {'fits' if e.fits else 'does NOT fit'}",
         f"ridge {number(e.ridge_point_flop_per_byte)} FLOP/B ({i.compute_dtype}) · critical batch {critical}: "
         f"{e.critical_batch_reason}",
-        *(
-            [
-                f"calibrated (measured curve + per-op cost, plain eager PyTorch): TTFT "
-                f"{si(e.calibrated.ttft_s, 's')} · TPOT {si(e.calibrated.tpot_s, 's')} (linears "
-                f"{si(e.calibrated.decode_linear_s, 's')}, attention "
-                f"{si(e.calibrated.decode_attention_s, 's')}, per-op {si(e.calibrated.decode_overhead_s, 's')})"
-            ]
-            if e.calibrated
-            else []
-        ),
+        *([_calibrated_line(e.calibrated)] if e.calibrated else []),
         _verdict("prefill", e.prefill.bound, e.prefill.intensity_flop_per_byte, e.ridge_point_flop_per_byte),
         _verdict("decode", d.bound, d.intensity_flop_per_byte, e.ridge_point_flop_per_byte),
         *[f"note: {n}" for n in e.notes],
     ]
+
+
+def _calibrated_line(c) -> str:
+    """The calibrated prediction and its decode step's parts, named as its engine's model has them."""
+    if c.engine == "llamacpp":
+        label, parts = "llama.cpp's measured profile", ("matmuls", "attention + KV", "fixed")
+    else:
+        label, parts = "measured curve + per-op cost, plain eager PyTorch", ("linears", "attention", "per-op")
+    values = (c.decode_linear_s, c.decode_attention_s, c.decode_overhead_s)
+    inner = ", ".join(f"{name} {si(v, 's')}" for name, v in zip(parts, values))
+    return f"calibrated ({label}): TTFT {si(c.ttft_s, 's')} · TPOT {si(c.tpot_s, 's')} ({inner})"
 
 
 def _percent(x: float) -> str:

@@ -24,7 +24,7 @@ class WeightBytes(NamedTuple):
     by_dtype: dict[str, int]
     by_role: dict[str, int]
     elements_by_role: dict[str, int]
-    streamed_by_dtype: dict[str, int] = {}  # streamed bytes by dtype, the lm_head's included (llama.cpp prices types)
+    streamed_by_dtype: dict[str, int] = {}  # streamed matrix bytes by dtype, the lm_head's included; no norms
     head: tuple[str, int] = ("", 0)  # the lm_head's (dtype, bytes): the tied embedding when there is no output.weight
 
     @property
@@ -89,18 +89,17 @@ def weight_bytes(kind: str, tensors: list[tuple[str, str, int, int]]) -> WeightB
     total = sum(by_role.values())
     tied = "lm_head" not in by_role
     lookups = ("position",) if tied else ("position", "embedding")
-    streamed: dict[str, int] = {}
+    matrices: dict[str, int] = {}
     head = ("", 0)
     for name, dtype, _, nbytes in tensors:
         r = role(name)
-        if r not in lookups:
-            streamed[dtype] = streamed.get(dtype, 0) + nbytes
+        if r not in (*lookups, "norms"):
+            matrices[dtype] = matrices.get(dtype, 0) + nbytes
         if r == ("embedding" if tied else "lm_head") and not name.endswith(".bias"):
             head = (dtype, head[1] + nbytes)
     weights = sum(e for r, e in elements_by_role.items() if r != "scales")
-    return WeightBytes(
-        kind, total, sum(streamed.values()), weights, by_dtype, by_role, elements_by_role, streamed, head
-    )
+    lookup_bytes = sum(by_role.get(r, 0) for r in lookups)
+    return WeightBytes(kind, total, total - lookup_bytes, weights, by_dtype, by_role, elements_by_role, matrices, head)
 
 
 # ---------------------------------------------------------------- GGUF
