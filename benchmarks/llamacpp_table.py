@@ -1,5 +1,6 @@
 """The held-out llama.cpp table of docs/guides/llamacpp.md: measure llama.cpp's profile here (on the synthetic probes),
-then `validate --engine llamacpp` shapes and weight types the profile never ran, and print predicted / measured.
+then `validate --engine llamacpp` shapes and weight types the profile never ran, and print predicted / measured,
+raw and corrected for the machine's drift since the profile (its probe rerun each round).
 
     python benchmarks/llamacpp_table.py [--profile here.yaml] [--repeat 3]
 
@@ -45,8 +46,9 @@ def main() -> None:
     if profile is None:
         profile = str(Path(tempfile.mkdtemp()) / "here.yaml")
         cli(["measure", "--engine", "llamacpp", "--save", profile])
-    print("| shape | layers | type | batch | TTFT measured | predicted | ratio | TPOT measured | predicted | ratio |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    head = "| shape | layers | type | batch | TTFT measured | predicted | ratio | TPOT measured | predicted | ratio "
+    print(head + "| drift | TPOT ratio x drift |")
+    print("| --- " * 12 + "|")
     for shape, layers, kind in CASES:
         args = ["validate", "--engine", "llamacpp", "-m", str(SHAPES / f"{shape}.yaml"), "--type", kind, "-H", profile]
         args += ["--batch", options.batch, "--prompt", "128", "--output", "32", "--repeat", str(options.repeat)]
@@ -56,7 +58,9 @@ def main() -> None:
             ttft = f"{r['measured_ttft_s'] * 1e3:.1f} ms | {r['predicted_ttft_s'] * 1e3:.1f} ms | {r['ttft_ratio']:.2f}"
             tpot = f"{r['measured_tpot_s'] * 1e3:.2f} ms | {r['predicted_tpot_s'] * 1e3:.2f} ms | {r['tpot_ratio']:.2f}"
             layers_run = layers or report["model"]["layers"]
-            print(f"| {shape} | {layers_run} | {kind} | {r['batch']} | {ttft} | {tpot} |", flush=True)
+            drift = report["drift"]["ratio"]
+            fixed = f"{drift:.2f} | {r['drift_corrected_tpot_ratio']:.2f}"
+            print(f"| {shape} | {layers_run} | {kind} | {r['batch']} | {ttft} | {tpot} | {fixed} |", flush=True)
 
 
 if __name__ == "__main__":

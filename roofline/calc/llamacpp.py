@@ -5,14 +5,14 @@ A llama.cpp step (one llama_decode: decode tokens and prompt tokens together, sp
 512) runs every matrix with M rows. Its time, per ubatch:
     fixed + sum over weight types T of matrix bytes_T x s_T(M, width) + head bytes x s(logit rows)
           + (vector bytes + KV bytes) x s_F16(1)
-where s_T(M) [s/B] is the measured time per streamed weight byte of a wide probe model at M rows (M = 1 ... 16 from
+where s_T(M) [s/B] is the measured time per streamed weight byte of probe models at M rows (M = 1 ... 16 from
 llama-batched-bench decode steps, 128 and 512 from llama-bench prompt processing): at M = 1 it is 1 / the
-achieved bandwidth, at large M it is (2 x M / bytes per weight) / the achieved FLOP/s. Narrow layers run
-compute-bound matmuls slower, so from the largest decode rows to the first prompt rows the narrow probe's ratio to
-the wide one fades in, weighted log-linearly by the model's hidden size between the two probe widths. Attention
-FLOPs run at the step's achieved matmul FLOP/s; the fixed cost is per step + layers x per layer (a narrow probe at
-two depths); vectors (norms) and the KV cache are read once at the f16 decode rate. Types the profile never ran
-are priced with the measured type closest in bits per weight, and say so.
+achieved bandwidth, at large M it is (2 x M / bytes per weight) / the achieved FLOP/s. Two probes, hidden 512 and
+1024, both far beyond the cache, give it at two widths; a model's is interpolated log-log in its hidden size
+(narrower layers run more, smaller matrices per byte, slower). Attention FLOPs run at the step's achieved matmul
+FLOP/s; the fixed cost is per step + layers x per layer (a small in-cache probe at two depths); vectors (norms) and
+the KV cache are read once at the f16 decode rate. Types the profile never ran are priced with the measured type
+closest in bits per weight, and say so.
 """
 
 from __future__ import annotations
@@ -84,20 +84,17 @@ def stand_ins(profile: dict[str, Any], weights: Weights) -> dict[str, str]:
 
 
 def seconds_per_byte(profile: dict[str, Any], kind: str, rows: float, width: float) -> float:
-    """s_T(M, width) [s/B]: the wide probe's at M rows, times the narrow probe's prompt-processing ratio to it
-    weighted by the model's hidden size and faded in from the largest decode rows to the first prompt rows."""
+    """s_T(M, width) [s/B]: the wide probe's at M rows times the narrow probe's ratio to it at M rows, raised to the
+    model's share of the way from the wide to the narrow width in log hidden size (held beyond either)."""
     entry = profile["types"][measured_type(profile, kind)]
     wide = _points(entry["seconds_per_byte"])
     s = interpolate(wide, rows)
     narrow = _points(entry.get("narrow_seconds_per_byte") or {})
-    if not narrow or rows <= 1:
+    if not narrow:
         return s
     low, high = profile["widths"]
     share = min(max(math.log(high / width) / math.log(high / low), 0.0), 1.0)  # 1 at the narrow width, 0 at the wide
-    decode_end, prompt_start = max(m for m, _ in wide if m < narrow[0][0]), narrow[0][0]
-    fade = min(max(math.log(rows / decode_end) / math.log(prompt_start / decode_end), 0.0), 1.0)
-    at = max(rows, prompt_start)
-    return s * (interpolate(narrow, at) / interpolate(wide, at)) ** (share * fade)
+    return s * (interpolate(narrow, rows) / s) ** share
 
 
 def _points(table: dict[str, float]) -> list[tuple[float, float]]:

@@ -1,11 +1,12 @@
 """`measure --engine llamacpp`: llama.cpp's backend on this machine, per weight type, from synthetic probe models.
 
-Per type: a narrow probe (hidden 256) at depths 2 and 8 gives the fixed cost of a decode step, per step and per
-layer (its weights sit in cache: what is left is the graph's own cost); a wide probe (hidden 1024, as many layers
-as make its weights 4x the last-level cache, 256 MB to 1 GiB) gives the time per streamed weight byte at M rows:
-decode steps of M = 1, 2, 4, 8, 16 sequences (llama-batched-bench) and prompt processing of 128 and 512 tokens
-(llama-bench); the narrow probe's prompt processing gives how much slower narrow layers run compute-bound
-(roofline.calc.llamacpp prices with them). Each test is the median of llama-bench's repetitions after its warm-up run.
+Per type: a small probe (hidden 256) at depths 2 and 8 gives the fixed cost of a decode step, per step and per layer
+(its weights sit in cache: what is left is the graph's own cost). Two probes as wide as models are, hidden 512 and
+1024, each with as many layers as make its weights 4x the last-level cache (256 MB to 1 GiB), give the time per
+streamed weight byte at M rows: decode steps of M = 1, 2, 4, 8, 16 sequences (llama-batched-bench) and prompt
+processing of 128 and 512 tokens (llama-bench). Narrow rows run slower per byte (more matrices and rows per byte),
+so roofline.calc.llamacpp interpolates between the two in the model's hidden size. Each test is the median of
+llama-bench's repetitions after its warm-up run.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from roofline.measure import llamacpp, synthetic
 from roofline.specs.params import Architecture
 
 TYPES = ("F16", "Q8_0", "Q4_0")
-NARROW, WIDE = 256, 1024
+SMALL, NARROW, WIDE = 256, 512, 1024
 DEPTHS = (2, 8)
 DECODE_ROWS = (1, 2, 4, 8, 16)
 PROMPTS = (128, 512)
@@ -46,12 +47,12 @@ def probe(width: int, layers: int) -> Architecture:
     )
 
 
-def wide_layers(kind: str, cache_bytes: float) -> int:
-    """Layers of the wide probe whose weights are 4x the cache, within MIN_BYTES..MAX_BYTES."""
+def deep_layers(width: int, kind: str, cache_bytes: float) -> int:
+    """Layers of a probe `width` wide whose weights are 4x the cache, within MIN_BYTES..MAX_BYTES."""
     from roofline.calc.llamacpp import BITS
 
     target = min(max(4 * cache_bytes, MIN_BYTES), MAX_BYTES)
-    per_layer = _matrix_params(probe(WIDE, 1)) * BITS[kind] / 8
+    per_layer = _matrix_params(probe(width, 1)) * BITS[kind] / 8
     return max(2, math.ceil(target / per_layer))
 
 
@@ -81,9 +82,10 @@ def run(
         for kind in types:
             files = {}
             for name, a in (
-                ("narrow2", probe(NARROW, DEPTHS[0])),
-                ("narrow8", probe(NARROW, DEPTHS[1])),
-                ("wide", probe(WIDE, wide_layers(kind, cache_bytes))),
+                ("small2", probe(SMALL, DEPTHS[0])),
+                ("small8", probe(SMALL, DEPTHS[1])),
+                ("narrow", probe(NARROW, deep_layers(NARROW, kind, cache_bytes))),
+                ("wide", probe(WIDE, deep_layers(WIDE, kind, cache_bytes))),
             ):
                 on_step(f"llama.cpp {kind.lower()}: writing the {name} probe")
                 path = synthetic.write(a, Path(folder) / f"{name}-{kind}.gguf", kind, name)
@@ -99,40 +101,37 @@ def run(
 
 
 def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    tg, repack, info = {}, True, {}
-    pp_narrow: dict[int, float] = {}
-    for name in ("narrow2", "narrow8"):
+    tg = {}
+    for name in ("small2", "small8"):
         a, path, _ = files[name]
-        results, repack = llamacpp.bench(build, path, list(PROMPTS) if name == "narrow8" else [], GENERATE, threads)
-        for r in results:
-            if r["n_gen"]:
-                tg[a.layers] = _median_s(r) / r["n_gen"]
-            else:
-                pp_narrow[r["n_prompt"]] = _median_s(r)
+        results, repack = llamacpp.bench(build, path, [], GENERATE, threads)
+        tg[a.layers] = _median_s(results[0]) / results[0]["n_gen"]
         info = {"threads": results[0]["n_threads"], "build_commit": results[0].get("build_commit")}
     per_layer = max((tg[DEPTHS[1]] - tg[DEPTHS[0]]) / (DEPTHS[1] - DEPTHS[0]), 0.0)
     per_step = max(tg[DEPTHS[0]] - DEPTHS[0] * per_layer, 0.0)
-    fixed = lambda a: per_step + a.layers * per_layer  # noqa: E731
-    a, path, streamed = files["wide"]
-    results, repack_wide = llamacpp.bench(build, path, list(PROMPTS), 0, threads)
-    seconds_per_byte = {}
-    for r in results:
-        seconds_per_byte[str(r["n_prompt"])] = _per_byte(a, streamed, r["n_prompt"], _median_s(r) - fixed(a))
-    rows, _ = llamacpp.batched(build, path, 32, GENERATE, list(DECODE_ROWS), threads, repack_wide)
-    for r in rows:
-        step = r["t_tg"] / r["tg"]
-        seconds_per_byte[str(r["pl"])] = (step - fixed(a)) / streamed
-    a8, _, streamed8 = files["narrow8"]
-    narrow = {str(p): _per_byte(a8, streamed8, p, t - fixed(a8)) for p, t in pp_narrow.items()}
+    wide, repack_wide = _curve(build, *files["wide"], per_step, per_layer, threads)
+    narrow, repack_narrow = _curve(build, *files["narrow"], per_step, per_layer, threads)
+    a, _, streamed = files["wide"]
     entry = {
-        "repack": bool(repack and repack_wide),
+        "repack": bool(repack and repack_wide and repack_narrow),
         "per_step_s": per_step,
         "per_layer_s": per_layer,
         "probe_bytes": streamed,
-        "seconds_per_byte": dict(sorted(seconds_per_byte.items(), key=lambda kv: int(kv[0]))),
+        "probe_layers": a.layers,  # the wide probe's depth: validate reruns it to see this machine's drift
+        "seconds_per_byte": wide,
         "narrow_seconds_per_byte": narrow,
     }
     return entry, info
+
+
+def _curve(build, a: Architecture, path: Path, streamed: float, per_step: float, per_layer: float, threads):
+    """rows -> seconds per streamed matrix byte of one probe, its fixed cost taken out; and the repack used."""
+    fixed = per_step + a.layers * per_layer
+    results, repack = llamacpp.bench(build, path, list(PROMPTS), 0, threads)
+    table = {str(r["n_prompt"]): _per_byte(a, streamed, r["n_prompt"], _median_s(r) - fixed) for r in results}
+    rows, _ = llamacpp.batched(build, path, 4, GENERATE, list(DECODE_ROWS), threads, repack)  # short prompts: fast
+    table.update({str(r["pl"]): (r["t_tg"] / r["tg"] - fixed) / streamed for r in rows})
+    return dict(sorted(table.items(), key=lambda kv: int(kv[0]))), repack
 
 
 def _per_byte(a: Architecture, streamed: float, prompt: int, seconds: float) -> float:
@@ -206,3 +205,19 @@ def report(entry: dict[str, Any]) -> Any:
             }
         )
     return Report("llamacpp-profile", entry, rows)
+
+
+def reference_seconds_per_byte(
+    build: llamacpp.Build, entry: dict[str, Any], kind: str, path: Path, threads: int | None = None
+) -> float:
+    """The wide probe of `kind` (written at `path` if absent) decoding one row now [s/B], as the profile measured
+    it: (step - fixed) / matrix bytes. Against the profile's seconds_per_byte["1"] it is this machine's drift."""
+    from roofline.specs.checkpoint import gguf_model
+
+    a = probe(WIDE, entry["probe_layers"])
+    if not path.is_file():
+        synthetic.write(a, path, kind, "wide")
+    streamed = sum(gguf_model(path)[1].streamed_by_dtype.values())
+    results, _ = llamacpp.bench(build, path, [], GENERATE, threads, repack=entry.get("repack", True))
+    step = _median_s(results[0]) / results[0]["n_gen"]
+    return (step - entry["per_step_s"] - a.layers * entry["per_layer_s"]) / streamed

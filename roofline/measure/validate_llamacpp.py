@@ -10,6 +10,7 @@ file; rows, intervals and verdicts are those of the other engines (roofline.meas
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -17,8 +18,9 @@ from typing import Any
 
 from roofline.calc.estimate import estimate
 from roofline.calc.inputs import engine_costs
+from roofline.calc.llamacpp import measured_type
 from roofline.errors import UsageError
-from roofline.measure import llamacpp, stats, synthetic
+from roofline.measure import llamacpp, llamacpp_profile, stats, synthetic
 from roofline.report import Report
 from roofline.specs.records import Hardware, Model
 
@@ -55,18 +57,32 @@ def run(
             model = load_model(str(path))
         if hardware is None or "llamacpp" not in engine_costs(hardware):
             hardware = _quick_profile(build, hardware, model, on_step, threads)
+        profile = engine_costs(hardware)["llamacpp"]
+        main = _main_type(model)
+        kind = measured_type(profile, main)
+        entry = profile["types"][kind]
         runs: dict[int, list[dict[str, Any]]] = {b: [] for b in batches}
+        reference: list[float] = []
         info: dict[str, Any] = {}
         for r, batch in stats.schedule(list(batches), repeat):
+            if "probe_layers" in entry and batch == batches[r % len(batches)]:  # each round's first run
+                on_step(f"round {r + 1} of {repeat}: the profile's {kind.lower()} probe, for this machine's drift")
+                reference.append(
+                    llamacpp_profile.reference_seconds_per_byte(build, entry, kind, Path(folder) / "wide.gguf", threads)
+                )
             on_step(f"round {r + 1} of {repeat}, batch {batch}")
             measured, info = _time_run(build, path, batch, prompt, output, threads)
             runs[batch].append(measured)
+    drift = statistics.median(reference) / entry["seconds_per_byte"]["1"] if reference else None
     rows = []
     for batch in batches:
         predicted = estimate(
             model, hardware, batch=batch, prompt_tokens=prompt, output_tokens=output, engine="llamacpp"
         )
-        rows.append(_row(batch, runs[batch], predicted, hardware, tolerance))
+        row = _row(batch, runs[batch], predicted, hardware, tolerance)
+        if drift is not None:  # the TPOT ratio had memory run as fast as when the profile was measured
+            row["drift_corrected_tpot_ratio"] = row["tpot_ratio"] * drift
+        rows.append(row)
     a = model.arch
     envelope = {
         "schema_version": SCHEMA_VERSION,
@@ -83,6 +99,8 @@ def run(
         },
         "device": {"kind": "cpu", "name": machine.cpu_name(), "threads": info.get("n_threads"), "torch_version": None},
         "llama_cpp": {"found": build.found, "folder": str(build.folder), **info},
+        # The profile's wide probe decoding one row, rerun each round: now / in the profile (1.3: 30% slower now).
+        "drift": {"type": kind, "now_s_per_byte": reference, "ratio": drift},
         **run_summary(hardware, prompt, output, batches, rows),
     }
     return Report("validate", envelope, rows)
@@ -91,13 +109,18 @@ def run(
 def _quick_profile(build, hardware: Hardware | None, model: Model, on_step, threads) -> Hardware:
     """A profile carrying llama.cpp's costs for the file's main weight type, measured now (on `hardware`'s
     figures when given, else this machine's read by llama.cpp itself)."""
-    from roofline.measure import llamacpp_profile, machine
+    from roofline.measure import machine
 
-    kinds = sorted(model.weights_file.streamed_by_dtype, key=model.weights_file.streamed_by_dtype.get)
-    main = next((k for k in reversed(kinds) if k in synthetic.DIRECT), "Q8_0")
+    main = _main_type(model)
     on_step(f"measuring llama.cpp's {main.lower()} costs here")
     measured = llamacpp_profile.run(build, machine.cpu_cache(), (main,), threads, on_step)
     return llamacpp_profile.as_hardware(measured, hardware)
+
+
+def _main_type(model: Model) -> str:
+    """The weight type holding most of the file's matrix bytes that the probes can be written in."""
+    kinds = sorted(model.weights_file.streamed_by_dtype, key=model.weights_file.streamed_by_dtype.get)
+    return next((k for k in reversed(kinds) if k in synthetic.DIRECT), "Q8_0")
 
 
 def _time_run(build, path: Path, batch: int, prompt: int, output: int, threads) -> tuple[dict[str, Any], dict]:

@@ -245,7 +245,24 @@ def validate_table(result: dict[str, Any]):
         Text(""),
         Grid(columns, rows, left=2, drop=drop),
         Text(f"verdict (within only when TTFT and TPOT both are): {verdicts}"),
+        *_drift(result),
     )
+
+
+def _drift(result: dict[str, Any]) -> list:
+    """llama.cpp: how fast the profile's probe ran this time against the profile, and the ratios corrected for it."""
+    from rich.text import Text
+
+    drift = (result.get("drift") or {}).get("ratio")
+    if drift is None:
+        return []
+    corrected = " · ".join(f"batch {r['batch']} TPOT {r['drift_corrected_tpot_ratio']:.2f}" for r in result["rows"])
+    return [
+        Text(
+            f"drift: the profile's probe decoded at {drift:.2f}x its profile time per byte this run; "
+            f"TPOT ratios x drift: {corrected}"
+        )
+    ]
 
 
 def _ratio(row: dict[str, Any], what: str) -> str:

@@ -31,8 +31,10 @@ class Hardware(NamedTuple):
 
     @property
     def origin(self) -> str:
-        """'measured' when the figures come from `roofline measure`, else 'datasheet'."""
-        return "measured" if self.measured else "datasheet"
+        """'measured' when the figures come from `roofline measure` (its torch kernels, or llama.cpp's probes when
+        the profile holds nothing else), else 'datasheet'."""
+        llama_only = self.engines and "llamacpp" in self.engines and self.source.startswith("roofline measure")
+        return "measured" if self.measured or llama_only else "datasheet"
 
 
 class Model(NamedTuple):
