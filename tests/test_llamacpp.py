@@ -80,6 +80,17 @@ def test_no_build_names_both_ways(monkeypatch, tmp_path):
         llamacpp.find(str(tmp_path))
 
 
+def test_a_malformed_llamacpp_profile_names_the_field(tmp_path):
+    import yaml
+
+    bad = {**PROFILE, "types": {"Q8_0": {**PROFILE["types"]["Q8_0"], "seconds_per_byte": {"1": -1}}}}
+    spec = {"name": "t", "source": "t", "memory_capacity": 1e9, "memory_bandwidth": 1e10, "peak_flops": {"fp32": 1e11}}
+    (tmp_path / "h.yaml").write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": bad}}))
+    result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "h.yaml")])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "engines" in result.output and "seconds_per_byte" in result.output
+
+
 def test_a_crash_is_retried_without_repacking(tmp_path):
     # A stand-in llama-bench that dies on SIGILL unless weight repacking is off, as on the AMX Xeons.
     tool = tmp_path / "llama-bench"

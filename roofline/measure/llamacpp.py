@@ -32,9 +32,7 @@ class Build(NamedTuple):
     def tool(self, name: str) -> Path:
         path = self.folder / name
         if not path.is_file():
-            raise UsageError(
-                f"--llama-cpp: {self.folder} has no {name} (a llama.cpp build's bin folder has {TOOLS[0]})"
-            )
+            raise UsageError(f"the llama.cpp build in {self.folder} (found by {self.found}) has no {name}")
         return path
 
 
