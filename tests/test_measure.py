@@ -335,3 +335,24 @@ def test_a_dtype_too_slow_for_the_budget_is_reported_at_the_probe_with_a_note():
     assert r["matmul"]["fp32"]["best_shape"] == [256, 256, 256]
     assert any("matmul fp32: 32x64x48, 64x64x64, 96x96x96 skipped" in n for n in r["notes"])
     assert any("decode-shaped" in n and "skipped" in n for n in r["notes"])
+
+
+def test_machine_record_reads_caches_per_level_and_flags(tmp_path):
+    from roofline.measure import machine
+
+    # A 2-core sysfs as Linux lays it out: a private 48 KiB L1d per core, one 32 MiB L3 both cores share.
+    for cpu in (0, 1):
+        for index, (level, kind, size, shared) in enumerate(
+            [(1, "Data", "48K", str(cpu)), (3, "Unified", "32768K", "0-1")]
+        ):
+            folder = tmp_path / f"cpu{cpu}" / "cache" / f"index{index}"
+            folder.mkdir(parents=True)
+            for name, value in (("level", level), ("type", kind), ("size", size), ("shared_cpu_list", shared)):
+                (folder / name).write_text(f"{value}\n")
+    assert machine.cache_levels(str(tmp_path)) == {
+        "L1d": {"bytes": 48 * 1024, "instances": 2},
+        "L3": {"bytes": 32 * 2**20, "instances": 1},
+    }
+    info = tmp_path / "cpuinfo"
+    info.write_text("model name\t: X\nflags\t\t: fpu avx2 amx_tile avx512_bf16 amx_bf16 sse\n")
+    assert machine.cpu_flags(str(info)) == ["avx2", "avx512_bf16", "amx_tile", "amx_bf16"]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from roofline.calc import formulas as f
-from roofline.measure import llamacpp, synthetic
+from roofline.measure import llamacpp, machine, synthetic
 from roofline.specs.params import Architecture
 
 TYPES = ("F16", "Q8_0", "Q4_0")
@@ -97,6 +97,7 @@ def run(
             for _, path, _ in files.values():
                 path.unlink()
     out["seconds"] = round(time.perf_counter() - started, 1)
+    out["machine"] = machine.record()
     return out
 
 

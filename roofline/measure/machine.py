@@ -33,7 +33,63 @@ def context(torch, kind: str) -> dict[str, Any]:
         "last_level_cache_bytes": cache,
         "date": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
         "method_version": METHOD_VERSION,
+        "record": record(torch),
     }
+
+
+# CPU flags (as /proc/cpuinfo names them) that decide which matmul kernels torch and llama.cpp can run.
+FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni", "amx_tile",
+         "amx_bf16", "amx_int8", "asimd", "sve", "bf16", "i8mm")  # fmt: skip
+
+
+def record(torch=None) -> dict[str, Any]:
+    """What this machine is, for a result to say where it was measured: the CPU's model, the kernel-relevant flags
+    it reports, each cache level's size from sysfs (per instance, and the instances), and torch's build (its CPU
+    capability and BLAS); none of it is used to price anything."""
+    out: dict[str, Any] = {"cpu": cpu_name(), "cpu_flags": cpu_flags(), "caches": cache_levels()}
+    if torch is not None:
+        cpu = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: None)()
+        out["torch"] = {
+            "version": str(torch.__version__),
+            "cuda": getattr(torch.version, "cuda", None),
+            "cpu_capability": cpu,
+            "mkldnn": bool(torch.backends.mkldnn.is_available()),
+            "mkl": bool(torch.backends.mkl.is_available()),
+        }
+    return out
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> list[str]:
+    """The FLAGS this CPU reports (/proc/cpuinfo's flags or Features line), in FLAGS' order."""
+    try:
+        for line in Path(cpuinfo).read_text(encoding="utf-8").splitlines():
+            if line.startswith(("flags", "Features")):
+                have = set(line.split(":", 1)[1].split())
+                return [f for f in FLAGS if f in have]
+    except OSError:
+        pass
+    return []
+
+
+def cache_levels(root: str = "/sys/devices/system/cpu") -> dict[str, dict[str, int]]:
+    """Cache level (L1d, L1i, L2, L3) -> {bytes: one instance's size, instances: distinct CPU groups sharing one},
+    from sysfs (empty where the OS does not say)."""
+    seen: dict[str, dict[str, int]] = {}
+    groups: dict[str, set[str]] = {}
+    for index in sorted(Path(root).glob("cpu[0-9]*/cache/index[0-9]*")):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = _size((index / "size").read_text().strip())
+            shared = (index / "shared_cpu_list").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        name = f"L{level}" + {"Data": "d", "Instruction": "i"}.get(kind, "")
+        seen[name] = {"bytes": size}
+        groups.setdefault(name, set()).add(shared)
+    for name, shared in groups.items():
+        seen[name]["instances"] = len(shared)
+    return dict(sorted(seen.items()))
 
 
 def cpu_name() -> str:

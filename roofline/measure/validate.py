@@ -140,6 +140,7 @@ def run(
             "name": name,
             "threads": torch.get_num_threads(),
             "torch_version": str(torch.__version__),
+            "record": machine.record(torch),
         },
         **run_summary(hardware, prompt, output, batches, rows),
     }

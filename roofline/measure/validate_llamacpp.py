@@ -97,7 +97,13 @@ def run(
             "dtype": "+".join(sorted(model.weights_file.by_dtype)),
             "file_bytes": model.weights_file.total_bytes,
         },
-        "device": {"kind": "cpu", "name": machine.cpu_name(), "threads": info.get("n_threads"), "torch_version": None},
+        "device": {
+            "kind": "cpu",
+            "name": machine.cpu_name(),
+            "threads": info.get("n_threads"),
+            "torch_version": None,
+            "record": machine.record(),
+        },
         "llama_cpp": {"found": build.found, "folder": str(build.folder), **info},
         # The profile's wide probe decoding one row, rerun each round: now / in the profile (1.3: 30% slower now).
         "drift": {"type": kind, "now_s_per_byte": reference, "ratio": drift},

@@ -61,7 +61,7 @@ def measure_table(result: dict[str, Any]):
     table = Grid(
         ["", "best", "median", "cv", "at", "datasheet", "of peak"], rows, left=1, drop=("datasheet", "median", "at")
     )
-    lines = [head, Text(""), table, Text("")]
+    lines = [head, *_machine(device.get("record")), Text(""), table, Text("")]
     ridge, dtype = result["ridge_point_flop_per_byte"], result["ridge_dtype"]
     if ridge is not None:
         decode = result["decode_bandwidth"]
@@ -246,7 +246,21 @@ def validate_table(result: dict[str, Any]):
         Grid(columns, rows, left=2, drop=drop),
         Text(f"verdict (within only when TTFT and TPOT both are): {verdicts}"),
         *_drift(result),
+        *_machine(d.get("record")),
     )
+
+
+def _machine(record: dict[str, Any] | None) -> list:
+    """Where a result was measured: the CPU, its kernel-relevant flags, its caches and torch's build."""
+    from rich.text import Text
+
+    if not record:
+        return []
+    caches = ", ".join(f"{name} {binary(c['bytes'])} x{c.get('instances', 1)}" for name, c in record["caches"].items())
+    torch = record.get("torch")
+    build = f" · torch {torch['version']} ({torch['cpu_capability']})" if torch else ""
+    flags = " ".join(record["cpu_flags"]) or "none reported"
+    return [Text(f"machine: {record['cpu']} · flags {flags} · {caches or 'caches not reported'}{build}")]
 
 
 def _drift(result: dict[str, Any]) -> list:
