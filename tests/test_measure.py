@@ -356,3 +356,18 @@ def test_machine_record_reads_caches_per_level_and_flags(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("model name\t: X\nflags\t\t: fpu avx2 amx_tile avx512_bf16 amx_bf16 sse\n")
     assert machine.cpu_flags(str(info)) == ["avx2", "avx512_bf16", "amx_tile", "amx_bf16"]
+
+
+def test_knee_of_the_read_ladder_by_hand():
+    from roofline.measure.kernels import knee
+
+    def ladder(rates):
+        return [{"bytes": 2.0**20 * 2**i, "bytes_per_s": r * 1e9} for i, r in enumerate(rates)]
+
+    # In cache up to 4 MiB (100 GB/s), memory speed (40 GB/s) from 8 MiB: the cache the curve shows is 4 MiB.
+    found = knee(ladder([100, 100, 100, 40, 41, 40]))
+    assert found == {"plateau_bytes_per_s": 40e9, "knee_bytes": 8 * 2**20, "cache_bytes": 4 * 2**20, "reached": True}
+    # Still dropping at the end (100 -> 50 GB/s between the last two): no plateau, the last figure may be a cache's.
+    assert knee(ladder([100, 100, 100, 50]))["reached"] is False
+    # Within 25% of the largest working set's everywhere: no cache seen.
+    assert knee(ladder([49, 45, 40, 40]))["cache_bytes"] is None

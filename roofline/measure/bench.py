@@ -201,7 +201,7 @@ def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on
     """The headline figures in interleaved rounds: each dtype's best matmul shape, then copy, read and
     weights_read, round after round, so drift in the machine's speed hits all alike. Updates `matmul` with
     each dtype's rounds (best, median over rounds, cv, unstable) and returns the bandwidth entries."""
-    from roofline.measure.kernels import Bandwidth, BestShape, stability
+    from roofline.measure.kernels import Bandwidth, BestShape, knee, stability
 
     kernels = Bandwidth(torch, clock, tensor, dev, size, read_dtype, plan.decode_ks[-1])
     shapes = {d: BestShape(torch, clock, tensor, d, m["best_shape"]) for d, m in matmul.items()}
@@ -227,6 +227,9 @@ def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on
             unstable=s["unstable"],
         )
     bandwidth = {name: kernels.entry(name, rates[name]) for name in kernels.kernels()}
+    on_step("read bandwidth by working set")
+    points = kernels.ladder(plan.round_time / 4)
+    bandwidth["read"]["by_working_set"] = {"points": points, **knee(points)}
     kernels.free()
     del shapes
     return bandwidth

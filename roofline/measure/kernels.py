@@ -211,8 +211,43 @@ class Bandwidth:
             e["shapes"] = [list(s) for s in e["shapes"]]
         return e
 
+    def ladder(self, min_time: float, smallest: int = 256 * 2**10) -> list[dict[str, float]]:
+        """Read bandwidth by working set: the sum over the buffer's first `bytes`, from `smallest` doubling up to
+        the whole buffer, each the best of its calls over `min_time` (cache-aware roofline: a working set that
+        fits a cache level reads at that level's speed)."""
+        points, size = [], smallest
+        while size <= self.buffer_bytes:
+            view = self.src[: size // 4]
+            times = self.clock.times(lambda: self.out.__setitem__("part", view.sum()), 2, 3, min_time, 2 * min_time)
+            points.append({"bytes": float(size), "bytes_per_s": size / min(times)})
+            size = size * 2 if size * 2 <= self.buffer_bytes or size == self.buffer_bytes else self.buffer_bytes
+        return points
+
     def free(self) -> None:
         del self.src, self.dst, self.weights
+
+
+PLATEAU = 1.25  # a working set reads at memory speed when within this factor of the largest one's bandwidth
+
+
+def knee(points: list[dict[str, float]]) -> dict[str, Any]:
+    """Where the ladder reaches memory speed: the plateau is the largest working set's bandwidth; the knee is the
+    smallest working set from which every larger one reads within PLATEAU of it, and the cache a run really gets
+    is the largest working set above that (null when even the smallest is at the plateau). `reached` is false
+    when the buffer ends while still faster than PLATEAU x the point before it, so the plateau may be a cache."""
+    if len(points) < 2:
+        return {"plateau_bytes_per_s": None, "knee_bytes": None, "cache_bytes": None, "reached": False}
+    plateau = points[-1]["bytes_per_s"]
+    at = len(points) - 1
+    while at > 0 and points[at - 1]["bytes_per_s"] <= PLATEAU * plateau:
+        at -= 1
+    reached = at < len(points) - 1  # the plateau spans two working sets or more
+    return {
+        "plateau_bytes_per_s": plateau,
+        "knee_bytes": points[at]["bytes"],
+        "cache_bytes": points[at - 1]["bytes"] if at > 0 else None,
+        "reached": reached,
+    }
 
 
 UNSTABLE_CV = 0.10  # a headline figure whose rounds vary more than this is flagged

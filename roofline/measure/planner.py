@@ -138,7 +138,13 @@ def planned_seconds(p: MeasurePlan, m: Machine, dtypes: int) -> float:
     attention = dtypes * 2 * (p.attention_time + p.max_call)
     overhead = (SHARES["overhead"] + SLACK * SHARES["engine"]) * p.budget_s  # the engine phase stops at its deadline
     fills = (3 + 2 * dtypes) * copy_call  # two buffers and the weights_read set; each dtype's per-k and tall weights
-    return scan + rounds + curve + attention + overhead + fills
+    ladder = ladder_points(p.buffer_bytes) * (2 * p.round_time / 4 + read_call)  # Bandwidth.ladder's loops
+    return scan + rounds + curve + attention + overhead + fills + ladder
+
+
+def ladder_points(buffer_bytes: float, smallest: float = 256 * 2**10) -> int:
+    """Working sets of the read ladder: from `smallest` doubling to the buffer, the buffer itself last."""
+    return max(1, math.ceil(math.log2(buffer_bytes / smallest)) + 1) if buffer_bytes >= smallest else 0
 
 
 def weight_rows(k: int, element_bytes: int) -> int:

@@ -76,6 +76,7 @@ def measure_table(result: dict[str, Any]):
         others = [f"{d} {number(r)}" for d, r in result.get("ridge_points", {}).items() if d != dtype]
         if others:
             lines.append(Text(f"ridge per dtype (FLOP/byte): {', '.join(others)}"))
+    lines += _ladder(result["bandwidth"].get("read", {}).get("by_working_set"), device.get("last_level_cache_bytes"))
     plan = result.get("plan") or {}
     if plan:
         lines.append(
@@ -330,3 +331,22 @@ def llamacpp_table(result: dict[str, Any]):
         ),
         Grid(["type", "decode", "prefill", "per step", "per layer", "repack"], rows, left=1),
     )
+
+
+def _ladder(ladder: dict[str, Any] | None, sysfs_cache: float | None) -> list:
+    """The read bandwidth by working set, and the cache the curve shows beside the one the OS reports."""
+    from rich.text import Text
+
+    if not ladder or not ladder.get("points"):
+        return []
+    steps = " · ".join(f"{binary(p['bytes'])} {si(p['bytes_per_s'], 'B/s')}" for p in ladder["points"])
+    if ladder["reached"]:
+        cache = binary(ladder["cache_bytes"]) if ladder["cache_bytes"] else "none seen"
+        found = (
+            f"plateau {si(ladder['plateau_bytes_per_s'], 'B/s')} from {binary(ladder['knee_bytes'])}; cache from the "
+            f"curve {cache}"
+        )
+    else:
+        found = "no plateau within the buffer: its largest working sets still read faster, from a cache"
+    reported = f" (the OS reports {binary(sysfs_cache)})" if sysfs_cache else ""
+    return [Text(f"read by working set: {steps}"), Text(f"  {found}{reported}")]
