@@ -17,7 +17,7 @@ from pathlib import Path
 from roofline.cli import run
 
 SHAPES = Path(__file__).parent / "shapes"
-CASES = [  # (shape, --layers, --type): none of them is a probe's shape; q4_k_m and q5_0 are types no probe ran
+CASES = [  # (shape, --layers, --type): none of them is a probe's shape
     ("smollm2-135m", None, "q8_0"),
     ("smollm2-135m", None, "q4_0"),
     ("smollm2-135m", None, "q4_k_m"),

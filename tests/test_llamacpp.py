@@ -247,3 +247,40 @@ def test_bench_against_llama_server(server, load):
     # llama-bench does not time); this bound checks the two sides are the same quantity in the same units.
     ratio = predicted["tpot_s"]["p50"] / measured["tpot_s"]["p50"]
     assert 0.3 < ratio < 3
+
+
+def test_the_default_types_stop_at_the_budget(monkeypatch):
+    # A stand-in type measurement taking 20 s of a fake clock, with a 60 s budget: the first type always runs; the
+    # second begins at 20 s (20 + slowest 20 = 40 <= 60), the third at 40 s (60 <= 60), the fourth would begin at
+    # 60 s (80 > 60) and so would the fifth: three measured, two skipped. Without a budget all five run.
+    from roofline.measure import llamacpp_profile
+
+    clock = [0.0]
+
+    def fake(build, kind, folder, cache, threads, on_step):
+        clock[0] += 20.0
+        return {"kind": kind}, {}
+
+    monkeypatch.setattr(llamacpp_profile.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(llamacpp_profile, "measure_type", fake)
+    monkeypatch.setattr(llamacpp_profile.machine, "record", lambda: {})
+    build = llamacpp.Build(Path("/nowhere"), "test")
+    types = ("Q4_K", "Q6_K", "Q8_0", "F16", "Q4_0")
+    out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
+    assert list(out["types"]) == ["Q4_K", "Q6_K", "Q8_0"] and out["skipped"] == ["F16", "Q4_0"]
+    clock[0] = 0.0
+    assert list(llamacpp_profile.run(build, 1e6, types)["types"]) == list(types)
+
+
+def test_saving_into_a_profile_keeps_the_types_measured_before():
+    from roofline.measure import llamacpp_profile
+    from roofline.specs.hardware import hardware_from_mapping
+
+    spec = {"name": "t", "source": "t", "memory_capacity": 1e9, "memory_bandwidth": 1e10, "peak_flops": {"fp32": 1e11}}
+    base = hardware_from_mapping({**spec, "engines": {"llamacpp": PROFILE}}, "t", "t")
+    q5 = {"per_step_s": 0.0, "per_layer_s": 0.0, "repack": True, "seconds_per_byte": {"1": 2e-10}}
+    entry = {**PROFILE, "types": {"Q5_0": q5, "F16": q5}}
+    merged = llamacpp_profile.spec(entry, base)["engines"]["llamacpp"]["types"]
+    assert sorted(merged) == ["F16", "Q5_0", "Q8_0"] and merged["F16"] is q5  # remeasured F16 replaces the old
+    other = llamacpp_profile.spec({**entry, "build": "another"}, base)["engines"]["llamacpp"]["types"]
+    assert sorted(other) == ["F16", "Q5_0"]  # another build: its types alone

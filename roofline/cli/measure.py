@@ -61,8 +61,9 @@ def measure(
         str | None,
         typer.Option(
             "--engine",
-            help="Measure an engine's costs instead (eager, transformers: fixed costs; llamacpp: per weight type, with "
-            "--dtype f16,q8_0,q4_0); --save adds them to that profile (llamacpp: or writes a new one). [default: none]",
+            help="Measure an engine's costs instead (eager, transformers: fixed costs; llamacpp: per weight type, "
+            "--dtype q4_k,q8_0,... or the common types within 60 s); --save adds them to that profile (llamacpp: or "
+            "writes a new one). [default: none]",
         ),
     ] = None,
     llama_cpp: LlamaCpp = None,
@@ -178,7 +179,14 @@ def _measure_llamacpp(types, threads, save, datasheet, folder, as_json, as_csv) 
     _need("gguf", "numpy")
     base = load_hardware(save) if save and Path(save).is_file() else datasheet
     with _Progress() as step:
-        result = llamacpp_profile.run(build, machine.cpu_cache(), kinds, threads, step)
+        budget = None if types else llamacpp_profile.BUDGET_S  # types asked for are all measured
+        result = llamacpp_profile.run(build, machine.cpu_cache(), kinds, threads, step, budget)
+    if result.get("skipped"):
+        skipped = ",".join(k.lower() for k in result["skipped"])
+        err(
+            f"roofline: measured {len(result['types'])} types in {result['seconds']:.0f} s; skipped {skipped} to stay "
+            f"within {llamacpp_profile.BUDGET_S:.0f} s (ask for them with --dtype {skipped})"
+        )
     if save:
         profile.write_spec(save, llamacpp_profile.HEADER, llamacpp_profile.spec(result, base))
         err(

@@ -3,8 +3,10 @@
 Per type: a small probe (hidden 256) at depths 2 and 8 gives the fixed cost of a decode step, per step and per layer
 (its weights sit in cache: what is left is the graph's own cost). Two probes as wide as models are, hidden 512 and
 1024, each with as many layers as make its weights 4x the last-level cache (256 MB to 1 GiB), give the time per
-streamed weight byte at M rows: decode steps of M = 1, 2, 4, 8, 16 sequences (llama-batched-bench) and prompt
-processing of 128 and 512 tokens (llama-bench). Narrow rows run slower per byte (more matrices and rows per byte),
+streamed weight byte at M rows: decode steps of M = 1, 2, 4, 8, 16 sequences (llama-batched-bench). Prompt
+processing of 128 and 512 tokens (llama-bench) runs on shallower probes of the same widths (PROMPT_BYTES of
+weights): at hundreds of rows a matmul is compute-bound, so where its weights sit no longer matters, and the deep
+probes' prompts had taken two thirds of the time. Narrow rows run slower per byte (more matrices and rows per byte),
 so roofline.calc.llamacpp interpolates between the two in the model's hidden size. Each test is the median of
 llama-bench's repetitions after its warm-up run.
 """
@@ -23,13 +25,18 @@ from roofline.calc import formulas as f
 from roofline.measure import llamacpp, machine, synthetic
 from roofline.specs.params import Architecture
 
-TYPES = ("F16", "Q8_0", "Q4_0")
+# Most used first (q4_k_m is Q4_K with Q6_K tensors, q5_k_m Q5_K with Q6_K; rows that are not a multiple of 256 fall
+# back to Q5_0 and Q8_0): the default list stops at BUDGET_S, measuring whole types only.
+TYPES = ("Q4_K", "Q6_K", "Q8_0", "F16", "Q5_K", "Q5_0", "Q4_0")
+BUDGET_S = 60.0
 SMALL, NARROW, WIDE = 256, 512, 1024
 DEPTHS = (2, 8)
 DECODE_ROWS = (1, 2, 4, 8, 16)
 PROMPTS = (128, 512)
 GENERATE = 16
+BATCHED_GENERATE = 8  # decode steps per batch size: 8 of them at 16 rows take 0.1-0.7 s
 MIN_BYTES, MAX_BYTES = 256e6, 2**30
+PROMPT_BYTES = 48e6
 
 
 def probe(width: int, layers: int) -> Architecture:
@@ -49,9 +56,13 @@ def probe(width: int, layers: int) -> Architecture:
 
 def deep_layers(width: int, kind: str, cache_bytes: float) -> int:
     """Layers of a probe `width` wide whose weights are 4x the cache, within MIN_BYTES..MAX_BYTES."""
+    return layers_for(width, kind, min(max(4 * cache_bytes, MIN_BYTES), MAX_BYTES))
+
+
+def layers_for(width: int, kind: str, target: float) -> int:
+    """Layers (at least 2) of a probe `width` wide with `target` bytes of matrices."""
     from roofline.calc.llamacpp import BITS
 
-    target = min(max(4 * cache_bytes, MIN_BYTES), MAX_BYTES)
     per_layer = _matrix_params(probe(width, 1)) * BITS[kind] / 8
     return max(2, math.ceil(target / per_layer))
 
@@ -72,33 +83,52 @@ def run(
     types: tuple[str, ...] = TYPES,
     threads: int | None = None,
     on_step: Callable[[str], None] = lambda s: None,
+    budget_s: float | None = None,
 ) -> dict[str, Any]:
-    """The profile's engines.llamacpp entry (see the module docstring)."""
-    from roofline.specs.checkpoint import gguf_model
-
+    """The profile's engines.llamacpp entry (see the module docstring). With `budget_s`, a type is begun only while
+    the time so far plus the slowest type's so far fits in it; the rest are listed under `skipped`."""
     started = time.perf_counter()
     out: dict[str, Any] = {"build": build.found, "widths": [NARROW, WIDE], "types": {}}
+    slowest = 0.0
     with tempfile.TemporaryDirectory(prefix="roofline-llamacpp-") as folder:
         for kind in types:
-            files = {}
-            for name, a in (
-                ("small2", probe(SMALL, DEPTHS[0])),
-                ("small8", probe(SMALL, DEPTHS[1])),
-                ("narrow", probe(NARROW, deep_layers(NARROW, kind, cache_bytes))),
-                ("wide", probe(WIDE, deep_layers(WIDE, kind, cache_bytes))),
-            ):
-                on_step(f"llama.cpp {kind.lower()}: writing the {name} probe")
-                path = synthetic.write(a, Path(folder) / f"{name}-{kind}.gguf", kind, name)
-                files[name] = (a, path, sum(gguf_model(path)[1].streamed_by_dtype.values()))  # matrix bytes
-            on_step(f"llama.cpp {kind.lower()}: llama-bench and llama-batched-bench")
-            entry, info = _type_entry(build, files, threads)
+            begun = time.perf_counter()
+            if out["types"] and budget_s is not None and begun - started + slowest > budget_s:
+                out.setdefault("skipped", []).append(kind)
+                continue
+            entry, info = measure_type(build, kind, Path(folder), cache_bytes, threads, on_step)
             out["types"][kind] = entry
             out.update(info)
-            for _, path, _ in files.values():
-                path.unlink()
+            slowest = max(slowest, time.perf_counter() - begun)
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["machine"] = machine.record()
     return out
+
+
+def measure_type(
+    build: llamacpp.Build, kind: str, folder: Path, cache_bytes: float, threads: int | None, on_step: Callable
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One type's entry and the run's threads and build commit: its probes written in `folder`, run, removed."""
+    from roofline.specs.checkpoint import gguf_model
+
+    files = {}
+    for name, a in (
+        ("small2", probe(SMALL, DEPTHS[0])),
+        ("small8", probe(SMALL, DEPTHS[1])),
+        ("narrow", probe(NARROW, deep_layers(NARROW, kind, cache_bytes))),
+        ("wide", probe(WIDE, deep_layers(WIDE, kind, cache_bytes))),
+        ("narrow_prompt", probe(NARROW, layers_for(NARROW, kind, PROMPT_BYTES))),
+        ("wide_prompt", probe(WIDE, layers_for(WIDE, kind, PROMPT_BYTES))),
+    ):
+        on_step(f"llama.cpp {kind.lower()}: writing the {name} probe")
+        path = synthetic.write(a, folder / f"{name}-{kind}.gguf", kind, name)
+        files[name] = (a, path, sum(gguf_model(path)[1].streamed_by_dtype.values()))  # matrix bytes
+    on_step(f"llama.cpp {kind.lower()}: llama-bench and llama-batched-bench")
+    try:
+        return _type_entry(build, files, threads)
+    finally:
+        for _, path, _ in files.values():
+            path.unlink()
 
 
 def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -110,8 +140,8 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
         info = {"threads": results[0]["n_threads"], "build_commit": results[0].get("build_commit")}
     per_layer = max((tg[DEPTHS[1]] - tg[DEPTHS[0]]) / (DEPTHS[1] - DEPTHS[0]), 0.0)
     per_step = max(tg[DEPTHS[0]] - DEPTHS[0] * per_layer, 0.0)
-    wide, repack_wide = _curve(build, *files["wide"], per_step, per_layer, threads)
-    narrow, repack_narrow = _curve(build, *files["narrow"], per_step, per_layer, threads)
+    wide, repack_wide = _curve(build, files["wide"], files["wide_prompt"], per_step, per_layer, threads)
+    narrow, repack_narrow = _curve(build, files["narrow"], files["narrow_prompt"], per_step, per_layer, threads)
     a, _, streamed = files["wide"]
     entry = {
         "repack": bool(repack and repack_wide and repack_narrow),
@@ -125,12 +155,18 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
     return entry, info
 
 
-def _curve(build, a: Architecture, path: Path, streamed: float, per_step: float, per_layer: float, threads):
-    """rows -> seconds per streamed matrix byte of one probe, its fixed cost taken out; and the repack used."""
-    fixed = per_step + a.layers * per_layer
+def _curve(build, deep: tuple, shallow: tuple, per_step: float, per_layer: float, threads):
+    """rows -> seconds per streamed matrix byte of one width, its fixed cost taken out: decode rows on the `deep`
+    probe, prompts on the `shallow` one; and the repack used."""
+    a, path, streamed = shallow
     results, repack = llamacpp.bench(build, path, list(PROMPTS), 0, threads)
+    fixed = per_step + a.layers * per_layer
     table = {str(r["n_prompt"]): _per_byte(a, streamed, r["n_prompt"], _median_s(r) - fixed) for r in results}
-    rows, _ = llamacpp.batched(build, path, 4, GENERATE, list(DECODE_ROWS), threads, repack)  # short prompts: fast
+    a, path, streamed = deep
+    fixed = per_step + a.layers * per_layer
+    rows, _ = llamacpp.batched(
+        build, path, 4, BATCHED_GENERATE, list(DECODE_ROWS), threads, repack
+    )  # short prompts: fast
     table.update({str(r["pl"]): (r["t_tg"] / r["tg"] - fixed) / streamed for r in rows})
     return dict(sorted(table.items(), key=lambda kv: int(kv[0]))), repack
 
@@ -154,7 +190,12 @@ def spec(entry: dict[str, Any], base: Any = None) -> dict[str, Any]:
 
     if base is not None:
         mapping = hardware_to_mapping(base)
-        return {**mapping, "engines": {**(mapping.get("engines") or {}), "llamacpp": entry}}
+        engines = mapping.get("engines") or {}
+        before = engines.get("llamacpp") or {}
+        if before.get("widths") == entry["widths"] and before.get("build") == entry["build"]:
+            # the same probes and build: types measured before and not now are kept
+            entry = {**entry, "types": {**before.get("types", {}), **entry["types"]}}
+        return {**mapping, "engines": {**engines, "llamacpp": entry}}
     bandwidth = max(1 / t["seconds_per_byte"]["1"] for t in entry["types"].values())
     flops = {
         kind: max(2 * int(m) / (BITS[kind] / 8 * s) for m, s in t["seconds_per_byte"].items())
