@@ -19,6 +19,7 @@ TINY = planner.MeasurePlan(
     decode_m=(1, 2, 4),
     decode_ks=(128, 256),
     buffer_bytes=1 << 20,
+    ladder_bytes=4 << 20,
     rounds=3,
     min_reps=2,
     min_time=0.0,
@@ -187,6 +188,7 @@ MACHINES = {
     "H200-like": planner.Machine("cuda", 60 * 2**20, 130e9, 4.8e12, 800e12),
     "tiny": planner.Machine("cpu", 8 * 2**20, 1e9, 2e9, 2e9),
     "128 cores": planner.Machine("cpu", 512 * 2**20, 500e9, 300e9, 10e12),
+    "480 MiB LLC, AMX VM": planner.Machine("cpu", 480 * 2**20, 20e9, 30e9, 436e9),
 }
 
 
@@ -201,6 +203,18 @@ def test_the_planned_work_fits_the_budget(name, quick):
         assert planner.planned_seconds(p, m, dtypes) <= left, (name, dtypes)
         assert p.buffer_bytes >= 4 * 2**20
         assert (p.note != "") == (p.buffer_bytes < 4 * m.last_level_cache_bytes)
+
+
+def test_the_read_ladder_reaches_past_the_cache_the_other_buffers_cannot():
+    # The AMX VM of the Measure anywhere issue: sysfs says 480 MiB of L3, the host's. In a full run the ladder gets
+    # 6% of the ~15 s left, 0.9 s: at 30 GB/s and 16 whole-buffer passes (a fill ~10, reads ~6) that is 1.69e9 B,
+    # past twice the reported cache, while the other buffers stay at what a copy in a round allows.
+    m = MACHINES["480 MiB LLC, AMX VM"]
+    p = planner.plan(m, False, 15.0, 3)
+    assert p.ladder_bytes == int(0.06 * 15.0 * 30e9 / 16) // 2**20 * 2**20 and p.ladder_bytes > 2 * 480 * 2**20
+    assert p.buffer_bytes < 4 * 480 * 2**20 < p.ladder_bytes * 2
+    fast = planner.Machine("cpu", 8 * 2**20, 1e9, 30e9, 100e9)  # 1 GB free: the ladder stops at an eighth of it
+    assert planner.plan(fast, False, 15.0, 3).ladder_bytes == int(1e9 / 8) // 2**20 * 2**20
 
 
 def test_a_1_gib_cache_gets_buffers_the_budget_allows_and_says_so():

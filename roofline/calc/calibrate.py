@@ -6,7 +6,9 @@ model being predicted:
 - every linear layer (and the lm_head) with the decode-shaped matmul curve: FLOP/s of F.linear with M rows
   over cold weights, interpolated log-log in M and in the row length k (short rows stream slower), scaled
   for tall weights (the lm_head) by the measured tall series, and beyond the curve's largest M toward the
-  best square-matmul rate of the shape scan (prefill);
+  best square-matmul rate of the shape scan (prefill); a decode step's linears are then carried from the
+  curve's cold buffer to the step's own working set by the read ladder (roofline.calc.cache.carried) and
+  never priced faster than their FLOPs at the best square-matmul rate;
 - attention with the measured decode attention kernel (SDPA with one query): max(FLOPs / its FLOP/s, KV
   bytes / its bytes/s), FLOP/s from a 4:1 GQA shape and bytes/s from an MHA shape;
 - prefill attention (many queries at once) at the best square-matmul rate;
@@ -21,7 +23,10 @@ import math
 from typing import Any, NamedTuple
 
 from roofline.calc import formulas as f
+from roofline.calc.cache import carried
+from roofline.calc.interpolation import interpolate
 from roofline.specs.params import Architecture
+from roofline.specs.records import DTYPE_BYTES
 
 
 class Calibrated(NamedTuple):
@@ -89,21 +94,6 @@ def linear_rate(index: dict[str, Any], m: float, k: float, n: float = 0) -> floa
     return rate
 
 
-def interpolate(points: list[tuple[float, float]], x: float, log_y: bool = True) -> float:
-    """Piecewise-linear in log x (and log y), held constant beyond the ends."""
-    if x <= points[0][0]:
-        return points[0][1]
-    if x >= points[-1][0]:
-        return points[-1][1]
-    for (x0, y0), (x1, y1) in zip(points, points[1:]):
-        if x0 <= x <= x1:
-            t = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
-            if log_y:
-                return math.exp(math.log(y0) + t * (math.log(y1) - math.log(y0)))
-            return y0 + t * (y1 - y0)
-    raise AssertionError("unreachable")
-
-
 def archetype(a: Architecture) -> str:
     """Which measured engine archetype a model's layers resemble most, by its position embeddings:
     "learned" (GPT-2-like layers) or "rope" (Llama-like)."""
@@ -149,12 +139,14 @@ def predict(
     prefill_attention_flops: float,
     engines: dict[str, Any] | None = None,
     engine: str = "eager",
+    working_set: float = 0.0,
 ) -> Calibrated | None:
     """Calibrated TTFT and TPOT, or None when the profile lacks the curve, attention or op cost for `dtype`.
 
     With `engines[engine]` (fixed costs measured on that engine) a decode step's fixed cost is the engine's;
     without, it is `ops_per_layer` tiny ops at the measured per-op overhead (the first method, kept for
-    profiles measured before engine costs were)."""
+    profiles measured before engine costs were). `working_set` [B]: what a decode step streams (weights and KV),
+    for the read ladder (roofline.calc.cache.carried)."""
     curve, overhead = profile.get("decode_matmul", {}).get(dtype), profile.get("op_overhead_s")
     kernel = profile.get("decode_attention", {}).get(dtype)
     if not curve or overhead is None or not kernel or "k" not in curve[0]:
@@ -165,6 +157,9 @@ def predict(
     best = profile.get("matmul", {}).get(dtype)
     index = curve_index(curve, (best["best_shape"][0], best["best_flop_per_s"]) if best else None)
     decode_linear = linear_seconds(index, a, batch, batch)
+    params = a.layers * sum(k * n for k, n in linears(a)) + a.hidden_size * a.vocab_size
+    carried_s = carried(profile, decode_linear, params * DTYPE_BYTES.get(dtype, 4.0), working_set)
+    decode_linear = max(carried_s, 2 * params * batch / best["best_flop_per_s"]) if best else carried_s
     attention = max(attention_flops_per_step / kernel["flop_per_s"], kv_bytes_per_step / kernel["bytes_per_s"])
     # Prefill attention runs many queries at once: priced at the dtype's best matmul rate, not the decode kernel's.
     prefill_rate = best["best_flop_per_s"] if best else kernel["flop_per_s"]

@@ -298,6 +298,7 @@ def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, 
         shape.prefill_attention_flops(B, P),
         engine_costs(hardware),
         inputs.engine or "eager",
+        shape.streamed(B) + kv_step,
     )
 
 

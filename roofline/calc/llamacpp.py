@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from roofline.calc.calibrate import interpolate
+from roofline.calc.interpolation import interpolate
 
 UBATCH = 512  # llama.cpp's default n_ubatch: a larger batch runs as several graph computes, each reading the weights
 BITS = {  # bits per weight of each ggml type (block bytes x 8 / block size; ggml's type table)

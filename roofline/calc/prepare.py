@@ -5,6 +5,7 @@ preset's own prepared setup. roofline.calc.estimate.estimate_at prices any batch
 
 from typing import Any, NamedTuple
 
+from roofline.calc import cache
 from roofline.calc.inputs import Inputs, resolve
 from roofline.calc.knobs import Knobs, knobs_of
 from roofline.calc.serving import disagg, speculative
@@ -75,6 +76,13 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
     peak = hardware.peak_flops[inputs.compute_dtype]
     active = float(model.counts.active) if model.counts else model.params
     preset, preset_setup = _preset(model, hardware, k, inputs)
+    faster = cache.speedup(cache.ladder(hardware.measured), shape.streamed(1))
+    if faster > 1.005:
+        notes.append(
+            f"the weights a step streams ({shape.streamed(1) / 1e6:.0f} MB) fit where the profile's read ladder ran "
+            f"{faster:.2f}x its memory speed: the bound reads them at "
+            f"{hardware.memory_bandwidth * faster / 1e9:.1f} GB/s"
+        )
     return Prepared(
         model=model,
         hardware=hardware,
@@ -85,7 +93,7 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
         draft=draft,
         peak=peak,
         F=peak * k.compute_efficiency,
-        W=hardware.memory_bandwidth * k.bandwidth_efficiency,
+        W=hardware.memory_bandwidth * faster * k.bandwidth_efficiency,
         link=link,
         latency=latency,
         ep_link=ep_link,

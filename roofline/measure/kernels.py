@@ -211,20 +211,26 @@ class Bandwidth:
             e["shapes"] = [list(s) for s in e["shapes"]]
         return e
 
-    def ladder(self, min_time: float, smallest: int = 256 * 2**10) -> list[dict[str, float]]:
-        """Read bandwidth by working set: the sum over the buffer's first `bytes`, from `smallest` doubling up to
-        the whole buffer, each the best of its calls over `min_time` (cache-aware roofline: a working set that
-        fits a cache level reads at that level's speed)."""
-        points, size = [], smallest
-        while size <= self.buffer_bytes:
-            view = self.src[: size // 4]
-            times = self.clock.times(lambda: self.out.__setitem__("part", view.sum()), 2, 3, min_time, 2 * min_time)
-            points.append({"bytes": float(size), "bytes_per_s": size / min(times)})
-            size = size * 2 if size * 2 <= self.buffer_bytes or size == self.buffer_bytes else self.buffer_bytes
-        return points
-
     def free(self) -> None:
         del self.src, self.dst, self.weights
+
+
+def read_ladder(torch, clock: Clock, dev, total: int, min_time: float, smallest: int = 256 * 2**10) -> list[dict]:
+    """Read bandwidth by working set (the cache-aware roofline: a working set that fits a cache level reads at
+    that level's speed): a sum over the first `bytes` of a buffer of `total` bytes, from `smallest` doubling up to
+    the whole, each the best of its calls over `min_time` after two warm-up calls. The whole buffer's sum is
+    verified."""
+    src = torch.ones(total // 4, dtype=torch.float32, device=dev)
+    out: dict[str, Any] = {}
+    points, size = [], smallest
+    while size <= src.numel() * 4:
+        view = src[: size // 4]
+        times = clock.times(lambda: out.__setitem__("part", view.sum()), 2, 3, min_time, 2 * min_time)
+        points.append({"bytes": float(size), "bytes_per_s": size / min(times)})
+        size = size * 2 if size * 2 <= total or size == total else total
+    if out and out["part"].item() != src.numel():
+        raise MeasureError(f"read ladder: the sum {out['part'].item():.9g} differs from {src.numel()}")
+    return points
 
 
 PLATEAU = 1.25  # a working set reads at memory speed when within this factor of the largest one's bandwidth

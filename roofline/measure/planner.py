@@ -18,7 +18,15 @@ PLANNED_SHARE = 0.9  # of the budget: shared VMs swing between runs, and the bud
 # Shares of the usable time per phase. Every timed loop stops at its cap plus at most one call, and the plan
 # keeps one call under half a cap, so the phases take at most 1.5x their shares: 1.5 x 0.62 = 0.93, and the
 # rest pays for filling buffers and weights.
-SHARES = {"matmul": 0.20, "rounds": 0.15, "curve": 0.17, "attention": 0.03, "overhead": 0.01, "engine": 0.06}
+SHARES = {
+    "matmul": 0.18,
+    "rounds": 0.13,
+    "curve": 0.15,
+    "attention": 0.03,
+    "overhead": 0.01,
+    "engine": 0.06,
+    "ladder": 0.06,
+}
 SLACK = 1.5
 
 
@@ -40,6 +48,7 @@ class MeasurePlan(NamedTuple):
     decode_m: tuple[int, ...]  # rows M of the decode-shaped curve
     decode_ks: tuple[int, ...]  # row lengths k of the curve; the longest also gives the GEMV bandwidth
     buffer_bytes: int  # bandwidth buffers, and the cold set the curve and weights_read cycle through
+    ladder_bytes: int  # the read ladder's own buffer: working sets from L2 to beyond the last-level cache
     rounds: int  # interleaved rounds of the headline figures (best, median, spread)
     min_reps: int  # calls per matmul shape in the scan, at least
     min_time: float  # seconds per matmul shape in the scan, at least (if the deadline allows)
@@ -77,6 +86,8 @@ SHAPES = {
 BUFFER_FLOOR = {"cpu": 64 * MiB, "gpu": 512 * MiB}
 BANDWIDTH_KERNELS = 3  # copy, read, weights_read in each round
 MIN_BUFFER = 4 * MiB
+LADDER_PASSES = 16  # the ladder's time in reads of its whole buffer: filling it (~10: page faults, measured on a 2-core
+# VM: 2 GiB filled in 0.77 s, read in 0.064 s) and its points (the whole read 5 times, the halves as often)
 
 
 def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> MeasurePlan:
@@ -94,6 +105,11 @@ def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> MeasurePlan:
     # One call stays under half a cap: a copy (2x the buffer) in a round, a read of the cold set at a curve point.
     by_time = min(round_time * m.read_bytes_per_s / 4, point_time * m.read_bytes_per_s / 2)
     buffer = int(max(MIN_BUFFER, min(want, by_memory, by_time)) // MiB * MiB)
+    # The ladder reads its buffer's prefixes, doubling: one fill and a few reads of the whole, so it reaches far
+    # beyond the other buffers: as far as its share of the time and free memory allow, since the cache a VM really
+    # gets (where the ladder flattens) is not the one sysfs reports.
+    ladder_time = SHARES["ladder"] * usable * m.read_bytes_per_s / LADDER_PASSES
+    ladder = int(max(buffer, min(by_memory, ladder_time)) // MiB * MiB)
     note = ""
     if buffer < 4 * m.last_level_cache_bytes:
         limit = "the time budget" if by_time <= by_memory else "free memory"
@@ -108,6 +124,7 @@ def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> MeasurePlan:
         decode_m=decode_m,
         decode_ks=decode_ks,
         buffer_bytes=buffer,
+        ladder_bytes=ladder,
         rounds=rounds,
         min_reps=2 if quick else 3,
         min_time=shape_time,
@@ -138,7 +155,7 @@ def planned_seconds(p: MeasurePlan, m: Machine, dtypes: int) -> float:
     attention = dtypes * 2 * (p.attention_time + p.max_call)
     overhead = (SHARES["overhead"] + SLACK * SHARES["engine"]) * p.budget_s  # the engine phase stops at its deadline
     fills = (3 + 2 * dtypes) * copy_call  # two buffers and the weights_read set; each dtype's per-k and tall weights
-    ladder = ladder_points(p.buffer_bytes) * (2 * p.round_time / 4 + read_call)  # Bandwidth.ladder's loops
+    ladder = ladder_points(p.ladder_bytes) * 2 * p.round_time / 4 + LADDER_PASSES * p.ladder_bytes / m.read_bytes_per_s
     return scan + rounds + curve + attention + overhead + fills + ladder
 
 

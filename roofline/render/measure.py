@@ -65,12 +65,14 @@ def measure_table(result: dict[str, Any]):
     ridge, dtype = result["ridge_point_flop_per_byte"], result["ridge_dtype"]
     if ridge is not None:
         decode = result["decode_bandwidth"]
+        raw = result["bandwidth"][decode]["best_bytes_per_s"]
+        rate = result.get("decode_bandwidth_bytes_per_s", raw)
+        carried = f", carried to memory speed by the ladder from {si(raw, 'B/s')}" if rate < 0.995 * raw else ""
         lines.append(
             Text(
                 f"measured ridge {number(ridge)} FLOP/byte = {dtype} "
                 f"{si(result['matmul'][dtype]['best_flop_per_s'], 'FLOP/s')} / "
-                f"{labels.get(decode, decode)} {si(result['bandwidth'][decode]['best_bytes_per_s'], 'B/s')} (the read "
-                "bandwidth that predicts decode)"
+                f"{labels.get(decode, decode)} {si(rate, 'B/s')} (the read bandwidth that predicts decode{carried})"
             )
         )
         others = [f"{d} {number(r)}" for d, r in result.get("ridge_points", {}).items() if d != dtype]

@@ -1,0 +1,55 @@
+"""Bandwidth by working set: what `roofline measure`'s read ladder (measured.bandwidth.read.by_working_set) says of
+a step that streams `nbytes`, against the memory speed the profile's memory_bandwidth stands for.
+
+The ladder is read bandwidth over working sets doubling from 256 KiB; its last point, the largest working set, is
+the memory plateau (roofline.measure.kernels.knee). A working set that fits a cache reads faster: its speedup is
+the ladder at its size over the plateau, interpolated log-log and held beyond the ends, never below 1. The same
+ratio carries a figure measured on a buffer of B bytes to memory speed: x plateau / ladder(B). Source: the
+cache-aware roofline (Ilic, Pratas, Sousa, "Cache-aware Roofline model", IEEE CAL 2014).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roofline.calc.interpolation import interpolate
+
+
+def ladder(measured: dict[str, Any] | None) -> list[tuple[float, float]] | None:
+    """(bytes, B/s) points of a profile's read ladder, or None when it has none (datasheets, older profiles)."""
+    found = (((measured or {}).get("bandwidth") or {}).get("read") or {}).get("by_working_set") or {}
+    points = sorted((p["bytes"], p["bytes_per_s"]) for p in found.get("points") or [])
+    return points if len(points) >= 2 else None
+
+
+def speedup(points: list[tuple[float, float]] | None, nbytes: float) -> float:
+    """How much faster than memory a working set of `nbytes` reads [ratio >= 1]: 1 without a ladder."""
+    if not points or nbytes <= 0:
+        return 1.0
+    return max(interpolate(points, nbytes) / points[-1][1], 1.0)
+
+
+def at_memory(points: list[tuple[float, float]] | None, rate: float, buffer_bytes: float) -> float:
+    """A bandwidth measured over `buffer_bytes` carried to memory speed [B/s]: rate / speedup(buffer)."""
+    return rate / speedup(points, buffer_bytes)
+
+
+MEMORY_BOUND = (
+    0.8  # a kernel reading at this fraction of the ladder's speed at its working set, or more, is memory-bound
+)
+
+
+def carried(profile: dict[str, Any], seconds: float, nbytes: float, working_set: float) -> float:
+    """A decode-curve time [s] (`nbytes` of weights, timed over the plan's cold buffer) carried to a step that
+    streams `working_set` bytes. In the roofline's terms the curve's time is max(bytes / ladder(buffer), the
+    kernel's own time): when it read at the buffer's ladder speed (memory-bound) it scales with the ladder,
+    ladder(buffer) / ladder(working set); when it read slower, the kernel's own time stays and the step's memory
+    time can only raise it. Unchanged without a ladder."""
+    points = ladder(profile)
+    if not points or seconds <= 0:
+        return seconds
+    curve = interpolate(points, (profile.get("plan") or {}).get("buffer_bytes") or points[-1][0])
+    step = interpolate(points, working_set) if working_set > 0 else points[-1][1]
+    if nbytes / seconds >= MEMORY_BOUND * curve:
+        return seconds * curve / step
+    return max(seconds, nbytes / step)
