@@ -82,10 +82,12 @@ def test_tiny_run_json_contract(tiny_result):
         order = [(p["k"], p["m"]) for p in points]
         if any(n.startswith(f"decode-shaped {dtype}: M = 1 and 2") for n in r["notes"]):
             # A dtype timed at under 10% of the fastest (bf16 can be, at these tiny shapes) gets the short curve.
-            assert order == [(256, 1), (256, 2), (256, 1), (256, 2)]
+            assert order == [(256, 1), (256, 2)] * 3  # the layer, tall and small weights
         else:
-            assert order == [(128, 1), (128, 2), (128, 4), (256, 1), (256, 2), (256, 4), (128, 1), (128, 2), (128, 4)]
-            assert points[-1]["n"] > points[0]["n"]  # the last series is one tall weight at the shortest rows
+            layer = [(k, m) for k in (128, 256) for m in (1, 2, 4)]
+            assert order == layer + [(128, 1), (128, 2), (128, 4)] * 2  # then the tall and the small weights
+            assert points[-4]["n"] > points[0]["n"]  # one tall weight at the shortest rows
+            assert [p["n"] for p in points if p.get("series") == "small"] == [128] * 3
         assert {"m", "k", "flop_per_s", "bytes_per_s"} <= set(r["decode_matmul"][dtype][0])
     for kernel in ("copy", "read", "weights_read", "gemv"):
         b = r["bandwidth"][kernel]

@@ -227,6 +227,26 @@ def test_the_tall_ratio_is_held_beyond_the_tall_series():
     assert linear_rate(curve_index(curve), 16, 1024, 100_000) == pytest.approx(80.0)
 
 
+def test_small_weights_scale_toward_the_small_series_by_size():
+    # The small series (k 512, 128 rows) runs at 0.25x the layer series (k 512, 2048 rows) at M = 1. A weight of
+    # 512 x 512 = 2^18 values is halfway from the small size (2^16) to the layer size (2^20) in log size: 0.25^0.5 =
+    # 0.5x. At or below the small size the whole ratio; at the layer size none. Beyond the small series' M = 1 its
+    # ratio is held: at M = 16, 160 x 0.5. The size counts, not the rows: 4096 x 64 is 2^18 values too.
+    curve = [
+        {"m": 1, "k": 512, "n": 2048, "flop_per_s": 10.0},
+        {"m": 16, "k": 512, "n": 2048, "flop_per_s": 160.0},
+        {"m": 1, "k": 512, "n": 128, "flop_per_s": 2.5, "series": "small"},
+    ]
+    index = curve_index(curve)
+    assert linear_rate(index, 1, 512, 512) == pytest.approx(5.0)
+    assert linear_rate(index, 1, 512, 128) == pytest.approx(2.5) and linear_rate(index, 1, 512, 64) == pytest.approx(
+        2.5
+    )
+    assert linear_rate(index, 1, 512, 2048) == pytest.approx(10.0)
+    assert linear_rate(index, 16, 512, 512) == pytest.approx(80.0)
+    assert linear_rate(index, 1, 4096, 64) == pytest.approx(5.0)
+
+
 def test_validate_rounds_interval_and_verdict_in_the_json(tiny, tmp_path):
     pytest.importorskip("torch")
     r = runner.invoke(

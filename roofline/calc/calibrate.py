@@ -5,7 +5,8 @@ decode step with the model-independent figures `roofline measure` records, never
 model being predicted:
 - every linear layer (and the lm_head) with the decode-shaped matmul curve: FLOP/s of F.linear with M rows
   over cold weights, interpolated log-log in M and in the row length k (short rows stream slower), scaled
-  for tall weights (the lm_head) by the measured tall series, and beyond the curve's largest M toward the
+  for tall weights (the lm_head) by the measured tall series and for small ones (narrow K/V projections) by
+  the small series, and beyond the curve's largest M toward the
   best square-matmul rate of the shape scan (prefill); a decode step's linears are then carried from the
   curve's cold buffer to the step's own working set by the read ladder (roofline.calc.cache.carried) and
   never priced faster than their FLOPs at the best square-matmul rate;
@@ -55,12 +56,14 @@ OPS_PER_STEP = 5  # embedding lookup, positions, final norm, argmax, position in
 
 
 def curve_index(curve: list[dict[str, Any]], peak: tuple[float, float] | None = None) -> dict[str, Any]:
-    """The curve as layer-sized series {k: [(M, FLOP/s), ...]} with their rows per weight, and the tall
-    series (a larger n at one k) when measured; beyond each layer series' largest M the rate rises toward
-    the best matmul `peak` = (its M, FLOP/s) of the shape scan."""
+    """The curve as layer-sized series {k: [(M, FLOP/s), ...]} with their rows per weight, the tall series (a
+    larger n at one k) and the small one (points marked series: small) when measured; beyond each layer
+    series' largest M the rate rises toward the best matmul `peak` = (its M, FLOP/s) of the shape scan."""
     series: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    small: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for p in curve:
-        series.setdefault((p["k"], p.get("n", 0)), []).append((p["m"], p["flop_per_s"]))
+        into = small if p.get("series") == "small" else series
+        into.setdefault((p["k"], p.get("n", 0)), []).append((p["m"], p["flop_per_s"]))
     layer: dict[int, list[tuple[float, float]]] = {}
     rows: dict[int, int] = {}
     tall = None
@@ -72,13 +75,16 @@ def curve_index(curve: list[dict[str, Any]], peak: tuple[float, float] | None = 
         layer[k], rows[k] = points, n
         if peak is not None and peak[0] > points[-1][0] and peak[1] > points[-1][1]:
             points.append(peak)
-    return {"layer": layer, "rows": rows, "tall": tall}
+    found = [(k, n, sorted(points)) for (k, n), points in small.items() if k in layer]
+    return {"layer": layer, "rows": rows, "tall": tall, "small": found[0] if found else None}
 
 
 def linear_rate(index: dict[str, Any], m: float, k: float, n: float = 0) -> float:
     """FLOP/s of F.linear with m rows and row length k, interpolated log-log in M and in k (held beyond the
     ends); for a weight taller than the curve's layer-sized ones, scaled toward the tall series' ratio at
-    that M (its ratio at its largest M beyond it), log-linearly in n."""
+    that M (its ratio at its largest M beyond it), log-linearly in n; for a weight smaller than a layer-sized
+    one at the small series' k, toward the small series' ratio, log-linearly in its size k x n (held below it):
+    small weights pay each call's own cost over fewer bytes."""
     layer = index["layer"]
     ks = sorted(layer)
     rates = [interpolate(layer[x], m) for x in ks]
@@ -90,6 +96,14 @@ def linear_rate(index: dict[str, Any], m: float, k: float, n: float = 0) -> floa
         ratio = interpolate(points, at) / interpolate(layer[k_tall], at)
         short = index["rows"][k_tall]
         t = min(1.0, math.log(n / short) / math.log(n_tall / short))
+        rate *= ratio**t
+    small = index.get("small")
+    if small and n and k * n < small[0] * index["rows"][small[0]]:
+        k_small, n_small, points = small
+        at = min(m, points[-1][0])  # beyond the small series' largest M, its ratio is held
+        ratio = interpolate(points, at) / interpolate(layer[k_small], at)
+        layer_size = k_small * index["rows"][k_small]
+        t = min(1.0, math.log(layer_size / (k * n)) / math.log(layer_size / (k_small * n_small)))
         rate *= ratio**t
     return rate
 

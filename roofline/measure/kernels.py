@@ -273,6 +273,9 @@ def stability(bests: list[float], medians: list[float]) -> dict[str, Any]:
     }
 
 
+SMALL_ROWS = 128  # rows of the decode curve's small weights
+
+
 def decode_curve(
     torch, clock: Clock, tensor, dtype: str, matmul: dict | None, read_rate: float, buffer_bytes: int, notes: list[str]
 ):
@@ -282,7 +285,8 @@ def decode_curve(
     a decode step: each timed call cycles as many of them as fill the buffer, more than the last-level cache
     where the budget allows, so every call streams them from memory. GEMV speed depends on the row length k
     (short rows run slower), so the curve is measured per k; one more series at the shortest k uses a single
-    tall weight of the whole buffer (like an lm_head, whose many rows run slower at small M). Each point
+    tall weight of the whole buffer (like an lm_head, whose many rows run slower at small M), and one of small
+    weights of SMALL_ROWS rows (like a narrow model's K and V projections, where each call's own cost shows). Each point
     records its rows per weight n. Returns (curve, the M = 1 entry of the longest rows: the GEMV bandwidth).
     """
     import torch.nn.functional as F
@@ -299,12 +303,16 @@ def decode_curve(
         for k, n in ((k, weight_rows(k, size)) for k in plan.decode_ks)
     ]
     series.append(tall)
+    # Small weights (a narrow model's K and V projections): SMALL_ROWS rows each, as many as fill the buffer.
+    small = (short, SMALL_ROWS, max(2, math.ceil(buffer_bytes / (SMALL_ROWS * short * size))))
+    series.append(small)
     # One pool of values, filled once; each series views it as its weights (distinct, so still cold when cycled).
     pool = tensor(max(count * n * k for k, n, count in series), dtype=dtype)
     window = plan.curve_window or 3 * plan.curve_time * curve_points(plan.decode_m, plan.decode_ks)
     clock.deadline = min(clock.deadline, time.perf_counter() + window)
     curve, first = [], None
     for k, n, count in series:
+        label = {"series": "small"} if (k, n, count) == small else {}
         if clock.left() <= 0:
             notes.append(f"decode-shaped {dtype}: k = {k} and later series skipped, the time budget ran out")
             break
@@ -331,6 +339,7 @@ def decode_curve(
                     "m": m,
                     "k": k,
                     "n": n,
+                    **label,
                     "flop_per_s": best_flops,
                     "bytes_per_s": weight_bytes * best_flops / flops,
                     "median_flop_per_s": median_flops,

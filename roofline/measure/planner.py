@@ -140,8 +140,9 @@ def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> MeasurePlan:
 
 
 def curve_points(decode_m: tuple[int, ...], decode_ks: tuple[int, ...]) -> int:
-    """Timed points of one dtype's decode-shaped curve: each M at each k, and each M on the tall weight."""
-    return len(decode_ks) * len(decode_m) + len(decode_m)
+    """Timed points of one dtype's decode-shaped curve: each M at each k, and each M on the tall and the small
+    weights."""
+    return len(decode_ks) * len(decode_m) + 2 * len(decode_m)
 
 
 def planned_seconds(p: MeasurePlan, m: Machine, dtypes: int) -> float:
