@@ -117,6 +117,27 @@ def test_decode_curve_bytes_are_weight_bytes(tiny_result):
         assert point["bytes_per_s"] == pytest.approx(point["flop_per_s"] * 4 / (2 * point["m"]))
 
 
+def test_a_curve_whose_buffer_is_too_slow_to_read_keeps_its_m_1_points():
+    # The AMX VM's quick profile: the planner sized 268 MiB buffers from a cache-inflated probe, a call over them
+    # took longer than the cap, and every point of every curve was skipped, so validate fell back to the bare
+    # roofline (ratios ~0.3). Here: a 64 MiB buffer, a 10 ms cap (curve_time / 2) and a read rate of 1 GB/s: the
+    # cold set shrinks to 16 MiB (10 MB, floored at MIN_COLD), each series keeps its M = 1 point, and a note says so.
+    torch = pytest.importorskip("torch")
+    from roofline.measure import kernels
+    from roofline.measure.timing import Clock
+
+    def tensor(*shape, dtype):
+        return torch.ones(*shape, dtype=torch.float32)
+
+    plan = TINY._replace(max_call=1e-4, curve_time=0.02, decode_m=(1,), decode_ks=(256,))
+    notes: list[str] = []
+    curve, _ = kernels.decode_curve(torch, Clock(torch, "cpu", plan), tensor, "fp32", None, 1e9, 64 * 2**20, notes)
+    assert [p["m"] for p in curve] == [1, 1, 1]  # the layer, tall and small weights
+    # 16 weights of 1024 x 256 fp32 (1 MiB), one tall weight of 16384 rows, 128 small ones of 128 rows: 16 MiB each.
+    assert [p["buffer_bytes"] for p in curve] == [16 * 2**20] * 3
+    assert any("cold weights of 16 MiB, not the 64 MiB buffer" in n for n in notes)
+
+
 def test_saved_profile_loads_as_hardware(tiny_result, tmp_path):
     path = tmp_path / "here.yaml"
     profile.save(tiny_result, str(path))

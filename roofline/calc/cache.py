@@ -39,8 +39,16 @@ MEMORY_BOUND = (
 )
 
 
-def carried(profile: dict[str, Any], seconds: float, nbytes: float, working_set: float) -> float:
-    """A decode-curve time [s] (`nbytes` of weights, timed over the plan's cold buffer) carried to a step that
+def curve_bytes(profile: dict[str, Any], curve: list[dict[str, Any]]) -> float:
+    """The working set a decode curve cycled [B]: its points' cold sets (the median), else the plan's buffer."""
+    import statistics
+
+    sizes = [p["buffer_bytes"] for p in curve if p.get("buffer_bytes")]
+    return statistics.median(sizes) if sizes else (profile.get("plan") or {}).get("buffer_bytes", 0.0)
+
+
+def carried(profile: dict[str, Any], seconds: float, nbytes: float, working_set: float, cycled: float) -> float:
+    """A decode-curve time [s] (`nbytes` of weights, timed over a cold set of `cycled` bytes) carried to a step that
     streams `working_set` bytes. In the roofline's terms the curve's time is max(bytes / ladder(buffer), the
     kernel's own time): when it read at the buffer's ladder speed (memory-bound) it scales with the ladder,
     ladder(buffer) / ladder(working set); when it read slower, the kernel's own time stays and the step's memory
@@ -48,7 +56,7 @@ def carried(profile: dict[str, Any], seconds: float, nbytes: float, working_set:
     points = ladder(profile)
     if not points or seconds <= 0:
         return seconds
-    curve = interpolate(points, (profile.get("plan") or {}).get("buffer_bytes") or points[-1][0])
+    curve = interpolate(points, cycled or points[-1][0])
     step = interpolate(points, working_set) if working_set > 0 else points[-1][1]
     if nbytes / seconds >= MEMORY_BOUND * curve:
         return seconds * curve / step

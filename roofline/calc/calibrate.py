@@ -24,7 +24,7 @@ import math
 from typing import Any, NamedTuple
 
 from roofline.calc import formulas as f
-from roofline.calc.cache import carried
+from roofline.calc.cache import carried, curve_bytes
 from roofline.calc.interpolation import interpolate
 from roofline.specs.params import Architecture
 from roofline.specs.records import DTYPE_BYTES
@@ -172,7 +172,8 @@ def predict(
     index = curve_index(curve, (best["best_shape"][0], best["best_flop_per_s"]) if best else None)
     decode_linear = linear_seconds(index, a, batch, batch)
     params = a.layers * sum(k * n for k, n in linears(a)) + a.hidden_size * a.vocab_size
-    carried_s = carried(profile, decode_linear, params * DTYPE_BYTES.get(dtype, 4.0), working_set)
+    cycled = curve_bytes(profile, curve)
+    carried_s = carried(profile, decode_linear, params * DTYPE_BYTES.get(dtype, 4.0), working_set, cycled)
     decode_linear = max(carried_s, 2 * params * batch / best["best_flop_per_s"]) if best else carried_s
     attention = max(attention_flops_per_step / kernel["flop_per_s"], kv_bytes_per_step / kernel["bytes_per_s"])
     # Prefill attention runs many queries at once: priced at the dtype's best matmul rate, not the decode kernel's.

@@ -274,6 +274,7 @@ def stability(bests: list[float], medians: list[float]) -> dict[str, Any]:
 
 
 SMALL_ROWS = 128  # rows of the decode curve's small weights
+MIN_COLD = 16 * MiB  # the decode curve's cold set, at least
 CURVE_PASSES = 3  # interleaved passes over the decode curve's points
 
 
@@ -288,8 +289,8 @@ def decode_curve(
     (short rows run slower), so the curve is measured per k; one more series at the shortest k uses a single
     tall weight of the whole buffer (like an lm_head, whose many rows run slower at small M), and one of small
     weights of SMALL_ROWS rows (like a narrow model's K and V projections, where each call's own cost shows). Each
-    point records its rows per weight n. Every point is timed in CURVE_PASSES interleaved passes and keeps its best
-    call. Returns (curve, the M = 1 entry of the longest rows: the GEMV bandwidth).
+    point records its rows per weight n. Every point is timed in CURVE_PASSES interleaved passes; its rate is the
+    median of the passes' best calls. Returns (curve, the M = 1 entry of the longest rows: the GEMV bandwidth).
     """
     import torch.nn.functional as F
 
@@ -298,15 +299,23 @@ def decode_curve(
     plan = clock.plan
     size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
     rate = matmul["best_flop_per_s"] if matmul else None
-    short = plan.decode_ks[0]  # the tall weight: the whole buffer, and at least 8x a layer's rows, like an lm_head
-    tall = (short, max(8 * weight_rows(short, size), buffer_bytes // (short * size) // 256 * 256), 1)
+    cap = max(plan.max_call, plan.curve_time / 2)  # the longest call a point may take
+    # The cold set: the buffer, or what one call reads within the cap at the measured read rate (the planner sized
+    # the buffer with a probe that a cache can inflate; a curve with no points would leave no calibration at all).
+    cold = min(buffer_bytes, max(MIN_COLD, int(cap * read_rate)))
+    if cold < buffer_bytes:
+        notes.append(
+            f"decode-shaped {dtype}: cold weights of {cold // MiB} MiB, not the {buffer_bytes // MiB} MiB buffer, "
+            f"so that one call fits {cap:.3g} s at the measured {read_rate / 1e9:.3g} GB/s"
+        )
+    short = plan.decode_ks[0]  # the tall weight: the whole cold set, and at least 8x a layer's rows, like an lm_head
+    tall = (short, max(8 * weight_rows(short, size), cold // (short * size) // 256 * 256), 1)
     series = [
-        (k, n, max(2, math.ceil(buffer_bytes / (n * k * size))))
-        for k, n in ((k, weight_rows(k, size)) for k in plan.decode_ks)
+        (k, n, max(2, math.ceil(cold / (n * k * size)))) for k, n in ((k, weight_rows(k, size)) for k in plan.decode_ks)
     ]
     series.append(tall)
-    # Small weights (a narrow model's K and V projections): SMALL_ROWS rows each, as many as fill the buffer.
-    small = (short, SMALL_ROWS, max(2, math.ceil(buffer_bytes / (SMALL_ROWS * short * size))))
+    # Small weights (a narrow model's K and V projections): SMALL_ROWS rows each, as many as fill the cold set.
+    small = (short, SMALL_ROWS, max(2, math.ceil(cold / (SMALL_ROWS * short * size))))
     series.append(small)
     # One pool of values, filled once; each series views it as its weights (distinct, so still cold when cycled).
     pool = tensor(max(count * n * k for k, n, count in series), dtype=dtype)
@@ -316,13 +325,13 @@ def decode_curve(
     for k, n, count in series:
         for m in plan.decode_m:
             estimate = max(matmul_flops(m, k, count * n) / rate if rate else 0.0, count * n * k * size / read_rate)
-            if estimate > max(plan.max_call, plan.curve_time / 2):
+            if estimate > cap and m > plan.decode_m[0]:  # M = 1 always runs: it is what decode is priced from
                 notes.append(f"decode-shaped {dtype} k={k} n={n}: M = {m} and above skipped, over the time budget")
                 break
             points.append(({"series": "small"} if (k, n, count) == small else {}, k, n, count, m))
     # Interleaved passes over every point, each a share of its time: a slow moment of a shared machine then lands
     # on a different point in each pass, and every point keeps its best (one pass's stall cannot set it).
-    times: list[list[float]] = [[] for _ in points]
+    times: list[list[list[float]]] = [[] for _ in points]  # per point, each pass's calls
     inputs: dict[tuple[int, int], Any] = {}
     for done in range(CURVE_PASSES):
         for i, (_, k, n, count, m) in enumerate(points):
@@ -331,12 +340,14 @@ def decode_curve(
             weights = [pool[j * n * k : (j + 1) * n * k].view(n, k) for j in range(count)]
             x = inputs.setdefault((m, k), tensor(m, k, dtype=dtype))
             out = {}
-            times[i] += clock.times(
-                lambda: out.__setitem__("y", [F.linear(x, w) for w in weights]),
-                warmup=1 if done == 0 else 0,
-                min_reps=max(1, plan.curve_reps // CURVE_PASSES),
-                min_time=plan.curve_time / CURVE_PASSES,
-                max_time=plan.curve_time / CURVE_PASSES,
+            times[i].append(
+                clock.times(
+                    lambda: out.__setitem__("y", [F.linear(x, w) for w in weights]),
+                    warmup=1 if done == 0 else 0,
+                    min_reps=max(1, plan.curve_reps // CURVE_PASSES),
+                    min_time=plan.curve_time / CURVE_PASSES,
+                    max_time=plan.curve_time / CURVE_PASSES,
+                )
             )
             if done == 0:
                 verify_matmul(
@@ -347,24 +358,30 @@ def decode_curve(
             f"decode-shaped {dtype}: the time budget ran out within the curve's passes; points kept their best"
         )
     curve, first = [], None
-    for (label, k, n, count, m), timed in zip(points, times):
-        if not timed:
+    for (label, k, n, count, m), passes in zip(points, times):
+        if not passes:
             continue
         flops, weight_bytes = matmul_flops(m, k, count * n), count * n * k * size
+        timed = [t for calls in passes for t in calls]
         best_flops, median_flops = summary(flops, timed)
+        # The rate: the median of the passes' bests, robust to one pass's stall and not biased fast the way the best
+        # of more calls is (validate compares with the median of its rounds).
+        rate_flops = statistics.median(flops / min(calls) for calls in passes)
         curve.append(
             {
                 "m": m,
                 "k": k,
                 "n": n,
                 **label,
-                "flop_per_s": best_flops,
-                "bytes_per_s": weight_bytes * best_flops / flops,
+                "flop_per_s": rate_flops,
+                "bytes_per_s": weight_bytes * rate_flops / flops,
+                "best_flop_per_s": best_flops,
                 "median_flop_per_s": median_flops,
+                "buffer_bytes": weight_bytes,  # the cold set cycled: the working set the read ladder carries from
             }
         )
         if m == 1 and k == plan.decode_ks[-1] and count > 1:
-            best, median = summary(weight_bytes, timed)
+            best, median = summary(weight_bytes, timed)  # the headline read candidate: the best, as the others
             first = {
                 "best_bytes_per_s": best,
                 "median_bytes_per_s": median,

@@ -144,6 +144,11 @@ def run(
         },
         **run_summary(hardware, prompt, output, batches, rows),
     }
+    if hardware.measured and any(r["prediction"] == "roofline" for r in rows):
+        envelope["notes"] = [
+            f"{hardware.name} has no calibration for {dtype} (its decode-shaped curve, decode attention or fixed costs "
+            f"are missing: see its measured notes, or measure --dtype {dtype}), so the prediction is the roofline bound"
+        ]
     return Report("validate", envelope, rows)
 
 

@@ -248,6 +248,7 @@ def validate_table(result: dict[str, Any]):
         Text(""),
         Grid(columns, rows, left=2, drop=drop),
         Text(f"verdict (within only when TTFT and TPOT both are): {verdicts}"),
+        *[Text(f"note: {n}", style="yellow") for n in result.get("notes", [])],
         *_drift(result),
         *_machine(d.get("record")),
     )
