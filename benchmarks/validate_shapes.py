@@ -55,7 +55,7 @@ def main() -> None:
     print(
         f"{'engine':12} {'shape':16} {'layers':>6} {'batch':>5} {'TPOT':>9} {'predicted':>9} {'ratio':>6} "
         f"{'90% interval':>13} "
-        f"{'verdict':>12} {'roofline':>8} {'MBU':>5}",
+        f"{'verdict':>12} {'roofline':>8} {'MBU':>5} {'x drift':>7}",
         flush=True,
     )
     rows = []
@@ -79,7 +79,8 @@ def main() -> None:
                     f"{row['measured_tpot_s'] * 1e3:7.1f}ms "
                     f"{row['predicted_tpot_s'] * 1e3:7.1f}ms {row['tpot_ratio']:6.2f}  [{row['tpot_ratio_low']:.2f}, "
                     f"{row['tpot_ratio_high']:.2f}] "
-                    f"{row['verdict']:>12} {row['roofline_tpot_ratio']:8.2f} {row['mbu']:5.0%}",
+                    f"{row['verdict']:>12} {row['roofline_tpot_ratio']:8.2f} {row['mbu']:5.0%} "
+                    f"{row.get('drift_corrected_tpot_ratio', float('nan')):7.2f}",
                     flush=True,
                 )
     over = [r for r in rows if r["mbu"] > 1.05]
@@ -90,10 +91,11 @@ def main() -> None:
     for engine in engines:
         mine = [r for r in rows if r["engine"] == engine]
         within = [r for r in mine if abs(r["tpot_ratio"] - 1) <= args.tolerance]
+        corrected = [r for r in mine if abs(r.get("drift_corrected_tpot_ratio", 0) - 1) <= args.tolerance]
         verdicts = {v: sum(r["verdict"] == v for r in mine) for v in ("within", "inconclusive", "outside")}
         print(
-            f"{engine}: median decode ratio within +-{args.tolerance:.0%}: {len(within)} of {len(mine)} rows; verdicts "
-            f"{verdicts}"
+            f"{engine}: median decode ratio within +-{args.tolerance:.0%}: {len(within)} of {len(mine)} rows "
+            f"({len(corrected)} x drift); verdicts {verdicts}"
         )
     print(f"{time.perf_counter() - started:.0f} s")
     if args.json:

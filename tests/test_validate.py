@@ -1,6 +1,7 @@
 """`roofline validate` on a tiny model: the engine's shapes equal the calculator's, and the JSON contract."""
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -277,6 +278,39 @@ def test_validate_rounds_interval_and_verdict_in_the_json(tiny, tmp_path):
         assert row["tpot_ratio_low"] <= row["tpot_ratio"] <= row["tpot_ratio_high"]
         assert row["measured_tpot_p10_s"] <= row["measured_tpot_s"] <= row["measured_tpot_p90_s"]
         assert row["verdict"] in ("within", "outside", "inconclusive")
+
+
+def test_the_reference_point_is_m_1_of_the_longest_layer_series():
+    from roofline.measure.drift import reference_point
+
+    curve = [
+        {"m": 1, "k": 512, "n": 2048, "flop_per_s": 1.0},
+        {"m": 1, "k": 4096, "n": 4096, "flop_per_s": 2.0},
+        {"m": 4, "k": 4096, "n": 4096, "flop_per_s": 3.0},
+        {"m": 1, "k": 512, "n": 65536, "flop_per_s": 4.0},  # the tall weight
+        {"m": 1, "k": 512, "n": 128, "flop_per_s": 5.0, "series": "small"},
+    ]
+    assert reference_point({"decode_matmul": {"fp32": curve}}, "fp32")["flop_per_s"] == 2.0
+    assert reference_point({"decode_matmul": {"fp32": curve}}, "bf16") is None and reference_point(None, "fp32") is None
+
+
+def test_validate_reports_the_drift_since_the_profile(tiny, tmp_path):
+    # drift = the profile's rate at its reference point / the median rate now; each TPOT ratio x drift.
+    pytest.importorskip("torch")
+    import yaml
+
+    spec = {"name": "p", "source": "test", "memory_capacity": 1e10, "memory_bandwidth": 2e10}
+    spec |= {"peak_flops": {"fp32": 2e11}, "measured": MEASURED}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(spec))
+    args = ["validate", "-m", str(tmp_path / "tiny.yaml"), "-H", str(tmp_path / "p.yaml"), "--dtype", "fp32"]
+    r = runner.invoke(app, [*args, "--batch", "1,2", "--prompt", "8", "--output", "4", "--repeat", "2", "--json"])
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    now = data["drift"]["now_flop_per_s"]
+    assert len(now) == 2 and data["drift"]["reference"] == {"m": 1, "k": 768, "n": 3072}
+    assert data["drift"]["ratio"] == pytest.approx(1e10 / statistics.median(now))
+    for row in data["rows"]:
+        assert row["drift_corrected_tpot_ratio"] == pytest.approx(row["tpot_ratio"] * data["drift"]["ratio"])
 
 
 def test_transformers_engine_on_a_two_layer_model(tiny, tmp_path):

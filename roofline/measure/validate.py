@@ -19,7 +19,7 @@ from roofline.calc.attention import kv_bytes_per_token
 from roofline.calc.estimate import estimate
 from roofline.calc.knobs import VALIDATE_BATCHES, VALIDATE_OUTPUT, VALIDATE_PROMPT, VALIDATE_ROUNDS, VALIDATE_TOLERANCE
 from roofline.errors import UsageError
-from roofline.measure import stats
+from roofline.measure import drift, stats
 from roofline.measure.decoder import Decoder, check_supported
 from roofline.measure.timing import synchronizer
 from roofline.report import Report
@@ -107,9 +107,15 @@ def run(
     if hardware is None:
         hardware = _quick_profile(device, dtype, on_step, engine)
     runs: dict[int, list[dict[str, Any]]] = {b: [] for b in batches}
+    point = drift.reference_point(hardware.measured, dtype)
     with torch.inference_mode():
+        buffer = (hardware.measured.get("plan") or {}).get("buffer_bytes", 0) if point else 0
+        reference = drift.Reference(torch, device, dtype, point, buffer) if point else None
         weights = None
         for r, batch in stats.schedule(list(batches), repeat):
+            if reference and batch == batches[r % len(batches)]:  # each round's first run
+                on_step(f"round {r + 1} of {repeat}: the profile's reference matmul, for this machine's drift")
+                reference.time()
             on_step(f"round {r + 1} of {repeat}, batch {batch}")
             decoder = build(a, dtype, device, batch, prompt + output, weights)
             weights = decoder.shared_weights()
@@ -128,6 +134,9 @@ def run(
             engine=engine if hardware.measured else None,
         )  # a datasheet gives the roofline only
         rows.append(_row(batch, runs[batch], predicted, hardware, tolerance))
+    ratio = reference.drift() if reference else None
+    for row in rows if ratio else []:  # the TPOT ratio had the machine run as fast as when the profile was measured
+        row["drift_corrected_tpot_ratio"] = row["tpot_ratio"] * ratio
     name = torch.cuda.get_device_name(0) if device == "cuda" else machine.cpu_name()
     envelope = {
         "schema_version": SCHEMA_VERSION,
@@ -144,6 +153,9 @@ def run(
         },
         **run_summary(hardware, prompt, output, batches, rows),
     }
+    if reference:  # the profile's rate at its reference point / now (1.3: 30% slower now)
+        at = {key: point[key] for key in ("m", "k", "n")}
+        envelope["drift"] = {"reference": at, "now_flop_per_s": reference.now, "ratio": ratio}
     if hardware.measured and any(r["prediction"] == "roofline" for r in rows):
         envelope["notes"] = [
             f"{hardware.name} has no calibration for {dtype} (its decode-shaped curve, decode attention or fixed costs "

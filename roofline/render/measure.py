@@ -268,7 +268,8 @@ def _machine(record: dict[str, Any] | None) -> list:
 
 
 def _drift(result: dict[str, Any]) -> list:
-    """llama.cpp: how fast the profile's probe ran this time against the profile, and the ratios corrected for it."""
+    """How fast the profile's reference (llama.cpp: its probe; torch: its decode curve's M = 1 point) ran this time
+    against the profile, and the ratios corrected for it."""
     from rich.text import Text
 
     drift = (result.get("drift") or {}).get("ratio")
@@ -277,7 +278,7 @@ def _drift(result: dict[str, Any]) -> list:
     corrected = " · ".join(f"batch {r['batch']} TPOT {r['drift_corrected_tpot_ratio']:.2f}" for r in result["rows"])
     return [
         Text(
-            f"drift: the profile's probe decoded at {drift:.2f}x its profile time per byte this run; "
+            f"drift: the profile's reference ran at {drift:.2f}x its profile time this run; "
             f"TPOT ratios x drift: {corrected}"
         )
     ]

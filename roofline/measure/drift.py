@@ -1,0 +1,60 @@
+"""This machine's drift since its profile, for `validate`: the profile's reference point of the decode curve (F.linear
+at M = 1 over cold weights of its longest row length k, the way a decode step streams) timed again in each round.
+
+drift = the profile's rate there / its rate now: 1.3 means the machine runs 30% slower now than when the profile was
+measured, and a TPOT ratio (predicted / measured) times the drift is the ratio the profile's moment would have
+given. A shared VM moves 30-45% between runs; the drift says how much of a miss that explains.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from roofline.measure.timing import STORAGE, matmul_flops, synchronizer
+
+CALLS = 3  # timed calls per round, after one warm-up: the best is kept
+
+
+def reference_point(measured: dict[str, Any] | None, dtype: str) -> dict[str, Any] | None:
+    """The curve point the drift is timed at: M = 1 on the layer-sized weights of the longest k (None without)."""
+    curve = ((measured or {}).get("decode_matmul") or {}).get(dtype) or []
+    layer = [p for p in curve if p["m"] == 1 and "series" not in p and "n" in p]
+    if not layer:
+        return None
+    longest = max(p["k"] for p in layer)
+    return min((p for p in layer if p["k"] == longest), key=lambda p: p["n"])
+
+
+class Reference:
+    """The reference point's weights, allocated once (the cold set the profile cycled), timed again on demand."""
+
+    def __init__(self, torch, device: str, dtype: str, point: dict[str, Any], buffer_bytes: float):
+        import torch.nn.functional as F
+
+        self.F, self.sync, self.rate = F, synchronizer(torch, device), point["flop_per_s"]
+        k, n = point["k"], point["n"]
+        size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
+        count = max(2, round((point.get("buffer_bytes") or buffer_bytes) / (n * k * size)))
+        pool = torch.empty(count * n * k, dtype=getattr(torch, STORAGE[dtype]), device=device).uniform_(-1, 1)
+        self.weights = [pool[i * n * k : (i + 1) * n * k].view(n, k) for i in range(count)]
+        self.x = torch.ones(1, k, dtype=pool.dtype, device=device)
+        self.flops = matmul_flops(1, k, count * n)
+        self.now: list[float] = []
+
+    def time(self) -> None:
+        """One round's rate [FLOP/s]: the best of CALLS calls after a warm-up, kept in `now`."""
+        best = float("inf")
+        for call in range(CALLS + 1):
+            self.sync()
+            begin = time.perf_counter()
+            [self.F.linear(self.x, w) for w in self.weights]
+            self.sync()
+            if call:  # the first call warms up
+                best = min(best, time.perf_counter() - begin)
+        self.now.append(self.flops / best)
+
+    def drift(self) -> float | None:
+        """The profile's rate / the median rate now (None before any round)."""
+        return self.rate / statistics.median(self.now) if self.now else None
