@@ -10,6 +10,7 @@ cache-aware roofline (Ilic, Pratas, Sousa, "Cache-aware Roofline model", IEEE CA
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from roofline.calc.interpolation import interpolate
@@ -34,15 +35,12 @@ def at_memory(points: list[tuple[float, float]] | None, rate: float, buffer_byte
     return rate / speedup(points, buffer_bytes)
 
 
-MEMORY_BOUND = (
-    0.8  # a kernel reading at this fraction of the ladder's speed at its working set, or more, is memory-bound
-)
+# A kernel reading at this fraction of the ladder's speed at its working set, or more, is memory-bound.
+MEMORY_BOUND = 0.8
 
 
 def curve_bytes(profile: dict[str, Any], curve: list[dict[str, Any]]) -> float:
     """The working set a decode curve cycled [B]: its points' cold sets (the median), else the plan's buffer."""
-    import statistics
-
     sizes = [p["buffer_bytes"] for p in curve if p.get("buffer_bytes")]
     return statistics.median(sizes) if sizes else (profile.get("plan") or {}).get("buffer_bytes", 0.0)
 

@@ -9,10 +9,9 @@ given. A shared VM moves 30-45% between runs; the drift says how much of a miss 
 from __future__ import annotations
 
 import statistics
-import time
 from typing import Any
 
-from roofline.measure.timing import STORAGE, matmul_flops, synchronizer
+from roofline.measure.timing import STORAGE, Clock, matmul_flops
 
 CALLS = 3  # timed calls per round, after one warm-up: the best is kept
 
@@ -33,7 +32,7 @@ class Reference:
     def __init__(self, torch, device: str, dtype: str, point: dict[str, Any], buffer_bytes: float):
         import torch.nn.functional as F
 
-        self.F, self.sync, self.rate = F, synchronizer(torch, device), point["flop_per_s"]
+        self.F, self.clock, self.rate = F, Clock(torch, device, None), point["flop_per_s"]
         k, n = point["k"], point["n"]
         size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
         count = max(2, round((point.get("buffer_bytes") or buffer_bytes) / (n * k * size)))
@@ -45,15 +44,8 @@ class Reference:
 
     def time(self) -> None:
         """One round's rate [FLOP/s]: the best of CALLS calls after a warm-up, kept in `now`."""
-        best = float("inf")
-        for call in range(CALLS + 1):
-            self.sync()
-            begin = time.perf_counter()
-            [self.F.linear(self.x, w) for w in self.weights]
-            self.sync()
-            if call:  # the first call warms up
-                best = min(best, time.perf_counter() - begin)
-        self.now.append(self.flops / best)
+        calls = self.clock.times(lambda: [self.F.linear(self.x, w) for w in self.weights], 1, CALLS, 0.0, float("inf"))
+        self.now.append(self.flops / min(calls))
 
     def drift(self) -> float | None:
         """The profile's rate / the median rate now (None before any round)."""

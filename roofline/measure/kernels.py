@@ -330,7 +330,7 @@ def decode_curve(
                 break
             points.append(({"series": "small"} if (k, n, count) == small else {}, k, n, count, m))
     # Interleaved passes over every point, each a share of its time: a slow moment of a shared machine then lands
-    # on a different point in each pass, and every point keeps its best (one pass's stall cannot set it).
+    # on a different point in each pass, and a point's rate, the median of its passes' bests, outlives one stall.
     times: list[list[list[float]]] = [[] for _ in points]  # per point, each pass's calls
     inputs: dict[tuple[int, int], Any] = {}
     for done in range(CURVE_PASSES):
@@ -355,7 +355,7 @@ def decode_curve(
                 )
     if clock.left() <= 0:
         notes.append(
-            f"decode-shaped {dtype}: the time budget ran out within the curve's passes; points kept their best"
+            f"decode-shaped {dtype}: the time budget ran out within the curve's passes; points keep the passes they had"
         )
     curve, first = [], None
     for (label, k, n, count, m), passes in zip(points, times):
