@@ -363,3 +363,16 @@ def test_engine_profile_structure_from_measure_engine(tmp_path):
     )
     assert r.exit_code == 0, r.stderr
     assert "transformers" in load_hardware(str(path)).engines
+
+
+def test_transformers_runs_under_no_grad_as_generate_does():
+    from roofline.measure import engine_costs
+
+    # transformers' generate() is decorated with @torch.no_grad(); a model built under inference_mode ran its prefill's
+    # last-position lm_head as a batched matmul copying the whole head per sequence (Qwen3-0.6B shape, batch 4:
+    # 3.0 s against 0.36 s), so validate and the engine costs time transformers under no_grad.
+    torch = pytest.importorskip("torch")
+    with engine_costs.grad_mode(torch, "transformers"):
+        assert not torch.is_inference_mode_enabled() and not torch.is_grad_enabled()
+    with engine_costs.grad_mode(torch, "eager"):
+        assert torch.is_inference_mode_enabled()

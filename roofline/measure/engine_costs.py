@@ -95,23 +95,36 @@ def of(engine: str, kind: str, dtype: str, quick: bool = False, deadline: float 
     else:
         from roofline.measure.decoder import Decoder as build
     timed = step_time(
-        torch, kind, lambda arch, batch, tokens: build(arch, dtype, kind, batch, tokens), steps=8 if quick else 12
+        torch,
+        kind,
+        lambda arch, batch, tokens: build(arch, dtype, kind, batch, tokens),
+        steps=8 if quick else 12,
+        mode=lambda: grad_mode(torch, engine),
     )
     return {**measure(timed, deadline, (1, 16) if quick else BATCHES), "dtype": dtype}
 
 
+def grad_mode(torch, engine: str):
+    """The autograd mode an engine runs under: transformers' generate() runs under no_grad (under inference_mode a
+    model built there runs its prefill's lm_head on the last position as a batched matmul that copies the whole
+    head per sequence: 1.5-8x slower prefills, measured with transformers 5.24), roofline's decoder under
+    inference_mode."""
+    return torch.no_grad() if engine == "transformers" else torch.inference_mode()
+
+
 def step_time(
-    torch, kind: str, build: Callable[[Any, int, int], Any], steps: int = 12
+    torch, kind: str, build: Callable[[Any, int, int], Any], steps: int = 12, mode: Callable[[], Any] | None = None
 ) -> Callable[[Any, int, int], float]:
     """step_time(arch, depth, batch) for `measure`: the median of `steps` decode steps of the engine that
-    `build(arch, batch, max_tokens)` makes (any object with prefill, decode and device), after two warm-up steps."""
+    `build(arch, batch, max_tokens)` makes (any object with prefill, decode and device), after two warm-up steps,
+    built and run under `mode()` (inference_mode by default)."""
     from roofline.measure.timing import synchronizer
 
     sync = synchronizer(torch, kind)
 
     def timed(arch, depth: int, batch: int) -> float:
-        engine = build(arch, batch, PROMPT + steps + 4)
-        with torch.inference_mode():
+        with (mode or torch.inference_mode)():
+            engine = build(arch, batch, PROMPT + steps + 4)
             token = engine.prefill(torch.randint(0, arch.vocab_size, (batch, PROMPT)).to(engine.device))
             for j in range(2):
                 token = engine.decode(token, PROMPT + j)

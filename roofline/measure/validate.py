@@ -19,7 +19,7 @@ from roofline.calc.attention import kv_bytes_per_token
 from roofline.calc.estimate import estimate
 from roofline.calc.knobs import VALIDATE_BATCHES, VALIDATE_OUTPUT, VALIDATE_PROMPT, VALIDATE_ROUNDS, VALIDATE_TOLERANCE
 from roofline.errors import UsageError
-from roofline.measure import drift, stats
+from roofline.measure import drift, engine_costs, stats
 from roofline.measure.decoder import Decoder, check_supported
 from roofline.measure.timing import synchronizer
 from roofline.report import Report
@@ -108,7 +108,7 @@ def run(
         hardware = _quick_profile(device, dtype, on_step, engine)
     runs: dict[int, list[dict[str, Any]]] = {b: [] for b in batches}
     point = drift.reference_point(hardware.measured, dtype)
-    with torch.inference_mode():
+    with engine_costs.grad_mode(torch, engine):
         buffer = (hardware.measured.get("plan") or {}).get("buffer_bytes", 0) if point else 0
         reference = drift.Reference(torch, device, dtype, point, buffer) if point else None
         weights = None
