@@ -74,7 +74,8 @@ SHAPES = {
         (1, 2, 4, 16, 64, 256),
         (512, 1024, 4096),
     ),
-    ("cpu", True): ((1000, 1536), ((256, 4096, 4096),), (1, 4, 16), (512, 1024, 4096)),
+    # quick: a 128-token prefill shape too, since its curve stops at M = 16 (the full one reaches 256)
+    ("cpu", True): ((1000, 1536), ((128, 1024, 4096), (256, 4096, 4096)), (1, 4, 16), (512, 1024, 4096)),
     ("gpu", False): (
         (2048, 4096, 6144, 8192, 16384),
         ((4096, 8192, 8192), (8192, 8192, 28672), (16384, 8192, 28672)),
@@ -85,6 +86,7 @@ SHAPES = {
 }
 BUFFER_FLOOR = {"cpu": 64 * MiB, "gpu": 512 * MiB}
 BANDWIDTH_KERNELS = 3  # copy, read, weights_read in each round
+ATTENTION_SHAPES = 5  # decode attention at MHA and GQA, prefill attention at three prompt lengths
 MIN_BUFFER = 4 * MiB
 LADDER_PASSES = 16  # the ladder's time in reads of its whole buffer: filling it (~10: page faults, measured on a 2-core
 # VM: 2 GiB filled in 0.77 s, read in 0.064 s) and its points (the whole read 5 times, the halves as often)
@@ -133,7 +135,7 @@ def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> MeasurePlan:
         round_time=round_time,
         curve_reps=2 if quick else 3,
         curve_time=point_time,
-        attention_time=SHARES["attention"] * usable / (2 * dtypes),
+        attention_time=SHARES["attention"] * usable / (ATTENTION_SHAPES * dtypes),
         budget_s=seconds,
         note=note,
     )
@@ -153,7 +155,7 @@ def planned_seconds(p: MeasurePlan, m: Machine, dtypes: int) -> float:
     scan = dtypes * (len(p.squares) + len(p.shapes) + 1) * (p.max_time + p.max_call)
     rounds = p.rounds * (dtypes * (p.round_time + p.max_call) + BANDWIDTH_KERNELS * (p.round_time + copy_call))
     curve = dtypes * curve_points(p.decode_m, p.decode_ks) * (p.curve_time + read_call)
-    attention = dtypes * 2 * (p.attention_time + p.max_call)
+    attention = dtypes * ATTENTION_SHAPES * (p.attention_time + p.max_call)
     overhead = (SHARES["overhead"] + SLACK * SHARES["engine"]) * p.budget_s  # the engine phase stops at its deadline
     fills = (3 + 2 * dtypes) * copy_call  # two buffers and the weights_read set; each dtype's per-k and tall weights
     ladder = ladder_points(p.ladder_bytes) * 2 * p.round_time / 4 + LADDER_PASSES * p.ladder_bytes / m.read_bytes_per_s

@@ -101,6 +101,14 @@ def measure_table(result: dict[str, Any]):
             )
             for d, a in result.get("decode_attention", {}).items()
         ],
+        *[
+            Text(
+                f"prefill attention {d} (causal SDPA): "
+                + " · ".join(f"{si(p['flop_per_s'], 'FLOP/s')} at {p['prompt']} tokens" for p in a["prefill"])
+            )
+            for d, a in result.get("decode_attention", {}).items()
+            if a.get("prefill")
+        ],
         Text(f"per-op overhead {si(result['op_overhead_s'], 's')} (one tiny eager op)"),
     ]
     lines += [Text(f"note: {n}") for n in result["notes"]]
