@@ -144,7 +144,38 @@ def test_calibrated_linear_rate_interpolates_by_hand():
     assert linear_rate(index, 1, 512) == pytest.approx(10.0) and linear_rate(index, 64, 4096) == pytest.approx(
         80.0
     )  # held
-    assert linear_rate(curve_index(curve, peak=(16, 320.0)), 16, 4096) == pytest.approx(320.0)  # toward the best matmul
+    # Beyond M = 4 toward the scan's anchors: 320 at M 16, 640 at M 64; one slower than the curve's last point is
+    # ignored.
+    rising = curve_index(curve, [(16, 320.0), (64, 640.0), (256, 50.0)])
+    assert linear_rate(rising, 16, 4096) == pytest.approx(320.0)
+    assert linear_rate(rising, 8, 4096) == pytest.approx(160.0)  # log-log midway between (4, 80) and (16, 320)
+    assert linear_rate(rising, 32, 4096) == pytest.approx(320 * 2**0.5)  # midway between (16, 320) and (64, 640)
+    assert linear_rate(rising, 1024, 4096) == pytest.approx(640.0)  # held beyond the last anchor, not 50
+
+
+def test_scan_anchors_are_the_llm_shaped_matmuls():
+    from roofline.calc.calibrate import scan_anchors
+
+    # A square's M is no prompt's: the LLM-shaped results, the best at each M, sorted by M.
+    shapes = [
+        {"shape": [1536, 1536, 1536], "best_flop_per_s": 9.0},
+        {"shape": [256, 4096, 4096], "best_flop_per_s": 7.0},
+        {"shape": [128, 1024, 4096], "best_flop_per_s": 5.0},
+        {"shape": [256, 4096, 14336], "best_flop_per_s": 8.0},
+    ]
+    matmul = {"best_shape": [1536, 1536, 1536], "best_flop_per_s": 9.0, "shapes": shapes}
+    assert scan_anchors(matmul) == [(128.0, 5.0), (256.0, 8.0)]
+    squares = {**matmul, "shapes": shapes[:1]}
+    assert scan_anchors(squares) == [(1536.0, 9.0)]  # none LLM-shaped: the best square
+
+
+def test_prefill_attention_rate_by_prompt_length():
+    from roofline.calc.calibrate import prefill_attention_rate
+
+    kernel = {"prefill": [{"prompt": 512, "flop_per_s": 90.0}, {"prompt": 128, "flop_per_s": 60.0}]}
+    assert prefill_attention_rate(kernel, 256, 1.0) == pytest.approx((60 * 90) ** 0.5)  # log-log midway
+    assert prefill_attention_rate(kernel, 32, 1.0) == 60.0 and prefill_attention_rate(kernel, 8192, 1.0) == 90.0
+    assert prefill_attention_rate({}, 256, 1.0) == 1.0  # a profile measured before them: the fallback
 
 
 def test_tall_weights_scale_toward_the_tall_series():

@@ -6,13 +6,14 @@ model being predicted:
 - every linear layer (and the lm_head) with the decode-shaped matmul curve: FLOP/s of F.linear with M rows
   over cold weights, interpolated log-log in M and in the row length k (short rows stream slower), scaled
   for tall weights (the lm_head) by the measured tall series and for small ones (narrow K/V projections) by
-  the small series, and beyond the curve's largest M toward the best square-matmul rate of the shape scan
-  (prefill); a decode step's linears are then carried from the curve's cold set to the step's own working
-  set by the read ladder (roofline.calc.cache.carried) and never priced faster than their FLOPs at the best
-  square-matmul rate;
+  the small series, and beyond the curve's largest M toward the shape scan's best LLM-shaped matmul (tokens x
+  hidden x out, as a prefill runs; its best square where it has none); a decode step's linears are then
+  carried from the curve's cold set to the step's own working set by the read ladder
+  (roofline.calc.cache.carried) and never priced faster than their FLOPs at the best square-matmul rate;
 - attention with the measured decode attention kernel (SDPA with one query): max(FLOPs / its FLOP/s, KV
   bytes / its bytes/s), FLOP/s from a 4:1 GQA shape and bytes/s from an MHA shape;
-- prefill attention (many queries at once) at the best square-matmul rate;
+- prefill attention (many queries at once) at the measured causal prefill attention rate for the prompt's length
+  (older profiles: the best square-matmul rate);
 - every other kernel (norms, rotary, cache writes, activations, residual adds, the linears' own dispatch, ...)
   as the engine's fixed cost per layer and per step, measured by timing the engine itself on tiny-width
   models of two depths (roofline.measure.engine_costs); for older profiles without it, the fixed cost of one
@@ -55,10 +56,11 @@ def ops_per_layer(a: Architecture) -> int:
 OPS_PER_STEP = 5  # embedding lookup, positions, final norm, argmax, position index
 
 
-def curve_index(curve: list[dict[str, Any]], peak: tuple[float, float] | None = None) -> dict[str, Any]:
+def curve_index(curve: list[dict[str, Any]], anchors: list[tuple[float, float]] = ()) -> dict[str, Any]:
     """The curve as layer-sized series {k: [(M, FLOP/s), ...]} with their rows per weight, the tall series (a
     larger n at one k) and the small one (points marked series: small) when measured; beyond each layer
-    series' largest M the rate rises toward the best matmul `peak` = (its M, FLOP/s) of the shape scan."""
+    series' largest M the rate rises toward the shape scan's `anchors` (M, FLOP/s; scan_anchors), each one
+    beyond the last point and faster than it."""
     series: dict[tuple[int, int], list[tuple[float, float]]] = {}
     small: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for p in curve:
@@ -73,10 +75,32 @@ def curve_index(curve: list[dict[str, Any]], peak: tuple[float, float] | None = 
             tall = (k, n, points)
             continue
         layer[k], rows[k] = points, n
-        if peak is not None and peak[0] > points[-1][0] and peak[1] > points[-1][1]:
-            points.append(peak)
+        for anchor in anchors:
+            if anchor[0] > points[-1][0] and anchor[1] > points[-1][1]:
+                points.append(anchor)
     found = [(k, n, sorted(points)) for (k, n), points in small.items() if k in layer]
     return {"layer": layer, "rows": rows, "tall": tall, "small": found[0] if found else None}
+
+
+def scan_anchors(matmul: dict[str, Any]) -> list[tuple[float, float]]:
+    """(M, FLOP/s) points the decode curve rises toward beyond its largest M: the shape scan's LLM-shaped matmuls
+    (M tokens x k in x n out, as a prefill runs), the best at each M, else its best square. A square's M is no
+    prompt's: a 1536^3 matmul ran 2.85 TFLOP/s in bf16 on an AMX VM, the 256 x 4096 x 4096 one 2.14."""
+    best: dict[float, float] = {}
+    for s in matmul.get("shapes") or []:
+        if len(set(s["shape"])) > 1:
+            m = float(s["shape"][0])
+            best[m] = max(best.get(m, 0.0), s["best_flop_per_s"])
+    if best:
+        return sorted(best.items())
+    return [(float(matmul["best_shape"][0]), matmul["best_flop_per_s"])]
+
+
+def prefill_attention_rate(kernel: dict[str, Any], prompt: float, fallback: float) -> float:
+    """FLOP/s of causal attention over a `prompt`-token prefill: the measured prefill shapes, log-log in the prompt
+    length (held beyond), else `fallback` (profiles measured before them)."""
+    points = sorted((p["prompt"], p["flop_per_s"]) for p in kernel.get("prefill") or [])
+    return interpolate(points, prompt) if points else fallback
 
 
 def linear_rate(index: dict[str, Any], m: float, k: float, n: float = 0) -> float:
@@ -169,15 +193,15 @@ def predict(
     ops = (a.layers * ops_per_layer(a) + OPS_PER_STEP) * overhead
     fixed = engine_cost(measured, a, batch) if measured else ops
     best = profile.get("matmul", {}).get(dtype)
-    index = curve_index(curve, (best["best_shape"][0], best["best_flop_per_s"]) if best else None)
+    index = curve_index(curve, scan_anchors(best) if best else [])
     decode_linear = linear_seconds(index, a, batch, batch)
     params = a.layers * sum(k * n for k, n in linears(a)) + a.hidden_size * a.vocab_size
     cycled = curve_bytes(profile, curve)
     carried_s = carried(profile, decode_linear, params * DTYPE_BYTES.get(dtype, 4.0), working_set, cycled)
     decode_linear = max(carried_s, 2 * params * batch / best["best_flop_per_s"]) if best else carried_s
     attention = max(attention_flops_per_step / kernel["flop_per_s"], kv_bytes_per_step / kernel["bytes_per_s"])
-    # Prefill attention runs many queries at once: priced at the dtype's best matmul rate, not the decode kernel's.
-    prefill_rate = best["best_flop_per_s"] if best else kernel["flop_per_s"]
+    # Prefill attention runs many queries at once: priced at the measured causal prefill kernel's rate.
+    prefill_rate = prefill_attention_rate(kernel, prompt, best["best_flop_per_s"] if best else kernel["flop_per_s"])
     prefill = linear_seconds(index, a, batch * prompt, batch) + prefill_attention_flops / prefill_rate + ops
     basis = (
         f"fixed costs measured on the {engine} engine"
