@@ -6,9 +6,9 @@ model being predicted:
 - every linear layer (and the lm_head) with the decode-shaped matmul curve: FLOP/s of F.linear with M rows
   over cold weights, interpolated log-log in M and in the row length k (short rows stream slower), scaled
   for tall weights (the lm_head) by the measured tall series and for small ones (narrow K/V projections) by
-  the small series, and beyond the curve's largest M toward the shape scan's best LLM-shaped matmul (tokens x
-  hidden x out, as a prefill runs; its best square where it has none); a decode step's linears are then
-  carried from the curve's cold set to the step's own working set by the read ladder
+  the small series, and beyond the curve's largest M toward the shape scan's LLM-shaped matmuls (tokens x
+  hidden x out, as a prefill runs, the best at each M; its best square where it has none); a decode step's
+  linears are then carried from the curve's cold set to the step's own working set by the read ladder
   (roofline.calc.cache.carried) and never priced faster than their FLOPs at the best square-matmul rate;
 - attention with the measured decode attention kernel (SDPA with one query): max(FLOPs / its FLOP/s, KV
   bytes / its bytes/s), FLOP/s from a 4:1 GQA shape and bytes/s from an MHA shape;

@@ -407,7 +407,7 @@ PREFILL_ATTENTION = ((4, 16, 4, 128, 128), (1, 8, 2, 128, 512), (1, 32, 8, 128, 
 
 def attention(torch, clock: Clock, tensor, dtype: str, rate: float | None, notes: list[str]) -> dict[str, Any] | None:
     """Decode attention (SDPA, one query token over a KV cache) at an MHA and a 4:1 GQA shape, and causal prefill
-    attention (SDPA over a whole prompt) at two prompt lengths.
+    attention (SDPA over a whole prompt) at up to three prompt lengths (a call over the plan's cap is skipped).
 
     Decode: FLOPs = 4 x batch x heads x context x head_dim; bytes = the K and V read. The GQA shape has 4x the
     FLOPs per byte, so it gives the kernel's FLOP/s and the MHA shape its bytes/s: a decode step's attention then
