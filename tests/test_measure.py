@@ -140,6 +140,27 @@ def test_a_curve_whose_buffer_is_too_slow_to_read_keeps_its_m_1_points():
     assert any("cold weights of 16 MiB, not the 64 MiB buffer" in n for n in notes)
 
 
+def test_a_curve_begun_past_the_deadline_still_times_its_m_1_points():
+    # A quick validate here (bf16, 2026-12-01): the phases before the curve spent the budget (the first torch call
+    # took 1.6 s of a 5 s one), the curve's passes never began, the profile had no curve and validate printed bare
+    # roofline ratios of 0.15-0.44. Past the deadline each series' M = 1 point still runs once; M = 2 does not.
+    torch = pytest.importorskip("torch")
+    import time
+
+    from roofline.measure import kernels
+    from roofline.measure.timing import Clock
+
+    def tensor(*shape, dtype):
+        return torch.ones(*shape, dtype=torch.float32)
+
+    plan = TINY._replace(decode_m=(1, 2), decode_ks=(256,))
+    notes: list[str] = []
+    spent = Clock(torch, "cpu", plan, deadline=time.perf_counter() - 1.0)
+    curve, _ = kernels.decode_curve(torch, spent, tensor, "fp32", None, 1e9, 4 * 2**20, notes)
+    assert [p["m"] for p in curve] == [1, 1, 1]  # the layer, tall and small weights; no M = 2
+    assert any("the time budget ran out within the curve's passes" in n for n in notes)
+
+
 def test_saved_profile_loads_as_hardware(tiny_result, tmp_path):
     path = tmp_path / "here.yaml"
     profile.save(tiny_result, str(path))
