@@ -263,6 +263,27 @@ def test_the_read_ladder_reaches_past_the_cache_the_other_buffers_cannot():
     assert planner.plan(fast, False, 15.0, 3).ladder_bytes == int(1e9 / 8) // 2**20 * 2**20
 
 
+def test_the_read_ladder_stops_before_a_fill_that_would_pass_the_deadline():
+    # First-touching memory ran 0.6-4.3 GB/s on the Zen 5 VM (820 MiB took 0.2-1.5 s): a ladder buffer sized
+    # beforehand spent the curve's time. The ladder fills as it climbs and, from the rate of its fills so far, stops
+    # before one that would pass the deadline. Here a clock with 0 s left: the first point (nothing filled yet, no
+    # rate) runs, then a fill of one more 256 KiB would take > 0 s, so it stops there; with time, it climbs to 4 MiB.
+    torch = pytest.importorskip("torch")
+    from roofline.measure import kernels
+    from roofline.measure.timing import Clock
+
+    class Spent(Clock):
+        def left(self) -> float:
+            return 0.0
+
+    dev = torch.device("cpu")
+    assert [p["bytes"] for p in kernels.read_ladder(torch, Spent(torch, "cpu", TINY), dev, 4 * 2**20, 1e-4)] == [
+        256 * 2**10
+    ]
+    full = kernels.read_ladder(torch, Clock(torch, "cpu", TINY), dev, 4 * 2**20, 1e-4)
+    assert [p["bytes"] / 2**20 for p in full] == [0.25, 0.5, 1, 2, 4]
+
+
 def test_a_1_gib_cache_gets_buffers_the_budget_allows_and_says_so():
     m = MACHINES["1 GiB LLC, slow"]
     p = planner.plan(m, False, 15.0, 3)

@@ -21,6 +21,7 @@ from roofline.measure.timing import (
     summary,
     torch_module,
 )
+from roofline.units import MiB
 
 
 def run(
@@ -233,6 +234,11 @@ def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on
     phase("ladder")
     ladder = lambda size: read_ladder(torch, clock, dev, size, plan.round_time / 4)  # noqa: E731
     points = shrinking(torch, ladder, max(plan.ladder_bytes, size), "read ladder buffer", notes)
+    if points and points[-1]["bytes"] < max(plan.ladder_bytes, size):
+        notes.append(
+            f"read ladder: stopped at {points[-1]['bytes'] / MiB:.0f} MiB of {max(plan.ladder_bytes, size) // MiB} "
+            "MiB, where filling more memory would pass its time share"
+        )
     bandwidth["read"]["by_working_set"] = {"points": points, **knee(points)}
     return bandwidth
 
