@@ -222,7 +222,8 @@ def read_ladder(torch, clock: Clock, dev, total: int, min_time: float, smallest:
     the whole, each the best of its calls over `min_time` after two warm-up calls. The buffer is filled as the
     ladder climbs, and the ladder stops before a fill that the rate of the fills so far says would pass the clock's
     deadline: first-touching memory on a VM ran 0.6-4.3 GB/s here (820 MiB took 0.2-1.5 s), so a fill sized
-    beforehand could spend a whole phase's time. The largest working set's sum is verified."""
+    beforehand could spend a whole phase's time. Each point records the first-touch rate of the bytes it added
+    (`fill_bytes_per_s`: page faults included). The largest working set's sum is verified."""
     src = torch.empty(total // 4, dtype=torch.float32, device=dev)  # reserved, not yet touched
     sync = synchronizer(torch, dev.type)
     out: dict[str, Any] = {}
@@ -233,10 +234,11 @@ def read_ladder(torch, clock: Clock, dev, total: int, min_time: float, smallest:
         begin = time.perf_counter()
         src[filled // 4 : size // 4].fill_(1.0)
         sync()
-        filled, fill_s = size, fill_s + time.perf_counter() - begin
+        chunk_s = time.perf_counter() - begin
+        fill_rate, filled, fill_s = (size - filled) / max(chunk_s, 1e-9), size, fill_s + chunk_s
         view = src[: size // 4]
         times = clock.times(lambda: out.__setitem__("part", view.sum()), 2, 3, min_time, 2 * min_time)
-        points.append({"bytes": float(size), "bytes_per_s": size / min(times)})
+        points.append({"bytes": float(size), "bytes_per_s": size / min(times), "fill_bytes_per_s": fill_rate})
         size = size * 2 if size * 2 <= total or size == total else total
     if out and out["part"].item() != filled // 4:
         raise MeasureError(f"read ladder: the sum {out['part'].item():.9g} differs from {filled // 4}")
