@@ -134,6 +134,16 @@ def test_seconds_per_byte_by_rows_and_width():
     assert price.measured_type(PROFILE, "Q5_0") == "Q8_0"
 
 
+def test_the_streaming_part_of_a_step_is_never_under_half_of_it():
+    from roofline.measure.llamacpp_profile import streaming_s
+
+    # A 10 ms step whose small probes measured 3 ms of fixed cost streams for 7 ms. Where the fixed cost, measured on
+    # other probes at another moment, comes out at 8 or 12 ms, the step still streams for half its time (5 ms): a
+    # zero or negative time per byte crashed a CI validate (math domain error in the log-log interpolation).
+    assert streaming_s(0.010, 0.003) == pytest.approx(0.007)
+    assert streaming_s(0.010, 0.008) == streaming_s(0.010, 0.012) == pytest.approx(0.005)
+
+
 def test_estimate_with_a_llamacpp_profile(tmp_path):
     pytest.importorskip("gguf")
     import yaml
