@@ -175,9 +175,9 @@ def _curve(build, deep: tuple, shallow: tuple, per_step: float, per_layer: float
 
 def streaming_s(seconds: float, fixed: float) -> float:
     """The part of a measured step [s] that streams the matrices: the step less the fixed cost the small probes
-    measured, but at least half the step. The fixed cost comes from other probes at another moment; on a shared VM
-    it came out larger than a whole step once (CI, a 1-layer q4_0 validate), and a zero or negative time per byte
-    cannot be priced."""
+    measured, but at least half the step. The fixed cost comes from other probes at another moment, and a zero or
+    negative time per byte cannot be priced: a CI validate (1 layer, q4_0) crashed with a math domain error in the
+    log-log interpolation, which a fixed cost larger than the step leaves."""
     return max(seconds - fixed, seconds / 2)
 
 
