@@ -109,6 +109,7 @@ def test_tiny_run_json_contract(tiny_result):
     assert r["ridge_points"][r["ridge_dtype"]] == max(r["ridge_points"].values()) == r["ridge_point_flop_per_byte"]
     assert "tf32" not in r["matmul"]
     assert 0 < r["op_overhead_s"] < 0.01  # one tiny eager op: microseconds here (2.6-5.3 us), never 10 ms
+    assert r["decode_attention"]
     for a in r["decode_attention"].values():  # causal prefill attention: the 128-token prompt always runs
         assert [p["prompt"] for p in a["prefill"]][:1] == [128] and all(p["flop_per_s"] > 0 for p in a["prefill"])
 

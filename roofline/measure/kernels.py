@@ -459,7 +459,9 @@ def attention(torch, clock: Clock, tensor, dtype: str, rate: float | None, notes
     for b, h, kv, d, prompt in PREFILL_ATTENTION:
         flops = 4.0 * b * h * d * prompt * (prompt + 1) / 2
         if prefill and flops / max(p["flop_per_s"] for p in prefill) > clock.plan.max_call:
-            notes.append(f"prefill attention {dtype}: the {prompt}-token prompt skipped, over the time budget")
+            notes.append(
+                f"prefill attention {dtype}: prompts of {prompt} tokens and more skipped, over the time budget"
+            )
             break
         q, k, v = (tensor(b, heads, prompt, d, dtype=dtype) for heads in (h, kv, kv))
         best = _sdpa_time(torch, clock, q, k, v, True, dtype, f"prefill attention {dtype} {prompt} tokens")
@@ -475,8 +477,8 @@ def attention(torch, clock: Clock, tensor, dtype: str, rate: float | None, notes
 
 
 def _sdpa_time(torch, clock: Clock, q, k, v, causal: bool, dtype: str, what: str) -> float:
-    """The best time [s] of SDPA(q, k, v), its output checked against float64 on the host for the first KV head's
-    queries (all of them where there is one query)."""
+    """The best time [s] of SDPA(q, k, v), its output checked against float64 on the host for the query heads of the
+    first KV head (one head where there are as many KV heads as query heads)."""
     import torch.nn.functional as F
 
     gqa = q.shape[1] != k.shape[1]
