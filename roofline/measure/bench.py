@@ -236,8 +236,8 @@ def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on
     points = shrinking(torch, ladder, max(plan.ladder_bytes, size), "read ladder buffer", notes)
     if points and points[-1]["bytes"] < max(plan.ladder_bytes, size):
         notes.append(
-            f"read ladder: reached {points[-1]['bytes'] / MiB:.3g} MiB of the {max(plan.ladder_bytes, size) // MiB} MiB "
-            "planned (its time share or free memory ended it)"
+            f"read ladder: reached {points[-1]['bytes'] / MiB:.3g} MiB of the "
+            f"{max(plan.ladder_bytes, size) // MiB} MiB planned (its time share or free memory ended it)"
         )
     bandwidth["read"]["by_working_set"] = {"points": points, **knee(points)}
     return bandwidth

@@ -263,7 +263,8 @@ def reference_seconds_per_byte(
     build: llamacpp.Build, entry: dict[str, Any], kind: str, path: Path, threads: int | None = None
 ) -> float:
     """The wide probe of `kind` (written at `path` if absent) decoding one row now [s/B], as the profile measured
-    it: streaming_s(step, fixed) / matrix bytes. Against the profile's seconds_per_byte["1"] it is this machine's drift."""
+    it: streaming_s(step, fixed) / matrix bytes. Against the profile's seconds_per_byte["1"] it is this machine's
+    drift."""
     from roofline.specs.checkpoint import gguf_model
 
     a = probe(WIDE, entry["probe_layers"])
