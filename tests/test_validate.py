@@ -151,6 +151,10 @@ def test_calibrated_linear_rate_interpolates_by_hand():
     assert linear_rate(rising, 8, 4096) == pytest.approx(160.0)  # log-log midway between (4, 80) and (16, 320)
     assert linear_rate(rising, 32, 4096) == pytest.approx(320 * 2**0.5)  # midway between (16, 320) and (64, 640)
     assert linear_rate(rising, 1024, 4096) == pytest.approx(640.0)  # held beyond the last anchor, not 50
+    # The best square (1536, 900) only where no anchor lies beyond the curve: a full CPU curve ends at M = 256,
+    # where the scan's only LLM shape may sit. With one beyond, the square is not used.
+    assert linear_rate(curve_index(curve, [(4, 90.0)], (1536, 900.0)), 1536, 4096) == pytest.approx(900.0)
+    assert linear_rate(curve_index(curve, [(16, 320.0)], (1536, 900.0)), 1536, 4096) == pytest.approx(320.0)
 
 
 def test_scan_anchors_are_the_llm_shaped_matmuls():

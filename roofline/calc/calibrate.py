@@ -7,8 +7,8 @@ model being predicted:
   over cold weights, interpolated log-log in M and in the row length k (short rows stream slower), scaled
   for tall weights (the lm_head) by the measured tall series and for small ones (narrow K/V projections) by
   the small series, and beyond the curve's largest M toward the shape scan's LLM-shaped matmuls (tokens x
-  hidden x out, as a prefill runs, the best at each M; its best square where it has none); a decode step's
-  linears are then carried from the curve's cold set to the step's own working set by the read ladder
+  hidden x out, as a prefill runs, the best at each M; its best square where none lies beyond the curve); a
+  decode step's linears are then carried from the curve's cold set to the step's own working set by the read ladder
   (roofline.calc.cache.carried) and never priced faster than their FLOPs at the best square-matmul rate;
 - attention with the measured decode attention kernel (SDPA with one query): max(FLOPs / its FLOP/s, KV
   bytes / its bytes/s), FLOP/s from a 4:1 GQA shape and bytes/s from an MHA shape;
@@ -56,11 +56,14 @@ def ops_per_layer(a: Architecture) -> int:
 OPS_PER_STEP = 5  # embedding lookup, positions, final norm, argmax, position index
 
 
-def curve_index(curve: list[dict[str, Any]], anchors: list[tuple[float, float]] = ()) -> dict[str, Any]:
+def curve_index(
+    curve: list[dict[str, Any]], anchors: list[tuple[float, float]] = (), fallback: tuple[float, float] | None = None
+) -> dict[str, Any]:
     """The curve as layer-sized series {k: [(M, FLOP/s), ...]} with their rows per weight, the tall series (a
     larger n at one k) and the small one (points marked series: small) when measured; beyond each layer
     series' largest M the rate rises toward the shape scan's `anchors` (M, FLOP/s; scan_anchors), each one
-    beyond the last point and faster than it."""
+    beyond the last point and faster than it, or toward `fallback` (the best square) where none is: a full CPU
+    curve reaches M = 256, where the scan's only LLM shape that fit the budget may sit."""
     series: dict[tuple[int, int], list[tuple[float, float]]] = {}
     small: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for p in curve:
@@ -75,8 +78,13 @@ def curve_index(curve: list[dict[str, Any]], anchors: list[tuple[float, float]] 
             tall = (k, n, points)
             continue
         layer[k], rows[k] = points, n
-        for anchor in anchors:
-            if anchor[0] > points[-1][0] and anchor[1] > points[-1][1]:
+        measured = len(points)
+        for anchor in [*anchors, *([fallback] if fallback else [])]:
+            if (
+                anchor[0] > points[-1][0]
+                and anchor[1] > points[-1][1]
+                and (anchor != fallback or len(points) == measured)
+            ):
                 points.append(anchor)
     found = [(k, n, sorted(points)) for (k, n), points in small.items() if k in layer]
     return {"layer": layer, "rows": rows, "tall": tall, "small": found[0] if found else None}
@@ -193,7 +201,8 @@ def predict(
     ops = (a.layers * ops_per_layer(a) + OPS_PER_STEP) * overhead
     fixed = engine_cost(measured, a, batch) if measured else ops
     best = profile.get("matmul", {}).get(dtype)
-    index = curve_index(curve, scan_anchors(best) if best else [])
+    square = (best["best_shape"][0], best["best_flop_per_s"]) if best else None
+    index = curve_index(curve, scan_anchors(best) if best else [], square)
     decode_linear = linear_seconds(index, a, batch, batch)
     params = a.layers * sum(k * n for k, n in linears(a)) + a.hidden_size * a.vocab_size
     cycled = curve_bytes(profile, curve)
