@@ -79,15 +79,18 @@ def curve_index(
             continue
         layer[k], rows[k] = points, n
         measured = len(points)
-        for anchor in [*anchors, *([fallback] if fallback else [])]:
-            if (
-                anchor[0] > points[-1][0]
-                and anchor[1] > points[-1][1]
-                and (anchor != fallback or len(points) == measured)
-            ):
+        for anchor in anchors:
+            if _rises(points, anchor):
                 points.append(anchor)
+        if fallback and len(points) == measured and _rises(points, fallback):
+            points.append(fallback)
     found = [(k, n, sorted(points)) for (k, n), points in small.items() if k in layer]
     return {"layer": layer, "rows": rows, "tall": tall, "small": found[0] if found else None}
+
+
+def _rises(points: list[tuple[float, float]], anchor: tuple[float, float]) -> bool:
+    """Whether `anchor` (M, FLOP/s) lies beyond a series' last point and is faster than it."""
+    return anchor[0] > points[-1][0] and anchor[1] > points[-1][1]
 
 
 def scan_anchors(matmul: dict[str, Any]) -> list[tuple[float, float]]:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
+from roofline.measure.planner import ATTENTION_SHAPES, PREFILL_ATTENTION
 from roofline.measure.timing import (
     STORAGE,
     Clock,
@@ -407,16 +408,6 @@ def decode_curve(
             }
     del pool
     return curve, first
-
-
-ATTENTION_SHAPES = {
-    "mha": (8, 16, 16, 128, 512),
-    "gqa": (8, 32, 8, 128, 512),
-}  # batch, heads, kv heads, head_dim, context
-# Causal prefill attention: (batch, heads, kv heads, head_dim, prompt). Its FLOP/s rises with the prompt (61 GFLOP/s
-# at 128 tokens, 159 at 2048 on a 2-core Zen 5 VM, in bf16 as in fp32, against ~850 for a bf16 matmul there). The
-# 4096-token prompt (137 GFLOP) runs where a call fits the plan: on GPUs.
-PREFILL_ATTENTION = ((4, 16, 4, 128, 128), (1, 8, 2, 128, 512), (1, 32, 8, 128, 4096))
 
 
 def attention(torch, clock: Clock, tensor, dtype: str, rate: float | None, notes: list[str]) -> dict[str, Any] | None:

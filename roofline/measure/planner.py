@@ -84,9 +84,15 @@ SHAPES = {
     ),
     ("gpu", True): ((4096, 8192), ((8192, 8192, 28672),), (1, 8, 64, 256), (1024, 8192)),
 }
+# Decode attention (one query over a KV cache): batch, heads, kv heads, head_dim, context.
+ATTENTION_SHAPES = {"mha": (8, 16, 16, 128, 512), "gqa": (8, 32, 8, 128, 512)}
+# Causal prefill attention: (batch, heads, kv heads, head_dim, prompt). Its FLOP/s rises with the prompt (48-95
+# GFLOP/s over 128-512 tokens in two sessions' quick profiles of a 2-core Zen 5 VM, in bf16 as in fp32, against ~850
+# for a bf16 matmul there). The 4096-token prompt (137 GFLOP) runs where a call fits the plan: on GPUs.
+PREFILL_ATTENTION = ((4, 16, 4, 128, 128), (1, 8, 2, 128, 512), (1, 32, 8, 128, 4096))
 BUFFER_FLOOR = {"cpu": 64 * MiB, "gpu": 512 * MiB}
 BANDWIDTH_KERNELS = 3  # copy, read, weights_read in each round
-ATTENTION_SHAPES = 5  # decode attention at MHA and GQA, prefill attention at three prompt lengths
+ATTENTION_CALLS = len(ATTENTION_SHAPES) + len(PREFILL_ATTENTION)  # the shapes attention() times per dtype
 MIN_BUFFER = 4 * MiB
 LADDER_PASSES = 16  # the ladder's time in reads of its whole buffer: filling it (~10: page faults, measured on a 2-core
 # VM: 2 GiB filled in 0.77 s, read in 0.064 s) and its points (the whole read 5 times, the halves as often)
@@ -135,7 +141,7 @@ def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> MeasurePlan:
         round_time=round_time,
         curve_reps=2 if quick else 3,
         curve_time=point_time,
-        attention_time=SHARES["attention"] * usable / (ATTENTION_SHAPES * dtypes),
+        attention_time=SHARES["attention"] * usable / (ATTENTION_CALLS * dtypes),
         budget_s=seconds,
         note=note,
     )
@@ -155,7 +161,7 @@ def planned_seconds(p: MeasurePlan, m: Machine, dtypes: int) -> float:
     scan = dtypes * (len(p.squares) + len(p.shapes) + 1) * (p.max_time + p.max_call)
     rounds = p.rounds * (dtypes * (p.round_time + p.max_call) + BANDWIDTH_KERNELS * (p.round_time + copy_call))
     curve = dtypes * curve_points(p.decode_m, p.decode_ks) * (p.curve_time + read_call)
-    attention = dtypes * ATTENTION_SHAPES * (p.attention_time + p.max_call)
+    attention = dtypes * ATTENTION_CALLS * (p.attention_time + p.max_call)
     overhead = (SHARES["overhead"] + SLACK * SHARES["engine"]) * p.budget_s  # the engine phase stops at its deadline
     fills = (3 + 2 * dtypes) * copy_call  # two buffers and the weights_read set; each dtype's per-k and tall weights
     ladder = ladder_points(p.ladder_bytes) * 2 * p.round_time / 4 + LADDER_PASSES * p.ladder_bytes / m.read_bytes_per_s
