@@ -108,6 +108,11 @@ def test_tiny_run_json_contract(tiny_result):
     assert set(r["ridge_points"]) == {"fp32", "bf16"}
     assert r["ridge_points"][r["ridge_dtype"]] == max(r["ridge_points"].values()) == r["ridge_point_flop_per_byte"]
     assert "tf32" not in r["matmul"]
+    for dtype in ("fp32", "bf16"):  # each verified against float64 as it ran
+        e = r["elementwise"][dtype]
+        assert set(e["bytes_per_s"]) == {"binary", "silu", "tanh", "gelu_tanh", "rms_norm", "layer_norm"}
+        assert all(rate > 0 for rate in e["bytes_per_s"].values()) and e["shape"][1] == 1024
+    assert r["device"]["allocator"].startswith("glibc, keeping") or not sys.platform.startswith("linux")
     assert 0 < r["op_overhead_s"] < 0.01  # one tiny eager op: microseconds here (2.6-5.3 us), never 10 ms
     assert r["decode_attention"]
     for a in r["decode_attention"].values():  # causal prefill attention: the 128-token prompt always runs
@@ -453,3 +458,20 @@ def test_knee_of_the_read_ladder_by_hand():
     assert knee(ladder([100, 100, 100, 50]))["reached"] is False
     # Within 25% of the largest working set's everywhere: no cache seen.
     assert knee(ladder([49, 45, 40, 40]))["cache_bytes"] is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_freed_memory_is_kept_so_a_second_buffer_faults_no_pages():
+    import resource
+
+    from roofline.measure.allocator import keep_freed_memory
+
+    assert keep_freed_memory().startswith("glibc, keeping")
+    size = 64 * 2**20  # above glibc's largest mmap threshold (32 MiB): by default mapped afresh, faulted again
+    buffer = bytearray(size)  # zero-filled: every page touched
+    del buffer
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    buffer = bytearray(size)
+    faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    # By default every one of its 16,384 pages faults again.
+    assert len(buffer) == size and faulted < 0.05 * size / resource.getpagesize()

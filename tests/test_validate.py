@@ -241,6 +241,74 @@ def test_a_profile_with_engine_costs_prices_the_fixed_cost_with_them(tmp_path):
         estimate(load_model("gpt2"), hw, engine="transformers")
 
 
+def test_prefill_elementwise_bytes_by_hand():
+    from roofline.calc.elementwise import prefill_bytes
+    from roofline.specs.params import Architecture
+
+    # Derived kernel by kernel from roofline/measure/decoder.py by a helper that did not see roofline/calc/
+    # elementwise.py (every kernel reads its inputs once and writes once; broadcast tables at their own size).
+    # A: rope, gated, 2 RMSNorms, L 2, h 8, q 8, kv 4, d 4, I 16, B 1, T 3, 2 bytes: a layer moves norm 96, silu 96,
+    # binary 888 elements (rotary of q 312 and k 192, K/V copies 48, head merge 48, residuals 144, silu x up 144);
+    # the embedding 48.
+    common = dict(vocab_size=32, max_positions=64, tied_embeddings=False)
+    a = Architecture(
+        layers=2,
+        hidden_size=8,
+        num_heads=2,
+        head_dim=4,
+        num_kv_heads=1,
+        intermediate_size=16,
+        mlp="gated",
+        position_embeddings="rope",
+        norm="rmsnorm",
+        bias="none",
+        **common,
+    )
+    assert prefill_bytes(a, 1, 3, 2) == {"binary": 3648, "rms_norm": 384, "silu": 384}
+    # B: learned positions, plain tanh-GELU MLP, 2 LayerNorms, L 3, h 6, q 6, kv 6, I 24, B 2, T 5, 4 bytes: a layer
+    # moves norm 240, gelu 480, binary 720; before the layers the embedding (120), the position rows gathered (60)
+    # and added (150).
+    b = a._replace(
+        layers=3,
+        hidden_size=6,
+        head_dim=3,
+        num_kv_heads=2,
+        intermediate_size=24,
+        mlp="plain",
+        position_embeddings="learned",
+        norm="layernorm",
+        bias="all",
+    )
+    assert prefill_bytes(b, 2, 5, 4) == {"binary": 9960, "layer_norm": 2880, "gelu_tanh": 5760}
+    # transformers runs GPT-2's GELU as 8 kernels (transformers.activations.NewGELUActivation): tanh reads and
+    # writes once, pow and the scalar ops twice, x times the rest 3 times: 2 + (6 x 2 + 3) passes of n x I.
+    hf = prefill_bytes(b, 2, 5, 4, "transformers")
+    assert hf["tanh"] == 3 * 2 * 10 * 24 * 4 and hf["binary"] == 9960 + 3 * 15 * 10 * 24 * 4 and "gelu_tanh" not in hf
+
+
+def test_a_prefill_pays_the_engine_fixed_cost_and_its_elementwise_kernels():
+    engine = {
+        "archetypes": {
+            "rope": {"per_step_s": {"1": 1e-3}, "per_layer_s": {"1": 1e-3}},
+            "learned": {"per_step_s": {"1": 2e-3}, "per_layer_s": {"1": 5e-4}},
+        }
+    }
+    rates = {"binary": 1e10, "layer_norm": 1e9, "gelu_tanh": 5e8, "rms_norm": 1.0, "silu": 1.0, "tanh": 1.0}
+    measured = {**MEASURED, "elementwise": {"fp32": {"shape": [1024, 1024], "bytes_per_s": rates}}}
+    plain = load_hardware("h100-sxm")._replace(id="p", measured=MEASURED)
+    full = plain._replace(measured=measured, engines={"eager": engine})
+    gpt2 = load_model("gpt2")
+    args = dict(batch=1, prompt_tokens=16, output_tokens=4)
+    before = estimate(gpt2, plain, **args).calibrated.ttft_s
+    after = estimate(gpt2, full, engine="eager", **args).calibrated.ttft_s
+    # GPT-2 (L 12, h 768, I 3072), 16 fp32 tokens: LayerNorms 4 L n h = 589,824 values, GELU 2 L n I = 1,179,648,
+    # binary 4 n h + 3 T h + L (4 n kv + 2 n q + 6 n h) = 1,855,488; x 4 bytes at 1e9, 5e8 and 1e10 B/s:
+    # 2.359296 + 9.437184 + 0.7421952 ms. The fixed cost: the engine's 2 ms + 12 x 0.5 ms in place of 12 x 9 + 5
+    # tiny ops at 5 us.
+    elementwise = 2.359296e-3 + 9.437184e-3 + 0.7421952e-3
+    assert after - before == pytest.approx(elementwise + 8e-3 - (12 * 9 + 5) * 5e-6)
+
+
 # A minimal measured profile for gpt2 in fp32: a flat curve, an attention kernel and a per-op cost.
 MEASURED = {
     "decode_matmul": {

@@ -13,17 +13,19 @@ model being predicted:
 - attention with the measured decode attention kernel (SDPA with one query): max(FLOPs / its FLOP/s, KV
   bytes / its bytes/s), FLOP/s from a 4:1 GQA shape and bytes/s from an MHA shape;
 - prefill attention (many queries at once) at the measured causal prefill attention rate for the prompt's length
-  (older profiles: the best square-matmul rate);
+  (older profiles: the best square-matmul rate), and its elementwise kernels over every prompt token at their
+  measured bytes/s (roofline.calc.elementwise; older profiles: not priced);
 - every other kernel (norms, rotary, cache writes, activations, residual adds, the linears' own dispatch, ...)
-  as the engine's fixed cost per layer and per step, measured by timing the engine itself on tiny-width
-  models of two depths (roofline.measure.engine_costs); for older profiles without it, the fixed cost of one
-  tiny eager op counted `ops_per_layer` times.
+  as the engine's fixed cost per layer and per step (a prefill pays it once too), measured by timing the
+  engine itself on tiny-width models of two depths (roofline.measure.engine_costs); for older profiles without
+  it, the fixed cost of one tiny eager op counted `ops_per_layer` times.
 Dense attention and MLP only (no MoE, MLA), one device.
 """
 
 import math
 from typing import Any, NamedTuple
 
+from roofline.calc import elementwise
 from roofline.calc import formulas as f
 from roofline.calc.cache import carried, curve_bytes
 from roofline.calc.interpolation import interpolate
@@ -214,7 +216,13 @@ def predict(
     attention = max(attention_flops_per_step / kernel["flop_per_s"], kv_bytes_per_step / kernel["bytes_per_s"])
     # Prefill attention runs many queries at once: priced at the measured causal prefill kernel's rate.
     prefill_rate = prefill_attention_rate(kernel, prompt, best["best_flop_per_s"] if best else kernel["flop_per_s"])
-    prefill = linear_seconds(index, a, batch * prompt, batch) + prefill_attention_flops / prefill_rate + ops
+    # A prefill runs the decode step's kernels once (their fixed cost: the engine's where measured) and its
+    # elementwise kernels over every prompt token (at the profile's measured rates, where it has them).
+    rates = (profile.get("elementwise") or {}).get(dtype)
+    moved = elementwise.prefill_bytes(a, batch, prompt, DTYPE_BYTES.get(dtype, 4.0), engine)
+    activations = elementwise.prefill_seconds(rates["bytes_per_s"], moved) if rates else 0.0
+    linear = linear_seconds(index, a, batch * prompt, batch)
+    prefill = linear + prefill_attention_flops / prefill_rate + activations + fixed
     basis = (
         f"fixed costs measured on the {engine} engine"
         if measured

@@ -36,13 +36,14 @@ def run(
 ) -> dict[str, Any]:
     """Measure this machine within a time budget (20 s, or 5 s quick, torch's import included); returns the
     JSON-shaped result (see the README's contract). `plan` overrides the planner (tests use a tiny one)."""
-    from roofline.measure import machine, planner
-    from roofline.measure.kernels import attention, decode_curve, matmul_scan, op_overhead, shrinking
+    from roofline.measure import allocator, machine, planner
+    from roofline.measure.kernels import attention, decode_curve, elementwise, matmul_scan, op_overhead, shrinking
 
     started = time.perf_counter()
     budget = budget_s if budget_s is not None else planner.QUICK_BUDGET_S if quick else planner.BUDGET_S
     if not 1 <= budget <= 3600:
         raise UsageError(f"expected a budget from 1 s to 1 h, got {budget!r}", "budget_s")
+    kept = allocator.keep_freed_memory()  # before the first buffer: freshly mapped pages would fault on every call
     torch = torch_module()  # its import counts against the budget
     kind = pick_device(torch, device)
     if threads is not None:
@@ -54,7 +55,7 @@ def run(
         if d not in MATMUL_DTYPES:
             raise UsageError(f"--dtype: unknown dtype {d!r} (expected some of {', '.join(MATMUL_DTYPES)})")
     deadline = started + planner.PLANNED_SHARE * budget - planner.RESERVE_S
-    context = machine.context(torch, kind)
+    context = {**machine.context(torch, kind), "allocator": kept}
     notes: list[str] = []
     dev = torch.device(kind)
     try:  # draw on the device itself: a 1 GiB GPU weight should not be made on the host
@@ -137,7 +138,7 @@ def run(
     bandwidth["gemv"] = gemv
 
     phase("attention")
-    attentions = {}
+    attentions, elementwises = {}, {}
     for d in dict.fromkeys([weight_dtype, *(x for x in matmul if x != "tf32")]):
         on_step(f"decode attention {d}")
         if quick and d not in curves:
@@ -145,6 +146,8 @@ def run(
         found = attention(torch, clock, tensor, d, matmul[d]["best_flop_per_s"] if d in matmul else None, notes)
         if found:
             attentions[d] = found
+            on_step(f"elementwise kernels {d}")
+            elementwises[d] = elementwise(torch, clock, tensor, d)
     phase("overhead")
     on_step("per-op overhead")
     overhead = op_overhead(torch, clock)
@@ -170,6 +173,7 @@ def run(
         "bandwidth": bandwidth,
         "decode_matmul": curves,
         "decode_attention": attentions,
+        "elementwise": elementwises,
         "op_overhead_s": overhead,
         "engines": {"eager": eager},
         **ridges(matmul, bandwidth, notes),

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
-from roofline.measure.planner import ATTENTION_SHAPES, PREFILL_ATTENTION
+from roofline.measure.planner import ATTENTION_SHAPES, ELEMENTWISE_WIDTH, PREFILL_ATTENTION
 from roofline.measure.timing import (
     STORAGE,
     Clock,
@@ -465,6 +465,41 @@ def attention(torch, clock: Clock, tensor, dtype: str, rate: float | None, notes
         "shapes": shapes,
         "prefill": prefill,
     }
+
+
+def elementwise(torch, clock: Clock, tensor, dtype: str) -> dict[str, Any]:
+    """Bytes/s of the kernels a prefill runs between its matmuls, each on one activation-sized tensor (the plan's,
+    4 MiB in rows of 1024: a 2048-token bf16 prefill at width 1024), out of place as an eager engine runs them:
+    a binary multiply (counted as 2 reads + 1 write), silu, tanh, tanh-GELU, RMSNorm and LayerNorm over rows of
+    1024 (1 read + 1 write each). Their rates differ by 10x on one CPU (bf16 on a 2-core Zen 5 VM: multiply
+    ~35-50 GB/s, silu ~10-13, tanh-GELU ~3.7), so each is priced at its own (roofline.calc.elementwise). Each
+    result is checked against float64."""
+    import torch.nn.functional as F
+
+    width = ELEMENTWISE_WIDTH
+    rows = clock.plan.elementwise_bytes // (width * (torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8))
+    a, b = tensor(rows, width, dtype=dtype), tensor(rows, width, dtype=dtype)
+    kernels = {
+        "binary": (lambda x: x * b, lambda x: x * b.cpu().double(), 3),
+        "silu": (F.silu, F.silu, 2),
+        "tanh": (torch.tanh, torch.tanh, 2),
+        "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), lambda x: F.gelu(x, approximate="tanh"), 2),
+        "rms_norm": (lambda x: F.rms_norm(x, (width,)), lambda x: F.rms_norm(x, (width,)), 2),
+        "layer_norm": (lambda x: F.layer_norm(x, (width,)), lambda x: F.layer_norm(x, (width,)), 2),
+    }
+    element = a.element_size()
+    rates = {}
+    for name, (kernel, reference, passes) in kernels.items():
+        out = {}
+        times = clock.times(
+            lambda: out.__setitem__("y", kernel(a)),
+            min_reps=clock.plan.curve_reps,
+            min_time=clock.plan.attention_time,
+            max_time=clock.plan.attention_time,
+        )
+        verify_close(out["y"], reference(a.cpu().double()), dtype, f"elementwise {dtype} {name}")
+        rates[name] = passes * rows * width * element / min(times)
+    return {"shape": [rows, width], "bytes_per_s": rates}
 
 
 def _sdpa_time(torch, clock: Clock, q, k, v, causal: bool, dtype: str, what: str) -> float:

@@ -19,10 +19,10 @@ PLANNED_SHARE = 0.9  # of the budget: shared VMs swing between runs, and the bud
 # keeps one call under half a cap, so the phases take at most 1.5x their shares: 1.5 x 0.62 = 0.93, and the
 # rest pays for filling buffers and weights.
 SHARES = {
-    "matmul": 0.18,
+    "matmul": 0.17,
     "rounds": 0.13,
     "curve": 0.15,
-    "attention": 0.03,
+    "attention": 0.04,
     "overhead": 0.01,
     "engine": 0.06,
     "ladder": 0.06,
@@ -57,7 +57,8 @@ class MeasurePlan(NamedTuple):
     round_time: float  # seconds per kernel per round
     curve_reps: int = 3  # per decode-curve point
     curve_time: float = 0.05  # seconds per decode-curve point
-    attention_time: float = 0.05  # seconds per decode-attention shape
+    attention_time: float = 0.05  # seconds per decode-attention shape (and per elementwise kernel)
+    elementwise_bytes: int = 4 * MiB  # the elementwise kernels' tensor (ELEMENTWISE_BYTES, or less)
     curve_window: float | None = (
         None  # seconds for one dtype's curve once its weights are filled (None: 3 x its points' time)
     )
@@ -93,6 +94,10 @@ PREFILL_ATTENTION = ((4, 16, 4, 128, 128), (1, 8, 2, 128, 512), (1, 32, 8, 128, 
 BUFFER_FLOOR = {"cpu": 64 * MiB, "gpu": 512 * MiB}
 BANDWIDTH_KERNELS = 3  # copy, read, weights_read in each round
 ATTENTION_CALLS = len(ATTENTION_SHAPES) + len(PREFILL_ATTENTION)  # the shapes attention() times per dtype
+# The attention phase then times elementwise()'s kernels on one tensor in rows of 1024: 4 MiB (2048 tokens' bf16
+# activations), smaller where a call would not fit a kernel's time (a call moves 3 tensors; tanh and tanh-GELU run
+# ~10x slower than the read rate on CPUs: 30 tensors' worth).
+ELEMENTWISE_BYTES, ELEMENTWISE_WIDTH, ELEMENTWISE_KERNELS, ELEMENTWISE_SLOWEST = 4 * MiB, 1024, 6, 30
 MIN_BUFFER = 4 * MiB
 LADDER_PASSES = 16  # the ladder's time in reads of its whole buffer: filling it (~10: page faults, measured on a 2-core
 # VM: 2 GiB filled in 0.77 s, read in 0.064 s) and its points (the whole read 5 times, the halves as often)
@@ -118,6 +123,9 @@ def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> MeasurePlan:
     # gets (where the ladder flattens) is not the one sysfs reports.
     ladder_time = SHARES["ladder"] * usable * m.read_bytes_per_s / LADDER_PASSES
     ladder = int(max(buffer, min(by_memory, ladder_time)) // MiB * MiB)
+    attention_time = SHARES["attention"] * usable / ((ATTENTION_CALLS + ELEMENTWISE_KERNELS) * dtypes)
+    fits = attention_time * m.read_bytes_per_s / ELEMENTWISE_SLOWEST
+    elementwise = int(max(ELEMENTWISE_WIDTH * 4, min(ELEMENTWISE_BYTES, 2 ** int(math.log2(max(fits, 1))))))
     note = ""
     if buffer < 4 * m.last_level_cache_bytes:
         limit = "the time budget" if by_time <= by_memory else "free memory"
@@ -141,7 +149,8 @@ def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> MeasurePlan:
         round_time=round_time,
         curve_reps=2 if quick else 3,
         curve_time=point_time,
-        attention_time=SHARES["attention"] * usable / (ATTENTION_CALLS * dtypes),
+        attention_time=attention_time,
+        elementwise_bytes=elementwise,
         budget_s=seconds,
         note=note,
     )
@@ -162,6 +171,7 @@ def planned_seconds(p: MeasurePlan, m: Machine, dtypes: int) -> float:
     rounds = p.rounds * (dtypes * (p.round_time + p.max_call) + BANDWIDTH_KERNELS * (p.round_time + copy_call))
     curve = dtypes * curve_points(p.decode_m, p.decode_ks) * (p.curve_time + read_call)
     attention = dtypes * ATTENTION_CALLS * (p.attention_time + p.max_call)
+    attention += dtypes * ELEMENTWISE_KERNELS * 2 * p.attention_time  # each call within its time
     overhead = (SHARES["overhead"] + SLACK * SHARES["engine"]) * p.budget_s  # the engine phase stops at its deadline
     fills = (3 + 2 * dtypes) * copy_call  # two buffers and the weights_read set; each dtype's per-k and tall weights
     ladder = ladder_points(p.ladder_bytes) * 2 * p.round_time / 4 + LADDER_PASSES * p.ladder_bytes / m.read_bytes_per_s

@@ -90,9 +90,10 @@ def run(
         )
     if available_bytes is not None:  # refuse before importing torch
         _check_memory(model, dtype, batches, prompt + output, available_bytes)
-    from roofline.measure import machine
+    from roofline.measure import allocator, machine
     from roofline.measure.timing import pick_device, torch_module
 
+    kept = allocator.keep_freed_memory()  # as serving engines keep their buffers (roofline.measure.allocator)
     torch = torch_module("validate")
     build = engine_builder(engine, model)
     device = pick_device(torch, device)
@@ -150,6 +151,7 @@ def run(
             "threads": torch.get_num_threads(),
             "torch_version": str(torch.__version__),
             "record": machine.record(torch),
+            "allocator": kept,
         },
         **run_summary(hardware, prompt, output, batches, rows),
     }
