@@ -57,6 +57,7 @@ WIDE_COMMANDS = [
         "mi300x=2.2",
         "--all",
         *("-H", "h100-sxm", "-H", "mi300x", "-H", "l40s", "-H", "a10", "-H", "apple-m4-max"),
+        *("--tp", "1"),  # every column, in a fraction of the default search's time (it runs three times)
     ],
     ["fit", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--context", "32768"],
     ["estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--tp", "2", "-b", "16", "--prompt", "2048"],
