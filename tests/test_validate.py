@@ -171,6 +171,10 @@ def test_scan_anchors_are_the_llm_shaped_matmuls():
     assert scan_anchors(matmul) == [(128.0, 5.0), (256.0, 8.0)]
     squares = {**matmul, "shapes": shapes[:1]}
     assert scan_anchors(squares) == [(1536.0, 9.0)]  # none LLM-shaped: the best square
+    # The rounds saw the square faster than the scan did (12 against 9): every scanned shape is raised by 12 / 9,
+    # its rate relative to the square of the same moment kept.
+    faster = {**matmul, "best_flop_per_s": 12.0}
+    assert scan_anchors(faster) == [(128.0, pytest.approx(5.0 * 12 / 9)), (256.0, pytest.approx(8.0 * 12 / 9))]
 
 
 def test_prefill_attention_rate_by_prompt_length():
