@@ -16,10 +16,10 @@ BUDGET_S, QUICK_BUDGET_S = 20.0, 5.0
 RESERVE_S = 1.0  # interpreter start and the CLI import before the run; result assembly, printing and exit after it
 PLANNED_SHARE = 0.9  # of the budget: shared VMs swing between runs, and the budget is a promise
 # Shares of the usable time per phase. Every timed loop stops at its cap plus at most one call, and the plan
-# keeps one call under half a cap, so the phases take at most 1.5x their shares: 1.5 x 0.62 = 0.93, and the
+# keeps one call under half a cap, so the phases take at most 1.5x their shares: 1.5 x 0.615 = 0.92, and the
 # rest pays for filling buffers and weights.
 SHARES = {
-    "matmul": 0.17,
+    "matmul": 0.165,
     "rounds": 0.13,
     "curve": 0.15,
     "attention": 0.04,
@@ -103,16 +103,18 @@ LADDER_PASSES = 16  # the ladder's time in reads of its whole buffer: filling it
 # VM: 2 GiB filled in 0.77 s, read in 0.064 s) and its points (the whole read 5 times, the halves as often)
 
 
-def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> MeasurePlan:
+def plan(m: Machine, quick: bool, seconds: float, dtypes: int, curves: int | None = None) -> MeasurePlan:
     """A plan whose timed work fits `seconds` (what is left of the budget) on machine `m`, for `dtypes` matmul
-    dtypes."""
+    dtypes and `curves` dtypes of decode curves and attention (default: as many; the weight dtype adds one when
+    it is not among the matmul dtypes)."""
     family = "cpu" if m.kind == "cpu" else "gpu"
     squares, shapes, decode_m, decode_ks = SHAPES[(family, quick)]
     usable, dtypes = max(seconds, 0.5), max(dtypes, 1)
+    curves = max(curves or dtypes, 1)
     rounds = 3 if quick else 5
     round_time = SHARES["rounds"] * usable / (rounds * (dtypes + BANDWIDTH_KERNELS))
     shape_time = SHARES["matmul"] * usable / (dtypes * (len(squares) + len(shapes) + 1))  # + 1: the probe
-    point_time = SHARES["curve"] * usable / (curve_points(decode_m, decode_ks) * dtypes)
+    point_time = SHARES["curve"] * usable / (curve_points(decode_m, decode_ks) * curves)
     want = max(BUFFER_FLOOR[family], 4 * int(m.last_level_cache_bytes))
     by_memory = m.free_bytes / 8
     # One call stays under half a cap: a copy (2x the buffer) in a round, a read of the cold set at a curve point.
@@ -123,7 +125,7 @@ def plan(m: Machine, quick: bool, seconds: float, dtypes: int) -> MeasurePlan:
     # gets (where the ladder flattens) is not the one sysfs reports.
     ladder_time = SHARES["ladder"] * usable * m.read_bytes_per_s / LADDER_PASSES
     ladder = int(max(buffer, min(by_memory, ladder_time)) // MiB * MiB)
-    attention_time = SHARES["attention"] * usable / ((ATTENTION_CALLS + ELEMENTWISE_KERNELS) * dtypes)
+    attention_time = SHARES["attention"] * usable / ((ATTENTION_CALLS + ELEMENTWISE_KERNELS) * curves)
     fits = attention_time * m.read_bytes_per_s / ELEMENTWISE_SLOWEST
     elementwise = int(max(ELEMENTWISE_WIDTH * 4, min(ELEMENTWISE_BYTES, 2 ** int(math.log2(max(fits, 1))))))
     note = ""
@@ -162,18 +164,19 @@ def curve_points(decode_m: tuple[int, ...], decode_ks: tuple[int, ...]) -> int:
     return len(decode_ks) * len(decode_m) + 2 * len(decode_m)
 
 
-def planned_seconds(p: MeasurePlan, m: Machine, dtypes: int) -> float:
+def planned_seconds(p: MeasurePlan, m: Machine, dtypes: int, curves: int | None = None) -> float:
     """An upper estimate of plan `p`'s timed work on machine `m` [s]: each loop's cap plus one call (at most half
     a cap, or the call the buffer size implies), and filling the buffers and the curve's weights once."""
     dtypes = max(dtypes, 1)
+    curves = max(curves or dtypes, 1)
     copy_call, read_call = 2 * p.buffer_bytes / m.read_bytes_per_s, p.buffer_bytes / m.read_bytes_per_s
     scan = dtypes * (len(p.squares) + len(p.shapes) + 1) * (p.max_time + p.max_call)
     rounds = p.rounds * (dtypes * (p.round_time + p.max_call) + BANDWIDTH_KERNELS * (p.round_time + copy_call))
-    curve = dtypes * curve_points(p.decode_m, p.decode_ks) * (p.curve_time + read_call)
-    attention = dtypes * ATTENTION_CALLS * (p.attention_time + p.max_call)
-    attention += dtypes * ELEMENTWISE_KERNELS * 2 * p.attention_time  # each call within its time
+    curve = curves * curve_points(p.decode_m, p.decode_ks) * (p.curve_time + read_call)
+    attention = curves * ATTENTION_CALLS * (p.attention_time + p.max_call)
+    attention += curves * ELEMENTWISE_KERNELS * 2 * p.attention_time  # each call within its time
     overhead = (SHARES["overhead"] + SLACK * SHARES["engine"]) * p.budget_s  # the engine phase stops at its deadline
-    fills = (3 + 2 * dtypes) * copy_call  # two buffers and the weights_read set; each dtype's per-k and tall weights
+    fills = (3 + 2 * curves) * copy_call  # two buffers and the weights_read set; each curve's per-k and tall weights
     ladder = ladder_points(p.ladder_bytes) * 2 * p.round_time / 4 + LADDER_PASSES * p.ladder_bytes / m.read_bytes_per_s
     return scan + rounds + curve + attention + overhead + fills + ladder
 
