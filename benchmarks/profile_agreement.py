@@ -1,9 +1,9 @@
 """Do quick and full profiles of this machine agree, and do repeated runs? (the Measure anywhere issue's check)
 
 Runs `measure` and `measure --quick` in alternating order, `--runs` times each, then prints for every figure a
-prediction uses (memory_bandwidth, the matmul peaks, and the calibrated TPOT of every benchmarks/shapes shape at
-batches 1, 4, 16, sliced as validate_shapes.py slices them) the median of each kind, its spread over runs
-((max - min) / median) and quick / full. Nothing is timed but the profiles: the TPOTs are predictions.
+prediction uses (memory_bandwidth, the matmul peaks, and the calibrated TPOT and TTFT of every benchmarks/shapes
+shape at batches 1, 4, 16, sliced as validate_shapes.py slices them) the median of each kind, its spread over runs
+((max - min) / median) and quick / full. Nothing is timed but the profiles: the TPOTs and TTFTs are predictions.
 
     python benchmarks/profile_agreement.py [--runs 3] [--dtype fp32] [--json OUT]
 
@@ -38,6 +38,7 @@ def figures(measured: dict, dtype: str) -> dict[str, float]:
             e = estimate(model, hardware, batch=b, prompt_tokens=128, output_tokens=32, weight_dtype=dtype)
             if e.calibrated:
                 out[f"TPOT {path.stem} b{b} ms"] = e.calibrated.tpot_s * 1e3
+                out[f"TTFT {path.stem} b{b} ms"] = e.calibrated.ttft_s * 1e3
     return out
 
 

@@ -175,6 +175,9 @@ def test_scan_anchors_are_the_llm_shaped_matmuls():
     # its rate relative to the square of the same moment kept.
     faster = {**matmul, "best_flop_per_s": 12.0}
     assert scan_anchors(faster) == [(128.0, pytest.approx(5.0 * 12 / 9)), (256.0, pytest.approx(8.0 * 12 / 9))]
+    # A shape the rounds timed again keeps its own best (the rounds' best or the scan's, whichever is higher).
+    timed = [*shapes[:2], {**shapes[2], "best_flop_per_s": 6.0, "rounds": 3}, shapes[3]]
+    assert scan_anchors({**faster, "shapes": timed}) == [(128.0, 6.0), (256.0, pytest.approx(8.0 * 12 / 9))]
 
 
 def test_prefill_attention_rate_by_prompt_length():

@@ -104,7 +104,7 @@ def scan_anchors(matmul: dict[str, Any]) -> list[tuple[float, float]]:
     profile keeps the best of all (`best_flop_per_s`). Each shape keeps its rate relative to the square timed in
     the same scan and takes the square's best level: a quick bf16 scan on a 2-core Zen 5 VM caught a slow moment
     (square 306 GFLOP/s, 128 x 1024 x 4096 276) that its rounds did not (best 426), where a run minutes before
-    had 433 and 403."""
+    had 433 and 403. A shape the rounds timed too (`rounds` in its entry: the first LLM shape) keeps its own best."""
     shapes = matmul.get("shapes") or []
     square = next((s["best_flop_per_s"] for s in shapes if s["shape"] == matmul["best_shape"]), None)
     level = matmul["best_flop_per_s"] / square if square else 1.0
@@ -112,7 +112,7 @@ def scan_anchors(matmul: dict[str, Any]) -> list[tuple[float, float]]:
     for s in shapes:
         if len(set(s["shape"])) > 1:
             m = float(s["shape"][0])
-            best[m] = max(best.get(m, 0.0), s["best_flop_per_s"] * level)
+            best[m] = max(best.get(m, 0.0), s["best_flop_per_s"] * (1.0 if "rounds" in s else level))
     if best:
         return sorted(best.items())
     return [(float(matmul["best_shape"][0]), matmul["best_flop_per_s"])]

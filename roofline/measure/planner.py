@@ -112,7 +112,7 @@ def plan(m: Machine, quick: bool, seconds: float, dtypes: int, curves: int | Non
     usable, dtypes = max(seconds, 0.5), max(dtypes, 1)
     curves = max(curves or dtypes, 1)
     rounds = 3 if quick else 5
-    round_time = SHARES["rounds"] * usable / (rounds * (dtypes + BANDWIDTH_KERNELS))
+    round_time = SHARES["rounds"] * usable / (rounds * (2 * dtypes + BANDWIDTH_KERNELS))  # a square, a prefill
     shape_time = SHARES["matmul"] * usable / (dtypes * (len(squares) + len(shapes) + 1))  # + 1: the probe
     point_time = SHARES["curve"] * usable / (curve_points(decode_m, decode_ks) * curves)
     want = max(BUFFER_FLOOR[family], 4 * int(m.last_level_cache_bytes))
@@ -171,7 +171,7 @@ def planned_seconds(p: MeasurePlan, m: Machine, dtypes: int, curves: int | None 
     curves = max(curves or dtypes, 1)
     copy_call, read_call = 2 * p.buffer_bytes / m.read_bytes_per_s, p.buffer_bytes / m.read_bytes_per_s
     scan = dtypes * (len(p.squares) + len(p.shapes) + 1) * (p.max_time + p.max_call)
-    rounds = p.rounds * (dtypes * (p.round_time + p.max_call) + BANDWIDTH_KERNELS * (p.round_time + copy_call))
+    rounds = p.rounds * (2 * dtypes * (p.round_time + p.max_call) + BANDWIDTH_KERNELS * (p.round_time + copy_call))
     curve = curves * curve_points(p.decode_m, p.decode_ks) * (p.curve_time + read_call)
     attention = curves * ATTENTION_CALLS * (p.attention_time + p.max_call)
     attention += curves * ELEMENTWISE_KERNELS * 2 * p.attention_time  # each call within its time
