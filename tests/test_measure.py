@@ -111,6 +111,7 @@ def test_tiny_run_json_contract(tiny_result):
     for dtype in ("fp32", "bf16"):  # each verified against float64 as it ran
         e = r["elementwise"][dtype]
         assert set(e["bytes_per_s"]) == {"binary", "silu", "tanh", "gelu_tanh", "rms_norm", "layer_norm"}
+        assert set(e["bytes_per_s"]) == set(planner.ELEMENTWISE_KERNELS)  # what the planner budgeted
         assert all(rate > 0 for rate in e["bytes_per_s"].values()) and e["shape"][1] == 1024
     assert r["device"]["allocator"].startswith("glibc, keeping") or not sys.platform.startswith("linux")
     assert 0 < r["op_overhead_s"] < 0.01  # one tiny eager op: microseconds here (2.6-5.3 us), never 10 ms

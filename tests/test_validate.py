@@ -308,8 +308,9 @@ def test_a_prefill_pays_the_engine_fixed_cost_and_its_elementwise_kernels():
     args = dict(batch=1, prompt_tokens=16, output_tokens=4)
     before = estimate(gpt2, plain, **args).calibrated.ttft_s
     after = estimate(gpt2, full, engine="eager", **args).calibrated.ttft_s
-    # GPT-2 (L 12, h 768, I 3072), 16 fp32 tokens: LayerNorms 4 L n h = 589,824 values, GELU 2 L n I = 1,179,648,
-    # binary 4 n h + 3 T h + L (4 n kv + 2 n q + 6 n h) = 1,855,488; x 4 bytes at 1e9, 5e8 and 1e10 B/s:
+    # GPT-2 (L 12, h 768, I 3072), 16 fp32 tokens, by the helper's general formulas (the test above): LayerNorms
+    # 4 L n h = 589,824 values, GELU 2 L n I = 1,179,648, binary 4 n h + 3 T h + L (4 n kv + 2 n q + 6 n h) =
+    # 1,855,488; x 4 bytes at 1e9, 5e8 and 1e10 B/s:
     # 2.359296 + 9.437184 + 0.7421952 ms. The fixed cost: the engine's 2 ms + 12 x 0.5 ms in place of 12 x 9 + 5
     # tiny ops at 5 us.
     elementwise = 2.359296e-3 + 9.437184e-3 + 0.7421952e-3

@@ -82,8 +82,8 @@ def run(
         d for d, r in rate_probe.items() if r >= 0.1 * max(rate_probe.values())
     ]  # slow dtypes get their probe shape only
     here = planner.Machine(kind, context["last_level_cache_bytes"], free, read_probe, max(rate_probe.values()))
-    curves = len({weight_dtype, *fast} - {"tf32"})  # the weight dtype's curve runs even when its matmul is not asked
-    plan = plan or planner.plan(here, quick, deadline - time.perf_counter(), len(fast), curves)
+    curve_dtypes = len({weight_dtype, *fast} - {"tf32"})  # the weight dtype's curve runs though its matmul is not asked
+    plan = plan or planner.plan(here, quick, deadline - time.perf_counter(), len(fast), curve_dtypes)
     if plan.note:
         notes.append(plan.note)
     clock = Clock(torch, kind, plan, deadline)

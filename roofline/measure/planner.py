@@ -97,7 +97,8 @@ ATTENTION_CALLS = len(ATTENTION_SHAPES) + len(PREFILL_ATTENTION)  # the shapes a
 # The attention phase then times elementwise()'s kernels on one tensor in rows of 1024: 4 MiB (2048 tokens' bf16
 # activations), smaller where a call would not fit a kernel's time (a call moves 3 tensors; tanh and tanh-GELU run
 # ~10x slower than the read rate on CPUs: 30 tensors' worth).
-ELEMENTWISE_BYTES, ELEMENTWISE_WIDTH, ELEMENTWISE_KERNELS, ELEMENTWISE_SLOWEST = 4 * MiB, 1024, 6, 30
+ELEMENTWISE_BYTES, ELEMENTWISE_WIDTH, ELEMENTWISE_SLOWEST = 4 * MiB, 1024, 30
+ELEMENTWISE_KERNELS = ("binary", "silu", "tanh", "gelu_tanh", "rms_norm", "layer_norm")  # roofline.calc.elementwise
 MIN_BUFFER = 4 * MiB
 LADDER_PASSES = 16  # the ladder's time in reads of its whole buffer: filling it (~10: page faults, measured on a 2-core
 # VM: 2 GiB filled in 0.77 s, read in 0.064 s) and its points (the whole read 5 times, the halves as often)
@@ -125,7 +126,7 @@ def plan(m: Machine, quick: bool, seconds: float, dtypes: int, curves: int | Non
     # gets (where the ladder flattens) is not the one sysfs reports.
     ladder_time = SHARES["ladder"] * usable * m.read_bytes_per_s / LADDER_PASSES
     ladder = int(max(buffer, min(by_memory, ladder_time)) // MiB * MiB)
-    attention_time = SHARES["attention"] * usable / ((ATTENTION_CALLS + ELEMENTWISE_KERNELS) * curves)
+    attention_time = SHARES["attention"] * usable / ((ATTENTION_CALLS + len(ELEMENTWISE_KERNELS)) * curves)
     fits = attention_time * m.read_bytes_per_s / ELEMENTWISE_SLOWEST
     elementwise = int(max(ELEMENTWISE_WIDTH * 4, min(ELEMENTWISE_BYTES, 2 ** int(math.log2(max(fits, 1))))))
     note = ""
@@ -174,7 +175,7 @@ def planned_seconds(p: MeasurePlan, m: Machine, dtypes: int, curves: int | None 
     rounds = p.rounds * (2 * dtypes * (p.round_time + p.max_call) + BANDWIDTH_KERNELS * (p.round_time + copy_call))
     curve = curves * curve_points(p.decode_m, p.decode_ks) * (p.curve_time + read_call)
     attention = curves * ATTENTION_CALLS * (p.attention_time + p.max_call)
-    attention += curves * ELEMENTWISE_KERNELS * 2 * p.attention_time  # each call within its time
+    attention += curves * len(ELEMENTWISE_KERNELS) * 2 * p.attention_time  # each call within its time
     overhead = (SHARES["overhead"] + SLACK * SHARES["engine"]) * p.budget_s  # the engine phase stops at its deadline
     fills = (3 + 2 * curves) * copy_call  # two buffers and the weights_read set; each curve's per-k and tall weights
     ladder = ladder_points(p.ladder_bytes) * 2 * p.round_time / 4 + LADDER_PASSES * p.ladder_bytes / m.read_bytes_per_s
