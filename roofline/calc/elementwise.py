@@ -14,8 +14,8 @@ from roofline.specs.params import Architecture
 
 # Transformers' GPT-2 GELU ("gelu_new", transformers.activations.NewGELUActivation):
 # 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))), 8 kernels: tanh (1 read + 1 write) and 7 others,
-# pow, two scalar multiplies, two scalar adds, the multiply by 0.5 (2 tensors each) and x times the rest (3).
-NEW_GELU_PASSES = {"tanh": 2, "binary": 6 * 2 + 3}
+# pow, x 0.044715, x sqrt(2 / pi), 1 + and 0.5 x (2 tensors each), x + and the final product (3 each).
+NEW_GELU_PASSES = {"tanh": 2, "binary": 5 * 2 + 2 * 3}
 
 
 def prefill_bytes(a: Architecture, batch: int, prompt: int, element: float, engine: str = "eager") -> dict[str, float]:
