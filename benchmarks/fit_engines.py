@@ -10,12 +10,17 @@ Parameters, each with a physical meaning (roofline/calc/presets.py applies them)
   0.88 on 80 GB cards) minus reserve_bytes per device (activations of the profiling run, CUDA graphs, NCCL buffers).
   vLLM's reserve is read off the KV capacities its logs state (the BLIS runs: tokens x KV bytes per token against
   0.9 x memory - weights), not fitted; SGLang's runs state none, so its reserve is 0 and its fraction is the default.
-Fitted: the five above, by pattern search on the sum over cases of the mean squared log(predicted / measured) of the
-case's metrics (each case weighs the same, however many metrics it reports).
+Fitted: the five above, by pattern search from four starts (the best kept) on the sum over cases of the mean squared
+log(predicted / measured) of the case's metrics (each case weighs the same, however many metrics it reports).
+Builds: an engine's runs may span builds whose engine loop differs (vLLM's 2024-25 CI builds take about 2 ms
+more per decode step of a batch of 8 than 0.11-0.19 do). ERAS splits them: one fit shares the kernels'
+fractions and the per-request cost over all runs, and gives each era its own step and layer costs (PER_ERA); each
+era is written as its own preset (vllm: builds 0.10 and later; vllm-legacy: older or unstated builds), with the
+errors of its own runs.
 Held out: each case refitted without it (leave-one-case-out) and each device's cases refitted without that device
 (leave-one-device-out); the median |predicted / measured - 1| of those held-out predictions, per metric, is the
 preset's typical error (`errors:`), which estimate and simulate print beside an engine's prediction.
-Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (a few minutes on two cores).
+Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (about 8 minutes on two cores).
 """
 
 from __future__ import annotations
@@ -53,10 +58,22 @@ START = {
     "request_overhead_s": 0.01,
     "layer_overhead_s": 0.0,
 }
+STARTS = (  # where the search begins besides START: bandwidth and the step cost trade along a shallow valley
+    {"bandwidth_fraction": 1.0, "step_overhead_s": 0.001},
+    {"bandwidth_fraction": 0.85, "step_overhead_s": 0.003, "layer_overhead_s": 2e-5},
+    {"bandwidth_fraction": 0.95, "step_overhead_s": 0.0015, "compute_fraction": 0.95},
+)
 ENGINES = {  # engine -> (memory fraction, default scheduler (max seqs, token budget) or None: vLLM's by device)
     "vllm": (0.9, None),
     "sglang": (0.88, (1024, 8192)),
 }
+ERAS = {  # engine -> its presets, the first the default: (name, the builds it covers, whether a run's build is one)
+    "vllm": (
+        ("vllm", "builds 0.10 and later", lambda v: v is not None and v >= (0, 10)),
+        ("vllm-legacy", "builds before 0.10 or not stated", lambda v: v is None or v < (0, 10)),
+    ),
+}
+PER_ERA = ("step_overhead_s", "layer_overhead_s")  # the engine loop's costs: one pair per era
 GROUPS = {  # the error bars a preset stores: metric group -> the case metrics in it
     "ttft_mean": ("ttft_ms_mean", "ttft_ms_p50"),
     "ttft_p99": ("ttft_ms_p99",),
@@ -84,11 +101,34 @@ def preset_of(engine: str, params: dict[str, float], reserve: float, **extra) ->
     )
 
 
+def era_of(engine: str, case: dict) -> str:
+    """The preset a run's build belongs to (the engine's own name when it has no eras)."""
+    return next((name for name, _, covers in ERAS.get(engine, ()) if covers(case["version"])), engine)
+
+
+def ranges(engine: str) -> dict[str, tuple[float, float]]:
+    """The fitted parameters and their bounds: RANGES, plus the loop's costs of each era after the first
+    (`step_overhead_s@vllm-legacy`)."""
+    later = [name for name, _, _ in ERAS.get(engine, ())[1:]]
+    return {**RANGES, **{f"{n}@{era}": RANGES[n] for era in later for n in PER_ERA}}
+
+
+def start(engine: str) -> dict[str, float]:
+    return {n: START[n.split("@")[0]] for n in ranges(engine)}
+
+
+def era_params(params: dict[str, float], era: str) -> dict[str, float]:
+    """The five parameters a run of `era` is priced with: the shared ones, and its era's loop costs."""
+    own = {n: params[f"{n}@{era}"] for n in PER_ERA if f"{n}@{era}" in params}
+    return {**{n: params[n] for n in RANGES}, **own}
+
+
 class Pricer:
     """Prices the cases of one engine under candidate parameters, each simulation memoized."""
 
     def __init__(self, engine: str, cases: list[dict]):
         self.engine, self.cases, self.memo = engine, cases, {}
+        self.ranges = ranges(engine)
         self.base = {c["id"]: self._prepare(c) for c in cases}
         self.requests = {c["id"]: self._requests(c) for c in cases}
         self.reserve = round(self._reserve(), -6) if engine == "vllm" else 0.0  # as stored
@@ -121,7 +161,8 @@ class Pricer:
         return Scheduler("vllm", *chosen, 16)
 
     def price(self, c: dict, params: dict[str, float]) -> dict[str, float]:
-        """The case's metrics as simulated with `params`, in the case's units (ms, tokens/s)."""
+        """The case's metrics as simulated with `params` (its era's loop costs), in the case's units (ms, tokens/s)."""
+        params = era_params(params, era_of(self.engine, c))
         key = (c["id"], *(round(params[n], 7) for n in RANGES))
         if key not in self.memo:
             p = with_preset(self.base[c["id"]], preset_of(self.engine, params, self.reserve))
@@ -156,8 +197,11 @@ class Pricer:
         ttft = any(m.startswith("ttft") for c in cases for m in c["measured"])
         fixed = {} if ttft else {n: start[n] for n in ("compute_fraction", "request_overhead_s")}
         free = {n: v for n, v in start.items() if n not in fixed}
+        eras = {era_of(self.engine, c) for c in cases}
+        for n in [n for n in free if "@" in n and n.split("@")[1] not in eras]:
+            fixed[n] = free.pop(n)  # an era none of the cases is from
         best = pattern_search(
-            lambda q: self.loss(cases, {**fixed, **q}), free, tolerance=2e-3, ranges=RANGES, scale=scale
+            lambda q: self.loss(cases, {**fixed, **q}), free, tolerance=2e-3, ranges=self.ranges, scale=scale
         )
         return {**fixed, **best}
 
@@ -166,12 +210,12 @@ def held_out(pricer: Pricer, fitted: dict[str, float]) -> tuple[dict, dict, dict
     """Leave-one-case-out and leave-one-device-out residuals (case id -> metric -> log error), and the parameters'
     spans over the case refits."""
     cases = pricer.cases
-    by_case, by_device, spans = {}, {}, {n: [fitted[n], fitted[n]] for n in RANGES}
+    by_case, by_device, spans = {}, {}, {n: [fitted[n], fitted[n]] for n in pricer.ranges}
     for c in cases:
         rest = [o for o in cases if o is not c]
         q = pricer.fit(rest, fitted, scale=0.05)
         by_case[c["id"]] = pricer.residuals(c, q)
-        for n in RANGES:
+        for n in pricer.ranges:
             spans[n] = [min(spans[n][0], q[n]), max(spans[n][1], q[n])]
     devices = sorted({c["hardware"] for c in cases})
     if len(devices) > 1:
@@ -192,50 +236,69 @@ def typical(residuals: dict[str, dict[str, float]], group: str) -> tuple[int, fl
     return runs, (round(statistics.median(errors), 4) if errors else None)
 
 
-def fit_engine(engine: str) -> dict:
+def fit_engine(engine: str) -> dict[str, dict]:
+    """One fit over all of an engine's runs; a record (the YAML's content) per preset, each with its era's runs."""
     cases = serving_cases.cases(engine)
     pricer = Pricer(engine, cases)
-    fitted = pricer.fit(cases, START)
+    tries = [pricer.fit(cases, {**start(engine), **s}) for s in ({}, *STARTS)]
+    fitted = min(tries, key=lambda q: pricer.loss(cases, q))  # the best of several starts (pattern search is local)
     by_case, by_device, spans = held_out(pricer, fitted)
-    errors = {}
-    for group in GROUPS:
-        runs, case_err = typical(by_case, group)
-        _, device_err = typical(by_device, group) if by_device else (0, None)
-        if runs:
-            errors[group] = {"runs": runs, "case": case_err, "device": device_err}
-    devices = sorted({c["hardware"] for c in cases})
-    stored = {k: round(v, 4 if "fraction" in k else 6) for k, v in fitted.items()}
-    record = {
-        **stored,
-        "memory_fraction": ENGINES[engine][0],
-        "reserve_bytes": pricer.reserve,
-        "ranges": {k: [min(round(a, 6), stored[k]), max(round(b, 6), stored[k])] for k, (a, b) in spans.items()},
-        "errors": errors,
-        "cases": [c["id"] for c in cases],
-        "residuals": {f"{c['id']} {m}": round(r, 4) for c in cases for m, r in pricer.residuals(c, stored).items()},
-        "holdout": {f"{cid} {m} (left out)": round(r, 4) for cid, ms in by_case.items() for m, r in ms.items()},
-        "source": (
-            "benchmarks/fit_engines.py: pattern search on the published runs below "
-            "(benchmarks/data/serving-train.json, mapped by benchmarks/serving_cases.py), each priced by roofline "
-            "simulate as it was measured"
-        ),
-        "notes": _notes(engine, devices, pricer.reserve),
-    }
-    return record
+    records = {}
+    for era in dict.fromkeys(era_of(engine, c) for c in cases):
+        mine = [c for c in cases if era_of(engine, c) == era]
+        ids = {c["id"] for c in mine}
+        errors = {}
+        for group in GROUPS:
+            runs, case_err = typical({k: v for k, v in by_case.items() if k in ids}, group)
+            device = {k: v for k, v in by_device.items() if k in ids}
+            _, device_err = typical(device, group) if device else (0, None)
+            if runs:
+                errors[group] = {"runs": runs, "case": case_err, "device": device_err}
+        rounded = {k: round(v, 4 if "fraction" in k else 6) for k, v in fitted.items()}
+        own = era_params(rounded, era)
+        own_spans = {n: spans.get(f"{n}@{era}", spans[n]) for n in RANGES}
+        stored = dict(own)
+        records[era] = {
+            **stored,
+            "memory_fraction": ENGINES[engine][0],
+            "reserve_bytes": pricer.reserve,
+            "ranges": {
+                k: [min(round(a, 6), stored[k]), max(round(b, 6), stored[k])] for k, (a, b) in own_spans.items()
+            },
+            "errors": errors,
+            "cases": [c["id"] for c in mine],
+            "residuals": {f"{c['id']} {m}": round(r, 4) for c in mine for m, r in pricer.residuals(c, rounded).items()},
+            "holdout": {
+                f"{cid} {m} (left out)": round(r, 4) for cid, ms in by_case.items() if cid in ids for m, r in ms.items()
+            },
+            "source": (
+                "benchmarks/fit_engines.py: pattern search on the published runs below "
+                "(benchmarks/data/serving-train.json, mapped by benchmarks/serving_cases.py), each priced by roofline "
+                "simulate as it was measured"
+            ),
+            "notes": _notes(engine, era, mine, cases, pricer.reserve),
+        }
+    return records
 
 
-def _notes(engine: str, devices: list[str], reserve: float) -> str:
+def _notes(engine: str, era: str, mine: list[dict], cases: list[dict], reserve: float) -> str:
+    devices = sorted({c["hardware"] for c in mine})
     if engine == "vllm":
+        builds = next(b for name, b, _ in ERAS[engine] if name == era)
+        others = ", ".join(f"{name} ({b})" for name, b, _ in ERAS[engine] if name != era)
         return (
-            f"Fitted on {', '.join(devices)}. The KV pool is 0.9 x memory - weights - {reserve / 1e9:.2g} GB per "
+            f"For vLLM {builds}: {len(mine)} runs on {', '.join(devices)}, fitted together with the {others} runs "
+            f"({len(cases)} in all): the fractions and the per-request cost are shared, the step and layer costs "
+            f"are this era's. The KV pool is 0.9 x memory - weights - {reserve / 1e9:.2g} GB per "
             "device, the median of what vLLM 0.15.1's logs give on H100 (Llama-2-7B, CodeLlama-34B tp2, Llama-2-70B "
             "tp4). Not captured: CPU KV offload, speculative decoding, kernels that differ between prefill and decode "
             "beyond one pair of fractions, ROCm versus CUDA (MI300X shares the fractions). memory_fraction is the "
             "default and not identified."
         )
+    loaded = sum(c.get("concurrency") != 1 for c in mine)
     return (
-        f"Fitted on {len(devices)} device(s) ({', '.join(devices)}) and 3 runs: leave-one-device-out is not "
-        "possible, and the error bars are wide. memory_fraction is SGLang's default, not identified; no reserve."
+        f"Fitted on {len(devices)} device(s) ({', '.join(devices)}) and {len(mine)} runs, {loaded} of them under "
+        "load: the error bars are wide. memory_fraction is SGLang's default, not identified; no reserve."
     )
 
 
@@ -260,10 +323,10 @@ def show(engine: str, record: dict) -> None:
 def main(argv: list[str]) -> int:
     only = [a for a in argv if not a.startswith("--")] or list(ENGINES)
     for engine in only:
-        record = fit_engine(engine)
-        show(engine, record)
-        if "--print-only" not in argv:
-            write(engine, record)
+        for name, record in fit_engine(engine).items():
+            show(name, record)
+            if "--print-only" not in argv:
+                write(name, record)
     return 0
 
 
