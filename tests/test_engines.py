@@ -199,3 +199,13 @@ def test_a_presets_prediction_by_hand():
     tpot = e.decode.bytes / (p.bandwidth_fraction * 3.35e12) + step
     ttft = e.prefill.flops / (p.compute_fraction * 989e12) + step + p.request_overhead_s
     assert e.engine.tpot_s == pytest.approx(tpot, rel=0.01) and e.engine.ttft_s == pytest.approx(ttft, rel=0.01)
+
+
+def test_an_unknown_engine_lists_every_preset_name_it_could_take():
+    from typer.testing import CliRunner
+
+    from roofline.cli import app
+
+    r = CliRunner().invoke(app, ["estimate", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "vlm"])
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert "presets: llamacpp, sglang, trtllm, vllm, vllm-legacy)" in " ".join(r.output.split())

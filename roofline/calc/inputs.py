@@ -191,10 +191,19 @@ def engine_name(name: str | None, hardware: Hardware) -> str | None:
         )
         raise UsageError(
             f"no measured {name!r} engine ({measured}; run `roofline measure --engine {name} --save "
-            f"PROFILE`; presets: {', '.join(PRESET_ENGINES)})",
+            f"PROFILE`; presets: {', '.join(preset_names())})",
             "engine",
         )
     return name
+
+
+def preset_names() -> list[str]:
+    """The names `--engine` takes for a preset: the engines, and engines/*.yaml other than a backend's variant
+    (llamacpp-cuda is chosen by `--engine llamacpp` on an NVIDIA device)."""
+    from roofline.specs import presets
+
+    variants = tuple(f"-{b}" for b in presets.BACKENDS)
+    return sorted({*PRESET_ENGINES, *(n for n in presets.names() if not n.endswith(variants))})
 
 
 def is_preset(name: str) -> bool:
