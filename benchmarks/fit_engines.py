@@ -114,6 +114,7 @@ def ranges(engine: str) -> dict[str, tuple[float, float]]:
 
 
 def start(engine: str) -> dict[str, float]:
+    """START for every fitted parameter, each era's loop costs starting where the shared ones do."""
     return {n: START[n.split("@")[0]] for n in ranges(engine)}
 
 
@@ -243,6 +244,7 @@ def fit_engine(engine: str) -> dict[str, dict]:
     tries = [pricer.fit(cases, {**start(engine), **s}) for s in ({}, *STARTS)]
     fitted = min(tries, key=lambda q: pricer.loss(cases, q))  # the best of several starts (pattern search is local)
     by_case, by_device, spans = held_out(pricer, fitted)
+    rounded = {k: round(v, 4 if "fraction" in k else 6) for k, v in fitted.items()}  # as stored
     records = {}
     for era in dict.fromkeys(era_of(engine, c) for c in cases):
         mine = [c for c in cases if era_of(engine, c) == era]
@@ -254,10 +256,8 @@ def fit_engine(engine: str) -> dict[str, dict]:
             _, device_err = typical(device, group) if device else (0, None)
             if runs:
                 errors[group] = {"runs": runs, "case": case_err, "device": device_err}
-        rounded = {k: round(v, 4 if "fraction" in k else 6) for k, v in fitted.items()}
-        own = era_params(rounded, era)
+        stored = era_params(rounded, era)
         own_spans = {n: spans.get(f"{n}@{era}", spans[n]) for n in RANGES}
-        stored = dict(own)
         records[era] = {
             **stored,
             "memory_fraction": ENGINES[engine][0],

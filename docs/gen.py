@@ -200,7 +200,8 @@ def serving_reality(engine: str) -> None:
 
     p = load(engine)
     runs = {c["id"]: c for c in json.loads((ROOT / "benchmarks/data/serving-train.json").read_text())["cases"]}
-    devices = sorted({c["hardware"] for c in serving_cases.cases(engine.split("-")[0]) if c["id"] in p.cases})
+    engine_of_runs = runs[p.cases[0]]["engine"]  # vllm-legacy's runs are vllm's
+    devices = sorted({c["hardware"] for c in serving_cases.cases(engine_of_runs) if c["id"] in p.cases})
     out = [
         f"Fitted: {p.bandwidth_fraction:.3g} of peak bandwidth, {p.compute_fraction:.3g} of peak FLOP/s, "
         f"{p.step_overhead_s * 1e3:.3g} ms a step + {p.layer_overhead_s * 1e6:.3g} µs a layer a step, "
