@@ -15,6 +15,7 @@ Run: python benchmarks/reality.py [PATH to train.json]
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -87,6 +88,49 @@ TRTLLM_CASES = (
     ("trtllm-h100x2-llama33-70b-fp8-1000-1000", "llama-3.1-70b", 2, 1000),
     ("trtllm-h100x8-llama31-405b-fp8-1000-1000", "llama-3.1-405b", 8, 1000),
 )
+
+
+# trtllm-bench's request counts per ISL/OSL in TensorRT-LLM's Performance Overview (perf-overview.md at commit
+# 00f37686, "Preparing a Dataset"): a run is that many fixed-length requests queued at once.
+TRTLLM_REQUESTS = {
+    (128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500, (2048, 128): 3000,
+    (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000,
+}  # fmt: skip
+TRTLLM_KV_FRACTION = 0.95  # "--kv_cache_free_gpu_mem_fraction 0.95" in many runs (same page; the default is 0.90)
+TRTLLM_BLOCK = 32  # tokens a KV block (KvCacheConfig.tokens_per_block's default)
+
+
+def trtllm_bench_settings(
+    model,
+    hardware,
+    tp: int,
+    isl: int,
+    osl: int,
+    weight_bytes: float = 1.0,
+    kv_bytes: float = 1.0,
+    fraction: float = TRTLLM_KV_FRACTION,
+) -> tuple[int, int]:
+    """(max_batch_size, max_num_tokens) trtllm-bench throughput picks for a dataset of isl/osl tokens
+    (tensorrt_llm/bench/build/tuning.py: calc_engine_setting and finetune_setting, pp 1), in its own GiB units."""
+    a = model.arch
+    per_token = 2 * a.layers * max(tp, a.num_kv_heads) * a.head_dim * kv_bytes / 2**30
+    available = hardware.memory_capacity / 2**30 * tp - model.params * weight_bytes / 2**30
+    requests = available * fraction / (per_token * (isl + osl))
+    raw_bs = min(requests, 4096)
+    raw_tokens = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tokens < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    return bs, tokens
 
 
 def llama_bench(case: dict) -> list[tuple[str, bool, Callable[..., Any], float]]:

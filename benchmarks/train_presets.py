@@ -5,7 +5,8 @@ Each training point is one published figure of one engine in one setup (benchmar
 setups). A preset's parameters (roofline/calc/presets.py) are fitted by pattern search to minimize the sum of
 squared log(predicted / measured) over its points; the YAML records the values, the cases, each residual and
 this script as its source. A preset with fewer than 3 usable points is not fitted: engines/README.md says so.
-Rerun after changing the data or the model: python benchmarks/train_presets.py
+Rerun after changing the data or the model: python benchmarks/train_presets.py (about 8 minutes: the TensorRT-LLM
+runs are simulated); --print-only fits without writing; --report prints the stored presets' report without fitting.
 Held-aside cases (benchmarks/holdout.json: published figures found by this project, never fitted on) are then
 predicted with the fitted preset; their residuals go to the YAML's `holdout:` and the printout. Cases with a
 `build` come from an older build of the engine than the training cases: printed apart, outside the goal.
@@ -33,7 +34,11 @@ import yaml
 
 from roofline import estimate, load_hardware, load_model
 from roofline.calc import presets
-from roofline.specs.presets import PROXY_RANGES
+from roofline.calc.prepare import prepare, with_preset
+from roofline.calc.replica import Scheduler
+from roofline.calc.simulate import run_simulation
+from roofline.calc.workload import closed_loop, lengths
+from roofline.specs.presets import PROXY_RANGES, Preset
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -43,9 +48,14 @@ HOLDOUT, MORE_TRAINING = reality.HOLDOUT, reality.MORE_TRAINING
 START = {"bandwidth_fraction": 0.8, "compute_fraction": 0.5, "step_overhead_s": 0.001, "memory_fraction": 0.9}
 STRUCTURE = {  # preset -> (its fixed keys, its extra fitted parameters (start values), what a reader should know)
     "trtllm": (
-        {"backend": "cuda"},
+        {"backend": "cuda", "memory_fraction": reality.TRTLLM_KV_FRACTION, "kv_pool": "free", "scheduler": "trtllm"},
         {},
-        "Fitted on H100 runs only: other NVIDIA devices are extrapolated with the same fractions.",
+        (
+            "Fitted on H100 runs only: other NVIDIA devices are extrapolated with the same fractions. The throughput "
+            "runs are simulated as trtllm-bench ran them (its batch and token limits for the dataset, TensorRT-LLM's "
+            "no-evict capacity scheduler, a KV pool of 0.95 of the memory the weights leave, as the runs state); the "
+            "memory fraction is that stated one, not fitted."
+        ),
     ),
     "llamacpp-cuda": (
         {"backend": "cuda", "compute_peak": "fp32"},
@@ -70,9 +80,33 @@ STRUCTURE = {  # preset -> (its fixed keys, its extra fitted parameters (start v
 BOUND = reality.BOUND
 
 
-def offline(model, device, devices, prompt, output, params, **knobs) -> float:
-    """The best output tokens/s a preset predicts for an offline run: engine-chosen batch and tp split."""
-    return reality.best_throughput(model, device, devices, prompt, output, params, **knobs)[0]
+def offline(model: str, device: str, tp: int, prompt: int, output: int, params: dict) -> float:
+    """The output tokens/s a TensorRT-LLM preset predicts for a trtllm-bench throughput run, priced as it was measured:
+    `roofline simulate` of the run's count of fixed-length requests queued at once (reality.TRTLLM_REQUESTS) on one
+    tp-replica, FP8 weights and KV, with trtllm-bench's max batch size and max tokens a step for the dataset
+    (reality.trtllm_bench_settings), TensorRT-LLM's capacity scheduler (admits a request only when its whole KV fits)
+    and its KV pool (0.95 of the memory the weights leave)."""
+    fitted = (params["bandwidth_fraction"], params["compute_fraction"], params["step_overhead_s"])
+    key = (model, device, tp, prompt, output, *(round(v, 7) for v in fitted))
+    if key not in _OFFLINE:
+        m, h = load_model(model), load_hardware(device)
+        setup = prepare(m, h, None, tp=tp, weight_dtype="fp8", kv_dtype="fp8")
+        preset = Preset(
+            "trtllm", *fitted, reality.TRTLLM_KV_FRACTION, cases=[], residuals={}, source="", kv_pool="free",
+            scheduler="trtllm",
+        )  # fmt: skip
+        batch, tokens = reality.trtllm_bench_settings(m, h, tp, prompt, output)
+        n = reality.TRTLLM_REQUESTS[(prompt, output)]
+        requests = closed_loop(n, lengths(None, prompt, "prompt"), lengths(None, output, "output"), seed=0)
+        sim = run_simulation(
+            with_preset(setup, preset), requests, concurrency=n, scheduler=Scheduler("trtllm", batch, tokens,
+            reality.TRTLLM_BLOCK), capacity=False,
+        )  # fmt: skip
+        _OFFLINE[key] = sim.output_tokens_per_s
+    return _OFFLINE[key]
+
+
+_OFFLINE: dict[tuple, float] = {}  # simulated runs, by case and parameters
 
 
 def _preset_of(hardware_id: str) -> str:
@@ -87,7 +121,7 @@ def points(cases: dict) -> dict[str, list]:
         trtllm.append(
             (
                 f"{case_id} output tok/s",
-                lambda p, a=(model, devices, length): offline(a[0], "h100-sxm", a[1], a[2], a[2], p, **fp8),
+                lambda p, a=(model, devices, length): offline(a[0], "h100-sxm", a[1], a[2], a[2], p),
                 cases[case_id]["value"],
             )
         )
@@ -119,15 +153,8 @@ def holdout_points() -> dict[str, list]:
     out: dict[str, list] = {}
     for c in json.loads(HOLDOUT.read_text())["cases"]:
         if c["engine"] == "trtllm":
-            predict = lambda p, c=c: offline(
-                c["model"],
-                c["hardware"],
-                c["tp"],
-                c["prompt_tokens"],
-                c["output_tokens"],
-                p,  # noqa: E731
-                weight_dtype="fp8",
-                kv_dtype="fp8",
+            predict = lambda p, c=c: offline(  # noqa: E731
+                c["model"], c["hardware"], c["tp"], c["prompt_tokens"], c["output_tokens"], p
             )
             out.setdefault("trtllm", []).append((f"{c['id']} output tok/s", predict, c["value"]))
         elif c["engine"] == "llamacpp":
@@ -208,7 +235,7 @@ def fit(name: str, training: list) -> dict:
     ranges = PROXY_RANGES if "compute_peak" in fixed else presets.RANGES
     fitted = presets.pattern_search(
         loss_of([(n, lambda p, f=f, x=fixed: f({**p, **x}), m) for n, f, m in training]),
-        {**START, **extra},
+        {k: v for k, v in {**START, **extra}.items() if k not in fixed},  # a stated value is not searched
         ranges=ranges,
     )
     return {**{k: round(v, -9) if k == "bandwidth_cap" else round(v, 4) for k, v in fitted.items()}, **fixed}
@@ -222,7 +249,9 @@ def spread(name: str, training: list, full: dict) -> dict[str, list[float]]:
         return {}
     refits = [fit(name, [t for t in training if t[0].split(" ")[0] != case]) for case in cases]
     return {
-        k: [min(r[k] for r in [full, *refits]), max(r[k] for r in [full, *refits])] for k in full if k in presets.RANGES
+        k: [min(r[k] for r in [full, *refits]), max(r[k] for r in [full, *refits])]
+        for k in full
+        if k in presets.RANGES and k not in STRUCTURE[name][0]  # the fitted ones
     }
 
 
@@ -261,8 +290,17 @@ def report(name: str, full: dict, training: list, aside: list, held: dict, older
                 print(_row(n, predict, measured, full))
 
 
-def main(write: bool = True) -> None:
-    """Fit every preset and print the report; `write` the YAML files (--print-only: only print, as the docs do)."""
+def stored(name: str) -> tuple[dict, dict]:
+    """(parameters, leave-one-case-out ranges) of the preset as engines/NAME.yaml holds it: what --report prints."""
+    fixed, extra, _ = STRUCTURE[name]
+    p = presets.load(name)._asdict()
+    return {k: p[k] for k in (*START, *extra)} | fixed, dict(p["ranges"])
+
+
+def main(write: bool = True, refit: bool = True) -> None:
+    """Fit every preset and print the report; `write` the YAML files (--print-only: only print). Without `refit`
+    (--report, as the docs do) the stored presets are reported: the same printout once the YAMLs are current, which
+    tests/test_reality.py checks on the held-aside figures."""
     cases = {c["id"]: c for c in json.loads(reality.TRAIN.read_text())}
     out = ROOT / "engines"
     roofs()
@@ -272,6 +310,11 @@ def main(write: bool = True) -> None:
     for name, training in points(cases).items():
         if len(training) < 3:
             unsupported.append((name, len(training)))
+            continue
+        if not refit:
+            full, ranges = stored(name)
+            held = {n: math.log(predict(full) / measured) for n, predict, measured in aside.get(name, [])}
+            report(name, full, training, aside.get(name, []), held, older, ranges)
             continue
         full = fit(name, training)
         ranges = spread(name, training, full)
@@ -299,8 +342,10 @@ def main(write: bool = True) -> None:
         "",
         (
             "Fitted, never edited by hand: `trtllm`, `llamacpp-cuda` and `llamacpp-metal` by "
-            "`benchmarks/train_presets.py` on `benchmarks/data/train.json` and `benchmarks/more_training.json`; "
-            "`vllm` and `sglang` by `benchmarks/fit_engines.py` on `benchmarks/data/serving-train.json`, each run "
+            "`benchmarks/train_presets.py` on `benchmarks/data/train.json` and `benchmarks/more_training.json` "
+            "(TensorRT-LLM's throughput runs priced by `roofline simulate` as trtllm-bench ran them); `vllm` (builds "
+            "0.10 and later), `vllm-legacy` (older or unstated builds: one fit with `vllm`, its own step and layer "
+            "costs) and `sglang` by `benchmarks/fit_engines.py` on `benchmarks/data/serving-train.json`, each run "
             "priced by `roofline simulate` as it was measured (`benchmarks/serving_cases.py`)."
         ),
         "",
@@ -310,9 +355,9 @@ def main(write: bool = True) -> None:
         "given."
         for e, n in unsupported
     ]
-    if write:
+    if write and refit:
         (out / "README.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
-    main(write="--print-only" not in sys.argv[1:])
+    main(write="--print-only" not in sys.argv[1:] and "--report" not in sys.argv[1:], refit="--report" not in sys.argv)

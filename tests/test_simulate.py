@@ -272,3 +272,31 @@ def test_a_measured_engines_fixed_cost_rides_on_every_simulated_step():
     bound, calibrated = simulate(m, plain, **options), simulate(m, profiled, **options)
     assert calibrated.tpot_s["mean"] == pytest.approx(bound.tpot_s["mean"] + 8e-3, rel=1e-6)
     assert any("measured fixed cost per step" in n for n in calibrated.notes)
+
+
+def test_trtllm_scheduler_admits_a_request_only_when_its_whole_kv_fits():
+    # TensorRT-LLM's GUARANTEED_NO_EVICT: the KV budget at memory fraction 0.25 is 0.25 x 85,899,345,920 B (80 GiB)
+    # - 16,060,522,496 B of bf16 weights (8,030,261,248 params) = 5,414,313,984 B / 131,072 B a token = 41,307 tokens;
+    # a request of 2000 + 500 tokens reaches 2512 at blocks of 16, so 16 run at most (16 x 2512 = 40,192 <= 41,307 <
+    # 17 x 2512) and none is ever preempted, where vLLM's policy admits more and preempts
+    # (test_kv_pressure_preempts_and_recomputes).
+    common = dict(concurrency=64, requests=128, prompt_tokens=2000, output_tokens=500, memory_fraction=0.25)
+    s = simulate(M, H, scheduler=Scheduler("trtllm", 1024, 8192, 16), **common)
+    assert s.preemptions == 0 and s.batch["max"] == 16
+    assert simulate(M, H, scheduler=Scheduler("vllm", 1024, 8192, 16), **common).batch["max"] > 16
+
+
+def test_trtllm_scheduler_prefills_a_prompt_whole_when_the_budget_allows():
+    # Four 3000-token prompts at once under a budget of 8192 tokens a step: two fit the first step whole (6000), the
+    # third waits for the next step rather than taking a 2192-token chunk (vLLM's policy would: its first two TTFTs
+    # are 8192 tokens' compute, 2.7 prompts), so the TTFTs are two prompts' compute twice and four twice: a mean of
+    # three (vLLM's: 3.36).
+    reqs = [Request(0.0, 3000, 2) for _ in range(4)]
+    s = run_simulation(prepare(M, H), reqs, scheduler=Scheduler("trtllm", 16, 8192, 16), capacity=False)
+    one = prefill_by_hand(3000)  # compute-bound: 6000 tokens take 85 ms, their weights 4.5 ms to read
+    assert s.ttft_s["mean"] == pytest.approx(3 * one, rel=0.02) and s.ttft_s["max"] == pytest.approx(4 * one, rel=0.02)
+
+
+def prefill_by_hand(P: int) -> float:
+    """One P-token prompt's compute-bound prefill on the H100 (the figures in this module's docstring)."""
+    return (2 * (7_504_658_432 - 525_336_576) * P + 2 * 525_336_576 + 4 * 32 * 128 * 32 * P * (P + 1) / 2) / 989.4e12

@@ -350,6 +350,13 @@ class EnginePrediction(NamedTuple):
     typical_error: dict = {}  # a preset's held-out median |error| per metric: {ttft_mean: {runs, case, device}, ...}
 
 
+def _pool(preset) -> str:
+    """'memory fraction 0.90', or 'KV pool 0.95 of the memory the weights leave' (kv_pool: free)."""
+    if preset.kv_pool == "free":
+        return f"KV pool {preset.memory_fraction:.2f} of the memory the weights leave"
+    return f"memory fraction {preset.memory_fraction:.2f}"
+
+
 def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) -> "EnginePrediction | None":
     """The engine's prediction beside the bound: a preset's efficiencies and step cost (its setup prepared once),
     or the measured calibration."""
@@ -366,9 +373,7 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
         e = estimate_at(p.preset_setup, inputs.batch, inputs.prompt_tokens, inputs.output_tokens)
         if not e.fits:  # the engine's own memory rule: what its memory fraction cannot hold, it does not serve
             notes.append(
-                f"engine {name}: no prediction: under the preset's memory fraction "
-                f"{preset.memory_fraction:.2f} "
-                f"this does not fit ({e.fits_reason})"
+                f"engine {name}: no prediction: under the preset's {_pool(preset)} this does not fit ({e.fits_reason})"
             )
             return None
         ttft, tpot, rate = presets.timings(e, presets.step_cost(preset, p.model), preset.request_overhead_s)
@@ -379,7 +384,7 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
             f"(engines/{preset.name}.yaml): on {p.hardware.id}, {k.bandwidth_efficiency:.2f} of peak bandwidth "
             f"and {k.compute_efficiency:.2f} of the {inputs.compute_dtype} peak, "
             f"+{presets.step_cost(preset, p.model) * 1e3:.2g} "
-            f"ms a step, memory fraction {preset.memory_fraction:.2f}"
+            f"ms a step, {_pool(preset)}"
         )
         return EnginePrediction(preset.name, "preset", ttft, tpot, rate, preset.errors)
     if calibrated is not None and name is not None:

@@ -137,7 +137,13 @@ def _preset_setup(model: Model, hardware: Hardware, k: Knobs, compute_dtype: str
     from roofline.calc import presets
 
     applied = presets.knobs(preset, hardware, compute_dtype)
-    return prepare(model, hardware, k._replace(engine=None, compute_dtype=compute_dtype, **applied))
+    setup = prepare(model, hardware, k._replace(engine=None, compute_dtype=compute_dtype, **applied))
+    if getattr(preset, "kv_pool", "memory") == "free":  # a share of what the weights leave (TensorRT-LLM's rule)
+        reserve = (preset.reserve_bytes or 0.0) / hardware.memory_capacity  # kept out after the share is taken
+        share = presets.of_free(preset.memory_fraction, setup.shape.weights, hardware)
+        applied["memory_fraction"] = max(share - reserve, 0.01)
+        setup = prepare(model, hardware, k._replace(engine=None, compute_dtype=compute_dtype, **applied))
+    return setup
 
 
 def _pipeline_links(

@@ -76,6 +76,13 @@ def knobs(preset: "Preset | dict[str, Any]", hardware=None, compute_dtype: str |
     }
 
 
+def of_free(fraction: float, weight_bytes: float, hardware) -> float:
+    """The memory fraction (of all memory, weights included) that leaves the KV pool `fraction` x (memory - weights):
+    TensorRT-LLM's kv_cache_free_gpu_mem_fraction (KvCacheConfig: a share of the memory free once the weights are
+    loaded). f x C - w = fraction x (C - w)  =>  f = fraction + (1 - fraction) x w / C."""
+    return fraction + (1.0 - fraction) * weight_bytes / hardware.memory_capacity
+
+
 def step_cost(preset: Preset, model) -> float:
     """Seconds a preset adds to every engine step of `model`: its fixed cost plus its cost per layer (none for a
     params-only model, whose layers are unknown)."""

@@ -9,7 +9,11 @@ the KV budget (the memory fraction x capacity - weights); when a step's tokens d
 admitted request is preempted and later recomputed from its first token (vLLM V1's recompute). Defaults are V1's
 for an OpenAI server (EngineArgs.get_batch_defaults): max_num_batched_tokens 8192 and max_num_seqs 1024 on devices
 with 70 GiB or more (not A100), else 2048 and 256; block_size 16. The `static` policy admits a new batch only when
-the last one has finished, and prefills it in one step: what continuous batching buys.
+the last one has finished, and prefills it in one step: what continuous batching buys. The `trtllm` policy is
+TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT, batch_manager/capacityScheduler.cpp): a request is
+admitted only when the blocks of its whole prompt + output fit beside those every running request will reach, so
+nothing is ever preempted; its prompt is prefilled whole within the step's budget (chunked only when it alone
+outgrows the budget, as enable_chunked_prefill does).
 
 Steps with only decodes repeat the same batch with contexts one token longer each: between events (an arrival, a
 finish, a window filling, the KV cache filling) they are summed in closed form (stepmodel.decode_run), so a run
@@ -29,11 +33,11 @@ from roofline.calc.stepmodel import Decodes, StepModel
 from roofline.calc.workload import Request
 from roofline.errors import UsageError
 
-POLICIES = ("vllm", "static")
+POLICIES = ("vllm", "static", "trtllm")
 
 
 class Scheduler(NamedTuple):
-    policy: str  # "vllm" (V1, continuous) or "static"
+    policy: str  # "vllm" (V1, continuous), "static" or "trtllm" (GUARANTEED_NO_EVICT)
     max_num_seqs: int
     max_num_batched_tokens: int
     block_size: int
@@ -98,6 +102,7 @@ class Replica:
         self.finishes: list[tuple[int, int]] = []  # (G of the last token, request)
         self.crossings: list[tuple[int, int]] = []  # (G at which c + 1 reaches the window, request)
         self.G = self.S = self.A = self.K = self.below = self.used = 0
+        self.reserved = 0  # trtllm: the KV tokens (whole blocks) the running requests will reach
         self.order: list[int] = []  # running, in admission order (the last is preempted first)
         self.prefilling: dict[int, None] = {}  # running requests whose prompt (or recompute) is in progress
         self.waiting: deque[int] = deque()
@@ -158,10 +163,17 @@ class Replica:
         g, i = entry
         return i in self.gbase and self.gbase[i] + g == self.O[i]
 
+    def whole(self, i: int) -> int:
+        """The KV tokens request i reaches by its last token, at whole blocks (what GUARANTEED_NO_EVICT reserves)."""
+        b = self.sched.block_size
+        return -(-(self.P[i] + self.O[i]) // b) * b
+
     def complete(self, i: int) -> None:
         self.finish[i] = self.now
         self.done += 1
         self.used -= self.computed[i]
+        if self.sched.policy == "trtllm":
+            self.reserved -= self.whole(i)
         self.order.remove(i)
         if self.concurrency is not None and self.next_client < self.n:  # the client sends its next request
             j = self.next_client
@@ -255,7 +267,15 @@ class Replica:
         while admit and self.waiting and budget > 0 and len(self.order) < sched.max_num_seqs:
             i = self.waiting[0]
             t = min(P[i] + self.gen[i] - self.computed[i], budget)
-            if not self.fits(self.computed[i] + t + sched.block_size):
+            if sched.policy == "trtllm":
+                if self.reserved + self.whole(i) > self.cap:
+                    if not self.order:
+                        self.too_large(i)
+                    break
+                if t < P[i] - self.computed[i] and budget < sched.max_num_batched_tokens - len(self.cbase):
+                    break  # its prompt waits for a step with room for all of it
+                self.reserved += self.whole(i)
+            elif not self.fits(self.computed[i] + t + sched.block_size):
                 if not self.order:
                     self.too_large(i)
                 break

@@ -108,11 +108,16 @@ def simulate(
     output_dist: OutputDist = None,
     trace: Trace = None,
     scheduler: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--scheduler", help="vllm (V1 continuous batching, chunked prefill) or static (a batch runs to its end)."
+            "--scheduler",
+            help=(
+                "vllm (V1 continuous batching, chunked prefill), trtllm (TensorRT-LLM's: admits a request only when "
+                "its whole KV fits, never preempts) or static (a batch runs to its end). [default: the --engine "
+                "preset's, else vllm]"
+            ),
         ),
-    ] = "vllm",
+    ] = None,
     max_num_seqs: Annotated[
         int | None,
         typer.Option(
@@ -180,6 +185,10 @@ def simulate(
     m, h = specs(model, hardware, quiet)
     rates = rate_list(rate)
     seqs, tokens = vllm_defaults(h)
+    if scheduler is None:
+        from roofline.specs.presets import load, names
+
+        scheduler = load(engine).scheduler if engine in names() else "vllm"  # a preset may name its engine's policy
     sched = Scheduler(
         text_value(scheduler, "--scheduler"), max_num_seqs or seqs, max_num_batched_tokens or tokens, block_size
     )

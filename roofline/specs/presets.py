@@ -22,6 +22,8 @@ RANGES = {
 }
 PROXY_RANGES = {**RANGES, "compute_fraction": (0.02, 4.0)}  # with a compute_peak: a multiple of another unit's peak
 BACKENDS = {"cuda": "NVIDIA", "metal": "Apple"}  # a preset's backend -> the device names (prefix) it applies to
+KV_POOLS = ("memory", "free")  # what memory_fraction is a share of: all memory, or what the weights leave
+SCHEDULERS = ("vllm", "trtllm")  # roofline.calc.replica.POLICIES an engine preset may name
 COMPUTE_PEAKS = ("fp32", "fp16", "bf16", "fp8", "int8")
 
 
@@ -45,6 +47,8 @@ class Preset(NamedTuple):
     layer_overhead_s: float = 0.0  # seconds per layer per step on top of step_overhead_s (launches, norms, syncs)
     reserve_bytes: float = 0.0  # bytes per device the engine keeps out of its KV pool (activations, graphs)
     errors: dict[str, dict[str, float]] = {}  # metric -> {runs, case, device}: median |error| held out (fractions)
+    kv_pool: str = "memory"  # memory: KV = memory_fraction x memory - weights (vLLM); free: of what weights leave
+    scheduler: str = "vllm"  # the simulator's policy for this engine (roofline.calc.replica.POLICIES)
 
 
 def load(name: str) -> Preset:
@@ -78,6 +82,8 @@ def load(name: str) -> Preset:
         )
         for name in ("request_overhead_s", "layer_overhead_s", "reserve_bytes")
     }
+    pool = f.take("kv_pool", choice(*KV_POOLS), f"one of: {', '.join(KV_POOLS)}", "memory")
+    policy = f.take("scheduler", choice(*SCHEDULERS), f"one of: {', '.join(SCHEDULERS)}", "vllm")
     errors = f.take("errors", _errors, "a mapping of metric to {runs, case, device} held-out median errors", {})
     fitted = {**values, **extra, **({"bandwidth_cap": cap} if cap is not None else {})}
     spans = f.take("ranges", _spans(fitted), "a mapping of fitted parameter to [low, high] around its value", {})
@@ -97,6 +103,8 @@ def load(name: str) -> Preset:
             "layer_overhead_s",
             "reserve_bytes",
             "errors",
+            "kv_pool",
+            "scheduler",
             "source",
             "notes",
         ]
@@ -114,6 +122,8 @@ def load(name: str) -> Preset:
         ranges=spans,
         **extra,
         errors=errors,
+        kv_pool=pool,
+        scheduler=policy,
     )
 
 
