@@ -300,3 +300,14 @@ def test_trtllm_scheduler_prefills_a_prompt_whole_when_the_budget_allows():
 def prefill_by_hand(P: int) -> float:
     """One P-token prompt's compute-bound prefill on the H100 (the figures in this module's docstring)."""
     return (2 * (7_504_658_432 - 525_336_576) * P + 2 * 525_336_576 + 4 * 32 * 128 * 32 * P * (P + 1) / 2) / 989.4e12
+
+
+def test_trtllm_reservations_never_preempt_when_the_cache_is_full():
+    # The same 41,307-token budget, requests of 2076 + 500 = 2576 tokens (161 whole blocks of 16): 16 reserve
+    # 41,216 tokens, so 16 run. Counting each running request's part-filled block at 15 tokens (16 x 2591 = 41,456)
+    # would overflow the budget near their last tokens and preempt; reservations mean nothing is ever evicted.
+    s = simulate(
+        M, H, concurrency=64, requests=128, prompt_tokens=2076, output_tokens=500, memory_fraction=0.25,
+        scheduler=Scheduler("trtllm", 1024, 8192, 16),
+    )  # fmt: skip
+    assert s.preemptions == 0 and s.batch["max"] == 16 and s.requests == 128 - 12 and s.kv_utilization["max"] <= 1.0

@@ -140,7 +140,7 @@ def _preset_setup(model: Model, hardware: Hardware, k: Knobs, compute_dtype: str
     setup = prepare(model, hardware, k._replace(engine=None, compute_dtype=compute_dtype, **applied))
     if getattr(preset, "kv_pool", "memory") == "free":  # a share of what the weights leave (TensorRT-LLM's rule)
         reserve = (preset.reserve_bytes or 0.0) / hardware.memory_capacity  # kept out after the share is taken
-        share = presets.of_free(preset.memory_fraction, setup.shape.weights, hardware)
+        share = min(presets.of_free(preset.memory_fraction, setup.shape.weights, hardware), 1.0)  # weights > memory
         applied["memory_fraction"] = max(share - reserve, 0.01)
         setup = prepare(model, hardware, k._replace(engine=None, compute_dtype=compute_dtype, **applied))
     return setup

@@ -37,7 +37,7 @@ POLICIES = ("vllm", "static", "trtllm")
 
 
 class Scheduler(NamedTuple):
-    policy: str  # "vllm" (V1, continuous), "static" or "trtllm" (GUARANTEED_NO_EVICT)
+    policy: str | None  # "vllm" (V1, continuous), "static", "trtllm" (GUARANTEED_NO_EVICT); None: the engine's
     max_num_seqs: int
     max_num_batched_tokens: int
     block_size: int
@@ -211,7 +211,7 @@ class Replica:
         running = len(self.order)
         self.batch_time += running * dt
         self.batch_max = max(self.batch_max, running)
-        share = (self.used + self.slack()) / self.cap
+        share = min((self.used + self.slack()) / self.cap, 1.0)  # slack: at most b - 1 a request (trtllm: reserved)
         self.kv_time += share * dt
         self.kv_max = max(self.kv_max, share)
 
@@ -245,20 +245,21 @@ class Replica:
     def schedule(self) -> None:
         """One step as V1 builds it, or a run of decode-only steps summed in closed form."""
         sched, P = self.sched, self.P
-        while self.cbase and not self.fits(len(self.cbase)) and self.preempt():
+        no_evict = sched.policy == "trtllm"  # its reservations hold every running request's KV to its last token
+        while not no_evict and self.cbase and not self.fits(len(self.cbase)) and self.preempt():
             pass
-        if self.cbase and not self.fits(len(self.cbase)):
+        if not no_evict and self.cbase and not self.fits(len(self.cbase)):
             self.too_large(next(iter(self.cbase)))
         static = sched.policy == "static"
         budget = (10**12 if static else sched.max_num_batched_tokens) - len(self.cbase)
         chunks: list[tuple[int, int, int]] = []  # (request, start, end)
         for i in list(self.prefilling):
             t = min(P[i] + self.gen[i] - self.computed[i], budget)
-            while t > 0 and not self.fits(t) and self.preempt():
+            while not no_evict and t > 0 and not self.fits(t) and self.preempt():
                 pass
             if i not in self.prefilling or t <= 0:
                 continue
-            if not self.fits(t):  # nothing left to preempt: it alone outgrows the cache
+            if not no_evict and not self.fits(t):  # nothing left to preempt: it alone outgrows the cache
                 self.too_large(i)
             chunks.append((i, self.computed[i], self.computed[i] + t))
             budget -= t
@@ -267,12 +268,14 @@ class Replica:
         while admit and self.waiting and budget > 0 and len(self.order) < sched.max_num_seqs:
             i = self.waiting[0]
             t = min(P[i] + self.gen[i] - self.computed[i], budget)
-            if sched.policy == "trtllm":
+            if no_evict:
                 if self.reserved + self.whole(i) > self.cap:
                     if not self.order:
                         self.too_large(i)
                     break
-                if t < P[i] - self.computed[i] and budget < sched.max_num_batched_tokens - len(self.cbase):
+                if t < P[i] + self.gen[i] - self.computed[i] and budget < sched.max_num_batched_tokens - len(
+                    self.cbase
+                ):
                     break  # its prompt waits for a step with room for all of it
                 self.reserved += self.whole(i)
             elif not self.fits(self.computed[i] + t + sched.block_size):
@@ -319,7 +322,8 @@ class Replica:
         m = max(1, self.finishes[0][0] - self.G)
         if self.crossings:
             m = min(m, max(1, self.crossings[0][0] - self.G))
-        m = min(m, max(1, (self.cap - self.used - self.slack()) // n))
+        if self.sched.policy != "trtllm":  # no-evict reservations: the cache cannot fill up before a finish
+            m = min(m, max(1, (self.cap - self.used - self.slack()) // n))
         keys, kv_read = self.decodes()[1:]
         keys_slope = model.full * n + model.sliding * self.below
         kv_slope = model.kv_full * n + model.kv_slide * self.below
@@ -346,7 +350,7 @@ class Replica:
         self.batch_time += running * total
         self.batch_max = max(self.batch_max, running)
         n = len(self.cbase)
-        share0 = (self.used + self.slack()) / self.cap
-        share1 = (self.used + self.slack() + n * m) / self.cap
+        share0 = min((self.used + self.slack()) / self.cap, 1.0)
+        share1 = min((self.used + self.slack() + n * m) / self.cap, 1.0)
         self.kv_time += (share0 + share1) / 2 * total
         self.kv_max = max(self.kv_max, share1)

@@ -174,7 +174,7 @@ def run_simulation(
     count(warmup, "warmup", 0, len(requests) - 1, "a number of warm-up requests")
     if concurrency is not None:
         count(concurrency, "concurrency", 1, MAX_REQUESTS, "a number of clients")
-    sched = scheduler or Scheduler("vllm", *vllm_defaults(p.hardware), 16)
+    sched = engine_scheduler(p, scheduler)
     check_scheduler(sched)
     if p.knobs.pp > 1 or p.knobs.disagg or p.draft is not None:
         raise UsageError(
@@ -258,6 +258,14 @@ def run_simulation(
         notes=[*p.notes, *notes],
         per_request=per_request,
     )
+
+
+def engine_scheduler(p: Prepared, scheduler: Scheduler | None) -> Scheduler:
+    """`scheduler`, its policy the engine preset's where it names none (None: vLLM V1's defaults on the device)."""
+    policy = getattr(p.preset, "scheduler", None) or "vllm"
+    if scheduler is None:
+        return Scheduler(policy, *vllm_defaults(p.hardware), 16)
+    return scheduler if scheduler.policy is not None else scheduler._replace(policy=policy)
 
 
 def check_scheduler(s: Scheduler) -> None:
@@ -401,7 +409,7 @@ def simulate(
         "slo_percentile": slo_percentile,
     }
     inputs.pop("batch")
-    sched = scheduler or Scheduler("vllm", *vllm_defaults(hardware), 16)
+    sched = engine_scheduler(p, scheduler)
     inputs["scheduler"] = sched._asdict()
     return run_simulation(
         p,

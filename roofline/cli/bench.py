@@ -209,7 +209,7 @@ def bench(
 
         m, h = specs(model, hardware, quiet)
         seqs, tokens = vllm_defaults(h)
-        sched = Scheduler("vllm", max_num_seqs or seqs, max_num_batched_tokens or tokens, 16)
+        sched = Scheduler(None, max_num_seqs or seqs, max_num_batched_tokens or tokens, 16)  # None: the engine's
         predicted = run_simulation(
             prepare(m, h, knobs_from(locals())),
             chosen,

@@ -185,13 +185,8 @@ def simulate(
     m, h = specs(model, hardware, quiet)
     rates = rate_list(rate)
     seqs, tokens = vllm_defaults(h)
-    if scheduler is None:
-        from roofline.specs.presets import load, names
-
-        scheduler = load(engine).scheduler if engine in names() else "vllm"  # a preset may name its engine's policy
-    sched = Scheduler(
-        text_value(scheduler, "--scheduler"), max_num_seqs or seqs, max_num_batched_tokens or tokens, block_size
-    )
+    policy = None if scheduler is None else text_value(scheduler, "--scheduler")  # None: the engine preset's
+    sched = Scheduler(policy, max_num_seqs or seqs, max_num_batched_tokens or tokens, block_size)
     loaded = None
     if trace is not None:
         from roofline.specs.trace import load_trace
