@@ -137,6 +137,9 @@ def test_an_engine_prediction_applies_the_engines_memory_rule():
     assert not e.fits and e.engine is not None  # the engine holds what the bound's 0.9 does not
     e = estimate(m, h, batch=40, **lengths)
     assert e.engine is None and any("exceeds the max batch 38" in n and "weights leave" in n for n in e.notes)
+    # Weights over memory (Llama-3.1-405B fp8 at tp 2: 203 GB a device on 85.9 GB) leave nothing under either rule.
+    e = estimate(load_model("llama-3.1-405b"), h, tp=2, weight_dtype="fp8", engine="trtllm")
+    assert not e.fits and e.engine is None and any("no prediction" in n for n in e.notes)
 
 
 def test_memory_figures_say_per_device_or_whole_model():
