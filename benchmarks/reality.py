@@ -100,37 +100,23 @@ TRTLLM_KV_FRACTION = 0.95  # "--kv_cache_free_gpu_mem_fraction 0.95" in many run
 TRTLLM_BLOCK = 32  # tokens a KV block (KvCacheConfig.tokens_per_block's default)
 
 
-def trtllm_bench_settings(
-    model,
-    hardware,
-    tp: int,
-    isl: int,
-    osl: int,
-    weight_bytes: float = 1.0,
-    kv_bytes: float = 1.0,
-    fraction: float = TRTLLM_KV_FRACTION,
-) -> tuple[int, int]:
-    """(max_batch_size, max_num_tokens) trtllm-bench throughput picks for a dataset of isl/osl tokens
-    (tensorrt_llm/bench/build/tuning.py: calc_engine_setting and finetune_setting, pp 1), in its own GiB units."""
+def trtllm_bench_settings(model, hardware, tp: int, isl: int, osl: int) -> tuple[int, int]:
+    """(max_batch_size, max_num_tokens) trtllm-bench throughput picks for a dataset of isl/osl tokens, FP8 weights
+    and KV, KV fraction TRTLLM_KV_FRACTION (tensorrt_llm/bench/build/tuning.py: calc_engine_setting and
+    finetune_setting, pp 1), in its own GiB units."""
     a = model.arch
-    per_token = 2 * a.layers * max(tp, a.num_kv_heads) * a.head_dim * kv_bytes / 2**30
-    available = hardware.memory_capacity / 2**30 * tp - model.params * weight_bytes / 2**30
-    requests = available * fraction / (per_token * (isl + osl))
-    raw_bs = min(requests, 4096)
+    per_token = 2 * a.layers * max(tp, a.num_kv_heads) * a.head_dim / 2**30  # 1 B an FP8 element, all devices
+    available = (hardware.memory_capacity * tp - model.params) / 2**30  # 1 B an FP8 weight
+    raw_bs = min(available * TRTLLM_KV_FRACTION / (per_token * (isl + osl)), 4096)
     raw_tokens = min(raw_bs * (1 + isl / osl), 32768)
-    if raw_bs < 256:
-        bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        bs = 256 * math.ceil(raw_bs / 256)
-    if raw_tokens < 4096:
-        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
-    elif raw_tokens < 8192:
-        tokens = 512 * math.ceil(raw_tokens / 512)
-    else:
-        tokens = 1024 * math.ceil(raw_tokens / 1024)
-    return bs, tokens
+    bs = max(64, _round_up(raw_bs, ((256, 32), (1024, 128), (math.inf, 256))))
+    return bs, max(2048, _round_up(raw_tokens, ((4096, 256), (8192, 512), (math.inf, 1024))))
+
+
+def _round_up(value: float, tiers: tuple[tuple[float, int], ...]) -> int:
+    """`value` rounded up to the multiple of the first tier (below, multiple) whose bound it is below."""
+    multiple = next(m for below, m in tiers if value < below)
+    return multiple * math.ceil(value / multiple)
 
 
 def llama_bench(case: dict) -> list[tuple[str, bool, Callable[..., Any], float]]:

@@ -75,7 +75,7 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
     notes += shape_notes(model, k.tp)
     peak = hardware.peak_flops[inputs.compute_dtype]
     active = float(model.counts.active) if model.counts else model.params
-    preset, preset_setup = _preset(model, hardware, k, inputs)
+    preset, preset_setup = _preset(model, hardware, k, inputs, shape.weights)
     faster = cache.speedup(cache.ladder(hardware.measured), shape.streamed(1))
     if faster > 1.005:
         notes.append(
@@ -109,7 +109,9 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
     )
 
 
-def _preset(model: Model, hardware: Hardware, k: Knobs, inputs: Inputs) -> tuple[Any, "Prepared | None"]:
+def _preset(
+    model: Model, hardware: Hardware, k: Knobs, inputs: Inputs, weights: float
+) -> tuple[Any, "Prepared | None"]:
     """The engine's preset for this device, and the setup its knobs make, prepared once for every point (None
     for no engine, eager or a measured one; no prediction with a pipeline or pools: presets were fitted without)."""
     name = inputs.engine
@@ -123,27 +125,28 @@ def _preset(model: Model, hardware: Hardware, k: Knobs, inputs: Inputs) -> tuple
     preset = presets.for_device(name, hardware)
     if k.pp > 1 or k.disagg:
         return preset, None
-    return preset, _preset_setup(model, hardware, k, inputs.compute_dtype, preset)
+    return preset, _preset_setup(model, hardware, k, inputs.compute_dtype, preset, weights)
 
 
 def with_preset(p: Prepared, preset: Any) -> Prepared:
     """`p` priced with `preset` (a roofline.specs.presets.Preset), as `--engine` would: how benchmarks/fit_engines.py
     tries candidate parameters through the code path users run."""
-    setup = _preset_setup(p.model, p.hardware, p.knobs, p.inputs.compute_dtype, preset)
+    setup = _preset_setup(p.model, p.hardware, p.knobs, p.inputs.compute_dtype, preset, p.shape.weights)
     return p._replace(preset=preset, preset_setup=setup)
 
 
-def _preset_setup(model: Model, hardware: Hardware, k: Knobs, compute_dtype: str, preset: Any) -> Prepared:
+def _preset_setup(
+    model: Model, hardware: Hardware, k: Knobs, compute_dtype: str, preset: Any, weights: float
+) -> Prepared:
+    """The setup under the preset's knobs; `weights`: bytes per device, for a KV pool of what they leave."""
     from roofline.calc import presets
 
     applied = presets.knobs(preset, hardware, compute_dtype)
-    setup = prepare(model, hardware, k._replace(engine=None, compute_dtype=compute_dtype, **applied))
     if getattr(preset, "kv_pool", "memory") == "free":  # a share of what the weights leave (TensorRT-LLM's rule)
         reserve = (preset.reserve_bytes or 0.0) / hardware.memory_capacity  # kept out after the share is taken
-        share = min(presets.of_free(preset.memory_fraction, setup.shape.weights, hardware), 1.0)  # weights > memory
+        share = min(presets.of_free(preset.memory_fraction, weights, hardware), 1.0)  # weights over memory: none
         applied["memory_fraction"] = max(share - reserve, 0.01)
-        setup = prepare(model, hardware, k._replace(engine=None, compute_dtype=compute_dtype, **applied))
-    return setup
+    return prepare(model, hardware, k._replace(engine=None, compute_dtype=compute_dtype, **applied))
 
 
 def _pipeline_links(

@@ -102,7 +102,8 @@ class Replica:
         self.finishes: list[tuple[int, int]] = []  # (G of the last token, request)
         self.crossings: list[tuple[int, int]] = []  # (G at which c + 1 reaches the window, request)
         self.G = self.S = self.A = self.K = self.below = self.used = 0
-        self.reserved = 0  # trtllm: the KV tokens (whole blocks) the running requests will reach
+        self.no_evict = sched.policy == "trtllm"  # reservations hold every running request's KV to its last token
+        self.reserved = 0  # no_evict: the KV tokens (whole blocks) the running requests will reach
         self.order: list[int] = []  # running, in admission order (the last is preempted first)
         self.prefilling: dict[int, None] = {}  # running requests whose prompt (or recompute) is in progress
         self.waiting: deque[int] = deque()
@@ -172,7 +173,7 @@ class Replica:
         self.finish[i] = self.now
         self.done += 1
         self.used -= self.computed[i]
-        if self.sched.policy == "trtllm":
+        if self.no_evict:
             self.reserved -= self.whole(i)
         self.order.remove(i)
         if self.concurrency is not None and self.next_client < self.n:  # the client sends its next request
@@ -245,7 +246,7 @@ class Replica:
     def schedule(self) -> None:
         """One step as V1 builds it, or a run of decode-only steps summed in closed form."""
         sched, P = self.sched, self.P
-        no_evict = sched.policy == "trtllm"  # its reservations hold every running request's KV to its last token
+        no_evict = self.no_evict
         while not no_evict and self.cbase and not self.fits(len(self.cbase)) and self.preempt():
             pass
         if not no_evict and self.cbase and not self.fits(len(self.cbase)):
@@ -322,7 +323,7 @@ class Replica:
         m = max(1, self.finishes[0][0] - self.G)
         if self.crossings:
             m = min(m, max(1, self.crossings[0][0] - self.G))
-        if self.sched.policy != "trtllm":  # no-evict reservations: the cache cannot fill up before a finish
+        if not self.no_evict:  # under reservations the cache cannot fill up before a finish
             m = min(m, max(1, (self.cap - self.used - self.slack()) // n))
         keys, kv_read = self.decodes()[1:]
         keys_slope = model.full * n + model.sliding * self.below
