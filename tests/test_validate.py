@@ -489,3 +489,34 @@ def test_transformers_runs_under_no_grad_as_generate_does():
         assert not torch.is_inference_mode_enabled() and not torch.is_grad_enabled()
     with engine_costs.grad_mode(torch, "eager"):
         assert torch.is_inference_mode_enabled()
+
+
+def test_a_dtype_under_a_tenth_of_the_fastest_is_slow():
+    from roofline.measure.bench import slow_dtypes
+
+    # A 2-core AVX2 Zen 3 VM's measure: bf16 1.39 and fp16 1.33 GFLOP/s against fp32's 154 (no native 16-bit units);
+    # 9.9 is just under a tenth of 100, 10 is not.
+    assert slow_dtypes({"fp32": 154e9, "bf16": 1.39e9, "fp16": 1.33e9}) == {"bf16", "fp16"}
+    assert slow_dtypes({"fp32": 100.0, "bf16": 9.9, "fp16": 10.0}) == {"bf16"}
+    assert slow_dtypes({"fp32": 170e9, "bf16": 850e9}) == set()  # AVX-512 BF16 / AMX: 5x fp32, both native
+    assert slow_dtypes({}) == set()
+
+
+def test_validate_runs_fp32_where_16_bit_matmuls_are_not_native(tiny, tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    from roofline.measure import bench
+
+    bf16 = tmp_path / "bf16.yaml"
+    bf16.write_text(TINY.replace("dtype: fp32", "dtype: bf16"))
+    rates = {"bf16": 1.3e9, "fp32": 137e9}  # the Zen 3 VM's probes
+    monkeypatch.setattr(bench, "matmul_probe", lambda torch, kind, tensor, dtypes: {d: rates[d] for d in dtypes})
+    args = ["validate", "-m", str(bf16), "--batch", "1", "--prompt", "8", "--output", "3", "-H", "h100-sxm", "--json"]
+    data = json.loads(runner.invoke(app, args).stdout)
+    assert data["model"]["dtype"] == "fp32"
+    assert "bf16 matmuls run at 1.3 GFLOP/s here against fp32's 137" in data["notes"][0]
+    rates["bf16"] = 850e9  # a CPU with AVX-512 BF16 or AMX: the model's own dtype
+    data = json.loads(runner.invoke(app, args).stdout)
+    assert data["model"]["dtype"] == "bf16" and "notes" not in data
+    rates["bf16"] = 1.3e9  # an explicit --dtype is run as asked
+    data = json.loads(runner.invoke(app, [*args, "--dtype", "bf16"]).stdout)
+    assert data["model"]["dtype"] == "bf16"

@@ -78,9 +78,7 @@ def run(
     on_step("probe")
     free = torch.cuda.mem_get_info()[0] if kind == "cuda" else machine.available_memory()
     read_probe, rate_probe = _probe(torch, kind, tensor, dev, measured)
-    fast = [
-        d for d, r in rate_probe.items() if r >= 0.1 * max(rate_probe.values())
-    ]  # slow dtypes get their probe shape only
+    fast = [d for d in rate_probe if d not in slow_dtypes(rate_probe)]  # slow dtypes get their probe shape only
     here = planner.Machine(kind, context["last_level_cache_bytes"], free, read_probe, max(rate_probe.values()))
     curve_dtypes = len({weight_dtype, *fast} - {"tf32"})  # the weight dtype's curve runs though its matmul is not asked
     plan = plan or planner.plan(here, quick, deadline - time.perf_counter(), len(fast), curve_dtypes)
@@ -98,8 +96,7 @@ def run(
     for d in measured:
         on_step(f"matmul {d}")
         matmul[d] = matmul_scan(torch, clock, tensor, d, notes, on_step)
-    fastest = max((m["best_flop_per_s"] for m in matmul.values()), default=0.0)
-    slow = {d for d, m in matmul.items() if m["best_flop_per_s"] < 0.1 * fastest}
+    slow = slow_dtypes({d: m["best_flop_per_s"] for d, m in matmul.items()})
     read_dtype = weight_dtype if weight_dtype not in slow else max(matmul, key=lambda d: matmul[d]["best_flop_per_s"])
     if read_dtype != weight_dtype:
         notes.append(f"weights_read in {read_dtype}: {weight_dtype} matmuls run at under 10% of the fastest dtype's")
@@ -183,16 +180,32 @@ def run(
     }
 
 
+SLOW_SHARE = 0.1  # a dtype whose matmuls run under this share of the fastest dtype's has no native units here
+
+
+def slow_dtypes(rates: dict[str, float]) -> set[str]:
+    """The dtypes whose matmul rate [FLOP/s] is under SLOW_SHARE of the fastest's: 16-bit on a CPU without native
+    16-bit arithmetic (bf16 1.3 GFLOP/s against fp32's 137-154 on a 2-core AVX2 Zen 3 VM, measured)."""
+    fastest = max(rates.values(), default=0.0)
+    return {d for d, r in rates.items() if r < SLOW_SHARE * fastest}
+
+
 def _probe(torch, kind: str, tensor, dev, dtypes: list[str]) -> tuple[float, dict[str, float]]:
     """(read bytes/s, {dtype: FLOP/s}) from a few quick calls: a sum over 64 MiB and a 256^3 matmul per dtype;
     the planner sizes buffers and time shares with them."""
-    from roofline.measure.kernels import tf32_mode
-
     probe_clock = Clock(torch, kind, None)
     buffer = torch.ones(16 * 2**20, dtype=torch.float32, device=dev)
     times = probe_clock.times(lambda: buffer.sum(), min_reps=3, min_time=0.0, max_time=0.3)
     read = summary(buffer.numel() * 4, times)[0]
     buffer = None  # free it before the matmul probes
+    return read, matmul_probe(torch, kind, tensor, dtypes)
+
+
+def matmul_probe(torch, kind: str, tensor, dtypes: list[str]) -> dict[str, float]:
+    """{dtype: FLOP/s} of a 256^3 matmul, the best of a few calls (`tensor(*shape, dtype=d)` makes the operand)."""
+    from roofline.measure.kernels import tf32_mode
+
+    probe_clock = Clock(torch, kind, None)
     rates = {}
     for d in dtypes:
         a = tensor(256, 256, dtype=d)
@@ -200,7 +213,7 @@ def _probe(torch, kind: str, tensor, dev, dtypes: list[str]) -> tuple[float, dic
             rates[d] = summary(
                 matmul_flops(256, 256, 256), probe_clock.times(lambda: a @ a, min_reps=2, min_time=0.0, max_time=0.3)
             )[0]
-    return read, rates
+    return rates
 
 
 def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on_step, phase) -> dict[str, Any]:

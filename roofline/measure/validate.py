@@ -70,9 +70,11 @@ def run(
     """Measured vs predicted TTFT and TPOT for each batch (see the module docstring): the `validate --json` report.
 
     `hardware` None: a quick `measure` of this device first. `dtype` None: the model's if it is fp32, bf16 or
-    fp16, else bf16. `available_bytes` None: the free memory of the device. `repeat` rounds interleave the
+    fp16, else bf16, unless this device runs that dtype's matmuls under a tenth as fast as fp32's (native_dtype):
+    then fp32, with a note. `available_bytes` None: the free memory of the device. `repeat` rounds interleave the
     batches; `engine` is "eager" (roofline's decoder) or "transformers" (Hugging Face's implementation)."""
     a = check_supported(model)
+    asked = dtype
     dtype = dtype if dtype is not None else model.dtype if model.dtype in RUN_DTYPES else "bf16"
     if dtype not in RUN_DTYPES:
         raise UsageError(f"validate runs fp32, bf16 or fp16, got {dtype!r}", "dtype")
@@ -97,14 +99,13 @@ def run(
     torch = torch_module("validate")
     build = engine_builder(engine, model)
     device = pick_device(torch, device)
+    notes = []
+    if asked is None:
+        dtype, note = native_dtype(torch, device, dtype)
+        notes += [note] if note else []
     if available_bytes is None:
-        _check_memory(
-            model,
-            dtype,
-            batches,
-            prompt + output,
-            torch.cuda.mem_get_info()[0] if device == "cuda" else machine.available_memory(),
-        )
+        available_bytes = torch.cuda.mem_get_info()[0] if device == "cuda" else machine.available_memory()
+    _check_memory(model, dtype, batches, prompt + output, available_bytes)
     if hardware is None:
         hardware = _quick_profile(device, dtype, on_step, engine)
     runs: dict[int, list[dict[str, Any]]] = {b: [] for b in batches}
@@ -159,11 +160,35 @@ def run(
         at = {key: point[key] for key in ("m", "k", "n")}
         envelope["drift"] = {"reference": at, "now_flop_per_s": reference.now, "ratio": ratio}
     if hardware.measured and any(r["prediction"] == "roofline" for r in rows):
-        envelope["notes"] = [
+        notes.append(
             f"{hardware.name} has no calibration for {dtype} (its decode-shaped curve, decode attention or fixed costs "
             f"are missing: see its measured notes, or measure --dtype {dtype}), so the prediction is the roofline bound"
-        ]
+        )
+    if notes:
+        envelope["notes"] = notes
     return Report("validate", envelope, rows)
+
+
+def native_dtype(torch, device: str, dtype: str) -> tuple[str, str | None]:
+    """(the dtype to run, a note or None): `dtype`, unless a 256^3 matmul in it runs under a tenth of fp32's here
+    (bench.slow_dtypes: a CPU without native 16-bit arithmetic), where a validate in it would take ~100x as long and
+    match no deployment: then fp32."""
+    from roofline.measure import bench
+    from roofline.measure.timing import STORAGE
+
+    if dtype == "fp32":
+        return dtype, None
+
+    def tensor(*shape: int, dtype: str):
+        return torch.rand(*shape, dtype=getattr(torch, STORAGE[dtype]), device=device)
+
+    rates = bench.matmul_probe(torch, device, tensor, [dtype, "fp32"])
+    if dtype not in bench.slow_dtypes(rates):
+        return dtype, None
+    return "fp32", (
+        f"{dtype} matmuls run at {rates[dtype] / 1e9:.3g} GFLOP/s here against fp32's {rates['fp32'] / 1e9:.3g} (no "
+        f"native {dtype} arithmetic), so this validate runs fp32; --dtype {dtype} runs {dtype} anyway"
+    )
 
 
 def run_summary(hardware: Hardware, prompt: int, output: int, batches: list[int], rows: list) -> dict[str, Any]:
