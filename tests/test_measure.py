@@ -477,3 +477,38 @@ def test_freed_memory_is_kept_so_a_second_buffer_faults_no_pages():
     faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
     # By default every one of its 16,384 pages faults again.
     assert len(buffer) == size and faulted < 0.05 * size / resource.getpagesize()
+
+
+def test_an_llm_shape_over_the_cap_is_narrowed_by_hand():
+    from roofline.measure.kernels import fitting_outputs
+
+    # 2 x 256 x 4096 x 4096 = 8.59 GFLOP over a 5.2 GFLOP cap (140 GFLOP/s x 37 ms); 2048 outputs: 4.29 GFLOP.
+    assert fitting_outputs(256, 4096, 4096, 5.2e9) == 2048
+    # 2 x 512 x 4096 = 4.19 MFLOP an output: 1,240 fit 5.2 GFLOP; 14336 halves to 1792 (too many), then 896 (< 1024).
+    assert fitting_outputs(512, 4096, 14336, 5.2e9) is None
+    # 2 x 128 x 1024 = 262,144 FLOP an output: 1,484 fit 0.389 GFLOP (134 GFLOP/s x 2.9 ms): 4096 -> 2048 -> 1024.
+    assert fitting_outputs(128, 1024, 4096, 0.389e9) == 1024
+    assert fitting_outputs(128, 1024, 4096, 1.1e9) == 4096  # 1.07 GFLOP fits as planned
+
+
+def test_the_scan_narrows_llm_shapes_and_keeps_the_probe_square():
+    torch = pytest.importorskip("torch")
+
+    class Fixed:  # every timed call takes 1 ms: the probe's 256^3 (33.6 MFLOP) runs at 33.6 GFLOP/s
+        kind, plan = "cpu", TINY._replace(squares=(512,), shapes=((64, 256, 4096),), max_call=1.5e-3)
+
+        def times(self, fn, **_):
+            fn()
+            return [1e-3]
+
+    notes = []
+    result = measure_kernels.matmul_scan(
+        torch, Fixed(), lambda *shape, dtype: torch.rand(*shape), "fp32", notes, lambda s: None
+    )
+    # The cap is 1.5 ms at 33.6 GFLOP/s, 50 MFLOP a call: 512^3 (268 MFLOP) is skipped; 64 x 256 x 4096 (134 MFLOP)
+    # runs with 1024 outputs (33.6 MFLOP; 2048 would be 67); no planned square ran, so the probe's is reported.
+    shapes = {tuple(s["shape"]): s for s in result["shapes"]}
+    assert set(shapes) == {(64, 256, 1024), (256, 256, 256)}
+    assert shapes[(64, 256, 1024)]["planned_shape"] == [64, 256, 4096]
+    assert any("64x256x4096 timed with 1024 outputs" in n for n in notes)
+    assert any("512x512x512 skipped" in n for n in notes)
