@@ -311,3 +311,23 @@ def test_trtllm_reservations_never_preempt_when_the_cache_is_full():
         scheduler=Scheduler("trtllm", 1024, 8192, 16),
     )  # fmt: skip
     assert s.preemptions == 0 and s.batch["max"] == 16 and s.requests == 128 - 12 and s.kv_utilization["max"] <= 1.0
+
+
+def test_an_engines_server_defaults_fill_the_limits_it_is_not_given():
+    from roofline.calc.simulate import engine_scheduler
+
+    # TensorRT-LLM when told nothing: BaseLlmArgs max_batch_size=2048, max_num_tokens=8192 and KvCacheConfig
+    # tokens_per_block=32 (tensorrt_llm/llmapi/llm_args.py); vLLM V1 on an 80 GiB H100: 1024 and 8192
+    # (EngineArgs.get_batch_defaults), 16-token blocks; on a 24 GB L4: 256 and 2048.
+    trtllm = prepare(M, H, engine="trtllm")
+    assert engine_scheduler(trtllm, None) == Scheduler("trtllm", 2048, 8192, 32)
+    assert engine_scheduler(trtllm, Scheduler(None, 64)) == Scheduler("trtllm", 64, 8192, 32)
+    assert engine_scheduler(trtllm, Scheduler("vllm", block_size=64)) == Scheduler("vllm", 1024, 8192, 64)
+    assert engine_scheduler(prepare(M, H), None) == Scheduler("vllm", 1024, 8192, 16)
+    assert engine_scheduler(prepare(M, load_hardware("l4")), Scheduler("trtllm", 16)) == Scheduler(
+        "trtllm", 16, 8192, 32
+    )
+    r = runner.invoke(app, ["simulate", "-H", "l4", "--rate", "1/s", "--requests", "20", "--json"])
+    assert json.loads(r.stdout)["inputs"]["scheduler"] == {
+        "policy": "vllm", "max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16
+    }  # fmt: skip

@@ -38,9 +38,9 @@ POLICIES = ("vllm", "static", "trtllm")
 
 class Scheduler(NamedTuple):
     policy: str | None  # "vllm" (V1, continuous), "static", "trtllm" (GUARANTEED_NO_EVICT); None: the engine's
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    block_size: int
+    max_num_seqs: int | None = None  # None (each limit): the policy's engine default on the device (engine_limits)
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
 
 
 def vllm_defaults(hardware) -> tuple[int, int]:
@@ -48,6 +48,17 @@ def vllm_defaults(hardware) -> tuple[int, int]:
     (EngineArgs.get_batch_defaults)."""
     large = hardware.memory_capacity >= 70 * 2**30 and "a100" not in hardware.name.lower()
     return (1024, 8192) if large else (256, 2048)
+
+
+# TensorRT-LLM's LLM API and trtllm-serve when told nothing: BaseLlmArgs max_batch_size 2048 and max_num_tokens 8192,
+# KvCacheConfig tokens_per_block 32 (tensorrt_llm/llmapi/llm_args.py; serve.py's options default to the same).
+TRTLLM_LIMITS = (2048, 8192, 32)
+
+
+def engine_limits(policy: str, hardware) -> tuple[int, int, int]:
+    """(max_num_seqs, max_num_batched_tokens, block_size) the engine whose scheduler `policy` names uses when not
+    told: TensorRT-LLM's for trtllm, vLLM V1's on `hardware` (16-token blocks) for the others."""
+    return TRTLLM_LIMITS if policy == "trtllm" else (*vllm_defaults(hardware), 16)
 
 
 class Run(NamedTuple):

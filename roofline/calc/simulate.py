@@ -23,7 +23,7 @@ from roofline.calc.checks import count
 from roofline.calc.estimate import plain
 from roofline.calc.knobs import OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
 from roofline.calc.prepare import Prepared, prepare
-from roofline.calc.replica import POLICIES, Replica, Scheduler, vllm_defaults
+from roofline.calc.replica import POLICIES, Replica, Scheduler, engine_limits
 from roofline.calc.stepmodel import StepModel
 from roofline.calc.workload import MAX_REQUESTS, Request, closed_loop, lengths, open_loop
 from roofline.errors import UsageError
@@ -261,11 +261,12 @@ def run_simulation(
 
 
 def engine_scheduler(p: Prepared, scheduler: Scheduler | None) -> Scheduler:
-    """`scheduler`, its policy the engine preset's where it names none (None: vLLM V1's defaults on the device)."""
-    policy = getattr(p.preset, "scheduler", None) or "vllm"
-    if scheduler is None:
-        return Scheduler(policy, *vllm_defaults(p.hardware), 16)
-    return scheduler if scheduler.policy is not None else scheduler._replace(policy=policy)
+    """`scheduler` with its policy the engine preset's where it names none (else vllm), and each limit it leaves
+    None that policy's engine default on the device (replica.engine_limits)."""
+    given = scheduler or Scheduler(None)
+    policy = given.policy or getattr(p.preset, "scheduler", None) or "vllm"
+    limits = engine_limits(policy, p.hardware)
+    return Scheduler(policy, *(d if v is None else v for v, d in zip(given[1:], limits)))
 
 
 def check_scheduler(s: Scheduler) -> None:

@@ -99,11 +99,11 @@ def bench(
     kv_dtype: KvDtype = D.kv_dtype,
     max_num_seqs: Annotated[
         int | None,
-        typer.Option("--max-num-seqs", min=1, help="With --compare: the server's slots. [default: vLLM V1's]"),
+        typer.Option("--max-num-seqs", min=1, help="With --compare: the server's slots. [default: the engine's]"),
     ] = None,
     max_num_batched_tokens: Annotated[
         int | None,
-        typer.Option("--max-num-batched-tokens", min=1, help="With --compare: tokens a step. [default: vLLM V1's]"),
+        typer.Option("--max-num-batched-tokens", min=1, help="With --compare: tokens a step. [default: the engine's]"),
     ] = None,
     json: Json = False,
     csv: Csv = False,
@@ -204,14 +204,14 @@ def bench(
     if compare:
         from roofline.bench import BenchComparison
         from roofline.calc.prepare import prepare
-        from roofline.calc.replica import Scheduler, vllm_defaults
-        from roofline.calc.simulate import run_simulation
+        from roofline.calc.replica import Scheduler
+        from roofline.calc.simulate import engine_scheduler, run_simulation
 
         m, h = specs(model, hardware, quiet)
-        seqs, tokens = vllm_defaults(h)
-        sched = Scheduler(None, max_num_seqs or seqs, max_num_batched_tokens or tokens, 16)  # None: the engine's
+        prepared = prepare(m, h, knobs_from(locals()))
+        sched = engine_scheduler(prepared, Scheduler(None, max_num_seqs, max_num_batched_tokens))  # None: the engine's
         predicted = run_simulation(
-            prepare(m, h, knobs_from(locals())),
+            prepared,
             chosen,
             concurrency=closed if chosen[0].arrival_s is None else None,
             warmup=warm,

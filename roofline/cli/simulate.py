@@ -123,7 +123,8 @@ def simulate(
         typer.Option(
             "--max-num-seqs",
             min=1,
-            help="Running requests at most. [default: vLLM V1's, 1024 on 70 GiB+ devices, else 256]",
+            help="Running requests at most. [default: the engine's: vLLM V1's 1024 on 70 GiB+ devices, else 256; "
+            "TensorRT-LLM's 2048]",
         ),
     ] = None,
     max_num_batched_tokens: Annotated[
@@ -131,10 +132,16 @@ def simulate(
         typer.Option(
             "--max-num-batched-tokens",
             min=1,
-            help="Tokens a step at most. [default: vLLM V1's, 8192 on 70 GiB+ devices, else 2048]",
+            help="Tokens a step at most. [default: the engine's: vLLM V1's 8192 on 70 GiB+ devices, else 2048; "
+            "TensorRT-LLM's 8192]",
         ),
     ] = None,
-    block_size: Annotated[int, typer.Option("--block-size", min=1, help="KV cache block, tokens.")] = 16,
+    block_size: Annotated[
+        int | None,
+        typer.Option(
+            "--block-size", min=1, help="KV cache block, tokens. [default: the engine's: vLLM 16, TensorRT-LLM 32]"
+        ),
+    ] = None,
     ttft_slo: TtftSlo = None,
     tpot_slo: TpotSlo = None,
     slo_percentile: Annotated[
@@ -179,14 +186,13 @@ def simulate(
       roofline simulate -m llama-3.1-8b --rate 10:150:20/s --output-dist exponential --plot knee.png
     """
     from roofline.calc import simulate as sim
-    from roofline.calc.replica import Scheduler, vllm_defaults
+    from roofline.calc.replica import Scheduler
     from roofline.calc.workload import Request
 
     m, h = specs(model, hardware, quiet)
     rates = rate_list(rate)
-    seqs, tokens = vllm_defaults(h)
     policy = None if scheduler is None else text_value(scheduler, "--scheduler")  # None: the engine preset's
-    sched = Scheduler(policy, max_num_seqs or seqs, max_num_batched_tokens or tokens, block_size)
+    sched = Scheduler(policy, max_num_seqs, max_num_batched_tokens, block_size)  # None: the engine's default
     loaded = None
     if trace is not None:
         from roofline.specs.trace import load_trace
