@@ -95,6 +95,13 @@ def run(
     matmul = {}
     for d in measured:
         on_step(f"matmul {d}")
+        if d not in fast:  # the plan budgets the fast dtypes only: a slow one's scan and rounds had taken their time
+            matmul[d] = probe_entry(torch, tensor, d, rate_probe[d])
+            notes.append(
+                f"matmul {d}: its 256^3 probe only ({rate_probe[d] / 1e9:.3g} GFLOP/s, under a tenth of the fastest "
+                "dtype's)"
+            )
+            continue
         matmul[d] = matmul_scan(torch, clock, tensor, d, notes, on_step)
     slow = slow_dtypes({d: m["best_flop_per_s"] for d, m in matmul.items()})
     read_dtype = weight_dtype if weight_dtype not in slow else max(matmul, key=lambda d: matmul[d]["best_flop_per_s"])
@@ -201,6 +208,22 @@ def _probe(torch, kind: str, tensor, dev, dtypes: list[str]) -> tuple[float, dic
     return read, matmul_probe(torch, kind, tensor, dtypes)
 
 
+def probe_entry(torch, tensor, dtype: str, rate: float) -> dict[str, Any]:
+    """A dtype's matmul entry from its probe's rate [FLOP/s] alone, its result verified on one 256^3 call."""
+    from roofline.measure.timing import verify_matmul
+
+    a = tensor(256, 256, dtype=dtype)
+    verify_matmul(a, a, torch.matmul(a, a), dtype, f"matmul {dtype} 256^3")
+    return {
+        "best_flop_per_s": rate,
+        "median_flop_per_s": rate,
+        "best_shape": [256, 256, 256],
+        "verified": True,
+        "probe_flop_per_s": rate,
+        "probe_only": True,
+    }
+
+
 def matmul_probe(torch, kind: str, tensor, dtypes: list[str]) -> dict[str, float]:
     """{dtype: FLOP/s} of a 256^3 matmul, the best of a few calls (`tensor(*shape, dtype=d)` makes the operand)."""
     from roofline.measure.kernels import tf32_mode
@@ -223,10 +246,11 @@ def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on
     from roofline.measure.kernels import Bandwidth, BestShape, knee, read_ladder, shrinking, stability
 
     kernels = Bandwidth(torch, clock, tensor, dev, size, read_dtype, plan.decode_ks[-1])
-    shapes = {d: BestShape(torch, clock, tensor, d, m["best_shape"]) for d, m in matmul.items()}
+    timed = {d: m for d, m in matmul.items() if "shapes" in m}  # not the dtypes a quick run only probed
+    shapes = {d: BestShape(torch, clock, tensor, d, m["best_shape"]) for d, m in timed.items()}
     # Each dtype's first LLM-shaped result (the prefill that calibrated TTFTs rise toward): one timing of it in the
     # scan had caught a slow moment (267 GFLOP/s against 401-407 in the next quick runs), so it is timed again too.
-    prefill = {d: next((s for s in m["shapes"] if len(set(s["shape"])) > 1), None) for d, m in matmul.items()}
+    prefill = {d: next((s for s in m["shapes"] if len(set(s["shape"])) > 1), None) for d, m in timed.items()}
     for d, scanned in prefill.items():
         if scanned:
             shapes[f"{d} prefill"] = BestShape(torch, clock, tensor, d, scanned["shape"])
@@ -245,7 +269,7 @@ def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on
         if scanned and rates[f"{d} prefill"]:
             s = stability([b for b, _ in rates[f"{d} prefill"]], [m for _, m in rates[f"{d} prefill"]])
             scanned.update(best_flop_per_s=max(scanned["best_flop_per_s"], s["best_bytes_per_s"]), rounds=s["rounds"])
-    for d in matmul:
+    for d in timed:
         s = stability([b for b, _ in rates[d]], [m for _, m in rates[d]])
         best = max(matmul[d]["best_flop_per_s"], s["best_bytes_per_s"])
         matmul[d].update(

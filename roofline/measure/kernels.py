@@ -379,6 +379,8 @@ def decode_curve(
             # phases before it spent the budget (a slow first torch call, a slow moment of a shared machine).
             if clock.left() <= 0 and (done > 0 or m > plan.decode_m[0]):
                 continue
+            if done > 0 and not times[i]:  # not run in the first pass: skipped, or past the deadline
+                continue
             weights = [pool[j * n * k : (j + 1) * n * k].view(n, k) for j in range(count)]
             x = inputs.setdefault((m, k), tensor(m, k, dtype=dtype))
             out = {}
@@ -420,6 +422,7 @@ def decode_curve(
                 "best_flop_per_s": best_flops,
                 "median_flop_per_s": median_flops,
                 "buffer_bytes": weight_bytes,  # the cold set cycled: the working set the read ladder carries from
+                "passes": len(passes),
             }
         )
         if m == 1 and k == plan.decode_ks[-1] and count > 1:
