@@ -157,6 +157,21 @@ def test_calibrated_linear_rate_interpolates_by_hand():
     assert linear_rate(curve_index(curve, [(16, 320.0)], (1536, 900.0)), 1536, 4096) == pytest.approx(320.0)
 
 
+def test_a_series_cut_short_rises_as_its_nearest_full_series_does():
+    # k = 512 reached M = 16 (4, 8, 32 FLOP/s at M 1, 4, 16), k = 1024 too (5, 20, 40); the budget cut k = 4096 to
+    # M = 1 (6). It takes the rise of k = 1024 (nearest in log k: 2 doublings against 3): 6 x 20 / 5 = 24 at M = 4 and
+    # 6 x 40 / 5 = 48 at M = 16; then toward a 128-row anchor of 1000. A straight line from (1, 6) to (128, 1000)
+    # would price M = 4 at 6 x 4^(ln(1000/6)/ln 128) = 25.9 and M = 16 at 112.
+    curve = [{"m": m, "k": k, "flop_per_s": r} for k, rates in ((512, (4, 8, 32)), (1024, (5, 20, 40))) for m, r in
+             zip((1, 4, 16), rates)] + [{"m": 1, "k": 4096, "flop_per_s": 6.0}]  # fmt: skip
+    index = curve_index(curve, [(128, 1000.0)])
+    assert linear_rate(index, 1, 4096) == pytest.approx(6.0)
+    assert linear_rate(index, 4, 4096) == pytest.approx(24.0)
+    assert linear_rate(index, 16, 4096) == pytest.approx(48.0)
+    assert linear_rate(index, 128, 4096) == pytest.approx(1000.0)
+    assert linear_rate(index, 4, 1024) == pytest.approx(20.0)  # the full series are as measured
+
+
 def test_scan_anchors_are_the_llm_shaped_matmuls():
     from roofline.calc.calibrate import scan_anchors
 
