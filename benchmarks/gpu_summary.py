@@ -32,8 +32,10 @@ def main(folder: str) -> None:
         for d, m in r["matmul"].items():
             frac = (sheet.get("matmul_fraction_of_peak") or {}).get(d)
             print(
-                f"  matmul {d:5} {m['best_flop_per_s'] / 1e12:8.1f} TFLOP/s  cv {m.get('cv', 0):.1%}  at "
-                f"{m['best_shape']}" + (f"  {frac:.0%} of datasheet" if frac else "")
+                f"  matmul {d:5} {m['best_flop_per_s'] / 1e12:8.1f} TFLOP/s  cv "
+                + (f"{m['cv']:.1%}" if "cv" in m else "- (probe only)")
+                + f"  at {m['best_shape']}"
+                + (f"  {frac:.0%} of datasheet" if frac else "")
             )
         for k, b in r["bandwidth"].items():
             if b:

@@ -331,3 +331,18 @@ def test_an_engines_server_defaults_fill_the_limits_it_is_not_given():
     assert json.loads(r.stdout)["inputs"]["scheduler"] == {
         "policy": "vllm", "max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16
     }  # fmt: skip
+
+
+def test_a_default_sequence_limit_never_outnumbers_the_tokens_given():
+    from roofline.calc.simulate import engine_scheduler
+
+    # TensorRT-LLM's default 2048 sequences against --max-num-batched-tokens 1024: 1024 run at most, as the engine's
+    # step budget allows, instead of an error naming a limit nobody set; a given --max-num-seqs over it still errs.
+    assert engine_scheduler(prepare(M, H, engine="trtllm"), Scheduler(None, None, 1024)) == Scheduler(
+        "trtllm", 1024, 1024, 32
+    )
+    args = ["simulate", "--rate", "1/s", "--requests", "20"]
+    r = runner.invoke(app, [*args, "--engine", "trtllm", "--max-num-batched-tokens", "1024"])
+    assert r.exit_code == 0, r.stderr
+    r = runner.invoke(app, [*args, "--max-num-seqs", "2048", "--max-num-batched-tokens", "1024"])
+    assert r.exit_code != 0 and "max_num_seqs (2048) above max_num_batched_tokens (1024)" in r.stderr

@@ -517,7 +517,7 @@ def test_a_dtype_under_a_tenth_of_the_fastest_is_slow():
     assert slow_dtypes({}) == set()
 
 
-def test_validate_runs_fp32_where_16_bit_matmuls_are_not_native(tiny, tmp_path, monkeypatch):
+def test_validate_runs_fp32_where_16_bit_matmuls_are_not_native(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     from roofline.measure import bench
 

@@ -6,7 +6,7 @@ model being predicted:
 - every linear layer (and the lm_head) with the decode-shaped matmul curve: FLOP/s of F.linear with M rows
   over cold weights, interpolated log-log in M and in the row length k (short rows stream slower), scaled
   for tall weights (the lm_head) by the measured tall series and for small ones (narrow K/V projections) by
-  the small series (a row length whose larger M the budget skipped rises as the nearest full one does), and
+  the small series; a row length whose larger M the budget skipped rises as the nearest full one does; and
   beyond the curve's largest M toward the shape scan's LLM-shaped matmuls (tokens x
   hidden x out, as a prefill runs, the best at each M; its best square where none lies beyond the curve); a
   decode step's linears are then carried from the curve's cold set to the step's own working set by the read ladder
@@ -94,10 +94,10 @@ def curve_index(
 
 
 def _fill_cut_short(layer: dict[int, list[tuple[float, float]]]) -> None:
-    """Give each layer series the budget cut short (its larger M skipped) the rise of the nearest row length (log k)
-    that reached farthest, from its own last point, instead of a straight line from there to the prefill anchors: on
-    a 2-core AVX2 VM the quick k = 4096 series had M = 1 only (6.8 GFLOP/s), so M = 4 at k = 5632 was priced 15.4
-    on the way to a 128-row anchor (80 GFLOP/s), where it ran 8.6."""
+    """Give each layer series the budget cut short (its larger M skipped) the rise of the nearest row length (log k;
+    of two as near, the shorter) that reached farthest, from its own last point, instead of a straight line from
+    there to the prefill anchors: on a 2-core AVX2 VM the quick k = 4096 series had M = 1 only (6.8 GFLOP/s), so
+    M = 4 at k = 5632 was priced 15.4 on the way to a 128-row anchor (80 GFLOP/s), where it ran 8.6."""
     farthest = max((points[-1][0] for points in layer.values()), default=0.0)
     full = [k for k, points in layer.items() if points[-1][0] == farthest]
     for k, points in layer.items():

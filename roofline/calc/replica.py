@@ -13,7 +13,8 @@ the last one has finished, and prefills it in one step: what continuous batching
 TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT, batch_manager/capacityScheduler.cpp): a request is
 admitted only when the blocks of its whole prompt + output fit beside those every running request will reach, so
 nothing is ever preempted; its prompt is prefilled whole within the step's budget (chunked only when it alone
-outgrows the budget, as enable_chunked_prefill does).
+outgrows the budget, as enable_chunked_prefill does). Its limits, where not given, are TensorRT-LLM's own
+(engine_limits: 2048 sequences, 8192 tokens a step, 32-token blocks).
 
 Steps with only decodes repeat the same batch with contexts one token longer each: between events (an arrival, a
 finish, a window filling, the KV cache filling) they are summed in closed form (stepmodel.decode_run), so a run

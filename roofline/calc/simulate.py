@@ -262,11 +262,14 @@ def run_simulation(
 
 def engine_scheduler(p: Prepared, scheduler: Scheduler | None) -> Scheduler:
     """`scheduler` with its policy the engine preset's where it names none (else vllm), and each limit it leaves
-    None that policy's engine default on the device (replica.engine_limits)."""
+    None that policy's engine default on the device (replica.engine_limits), the default sequences at most the
+    step's tokens."""
     given = scheduler or Scheduler(None)
     policy = given.policy or getattr(p.preset, "scheduler", None) or "vllm"
-    limits = engine_limits(policy, p.hardware)
-    return Scheduler(policy, *(d if v is None else v for v, d in zip(given[1:], limits)))
+    seqs, tokens, block = (d if v is None else v for v, d in zip(given[1:], engine_limits(policy, p.hardware)))
+    if given.max_num_seqs is None:  # a default never outnumbers the step's tokens the user set (2048 > 1024)
+        seqs = min(seqs, tokens)
+    return Scheduler(policy, seqs, tokens, block)
 
 
 def check_scheduler(s: Scheduler) -> None:

@@ -64,7 +64,8 @@ class BestShape:
 
 def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) -> dict[str, Any]:
     """Shapes in increasing FLOPs; each call's time is estimated from the best rate so far (a 256^3 probe
-    first), and the scan stops before a shape whose single call would exceed the plan's max_call."""
+    first). A square whose single call would exceed the plan's max_call is skipped; an LLM shape is narrowed to fit
+    (fitting_outputs), or skipped when it cannot be. Where no planned square ran, the probe is reported as one."""
     plan, probe = clock.plan, 256
     a, b = tensor(probe, probe, dtype=dtype), tensor(probe, probe, dtype=dtype)
     out = torch.matmul(a, b)
@@ -77,7 +78,7 @@ def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) ->
         if m != k or k != n:  # an LLM shape: narrowed to fit, since a prefill's rate is priced from it
             n = fitting_outputs(m, k, n, rate * plan.max_call)
         if not n or matmul_flops(m, k, n) / rate > plan.max_call:
-            skipped.append("x".join(map(str, planned)))
+            skipped.append(f"{'x'.join(map(str, planned))} ({matmul_flops(*planned) / rate:.3g} s)")
             continue
         on_step(f"matmul {dtype} {m}x{k}x{n}")
         try:
@@ -94,10 +95,7 @@ def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) ->
             )
         rate = max(rate, results[-1]["best_flop_per_s"])
     if skipped:
-        notes.append(
-            f"matmul {dtype}: {', '.join(skipped)} skipped, over {plan.max_call:g} s per call at {rate / 1e9:.3g} "
-            "GFLOP/s"
-        )
+        notes.append(f"matmul {dtype}: {', '.join(skipped)} skipped, over {plan.max_call:g} s per call")
     if not any(len(set(r["shape"])) == 1 for r in results):  # no planned square fit the cap: report the probe's
         times = clock.times(lambda: torch.matmul(a, b, out=out))
         best, median = summary(matmul_flops(probe, probe, probe), times)
@@ -378,8 +376,6 @@ def decode_curve(
             # Past the deadline only the first pass's M = 1 points still run: a curve is never empty, even when the
             # phases before it spent the budget (a slow first torch call, a slow moment of a shared machine).
             if clock.left() <= 0 and (done > 0 or m > plan.decode_m[0]):
-                continue
-            if done > 0 and not times[i]:  # not run in the first pass: skipped, or past the deadline
                 continue
             weights = [pool[j * n * k : (j + 1) * n * k].view(n, k) for j in range(count)]
             x = inputs.setdefault((m, k), tensor(m, k, dtype=dtype))
