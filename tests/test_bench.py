@@ -1,6 +1,7 @@
 """`roofline bench` against a fake OpenAI-compatible streaming server on loopback, whose timing the test sets:
 each request's first token after FIRST seconds, then one token every GAP seconds, one slot per request."""
 
+import csv
 import json
 import threading
 import time
@@ -80,14 +81,28 @@ def test_a_closed_loop_is_timed_from_the_stream(server):
     assert len(body["prompt"]) == 16 and all(isinstance(t, int) for t in body["prompt"])  # token ids
 
 
-def test_an_open_loop_sends_at_the_arrival_times(server):
-    # Constant arrivals at 20/s: the run spans about (requests - 1) / 20 s plus one request's E2E.
-    r = run(server, "--rate", "20/s", "--arrival", "constant", "--requests", "5", "--warmup", "0", "--output", "4",
-            "--prompt", "8", "--json")  # fmt: skip
+def test_an_open_loop_sends_at_the_arrival_times(server, tmp_path):
+    # Constant arrivals at 20/s are at k / 20 s (k = 0..4). Each request takes FIRST + 7 GAP = 110 ms, longer than
+    # the 50 ms between arrivals, so an open loop sends request k+1 before request k has finished, which a closed
+    # loop never does; no request is sent before its arrival. TTFT counts from the arrival (a late send is the
+    # client's queue, not hidden), and the run spans at least the last arrival plus one request. Only lower bounds
+    # on time: a busy machine makes everything later, never earlier (an upper bound of 80 ms had failed in CI).
+    path = tmp_path / "requests.csv"
+    r = run(server, "--rate", "20/s", "--arrival", "constant", "--requests", "5", "--warmup", "0", "--output", "8",
+            "--prompt", "8", "--per-request", str(path), "--json")  # fmt: skip
     assert r.exit_code == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["requests"] == 5 and FIRST <= out["ttft_s"]["max"] < FIRST + 0.08
-    assert out["wall_s"] >= 4 / 20 + FIRST + 3 * GAP
+    assert out["requests"] == 5 and out["errors"] == {}
+    rows = list(csv.DictReader(path.open()))
+    arrival, sent, first, finish = (
+        [float(row[k]) for row in rows] for k in ("arrival_s", "sent_s", "first_token_s", "finish_s")
+    )
+    assert arrival == pytest.approx([0.0, 0.05, 0.10, 0.15, 0.20])
+    assert all(s >= a for s, a in zip(sent, arrival))
+    assert all(sent[k + 1] < finish[k] for k in range(4))
+    assert all(f - s >= FIRST for f, s in zip(first, sent))
+    assert out["ttft_s"]["max"] == pytest.approx(max(f - a for f, a in zip(first, arrival)))
+    assert out["wall_s"] >= 4 / 20 + FIRST + 7 * GAP
 
 
 @pytest.mark.parametrize("mode, kind", [("http500", "HTTP 500"), ("malformed", "malformed stream")])
