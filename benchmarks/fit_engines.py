@@ -10,6 +10,8 @@ Parameters, each with a physical meaning (roofline/calc/presets.py applies them)
   0.88 on 80 GB cards) minus reserve_bytes per device (activations of the profiling run, CUDA graphs, NCCL buffers).
   vLLM's reserve is read off the KV capacities its logs state (the BLIS runs: tokens x KV bytes per token against
   0.9 x memory - weights), not fitted; SGLang's runs state none, so its reserve is 0 and its fraction is the default.
+Borrowed: a parameter an engine's runs cannot identify is taken from another engine's stored preset (BORROWED:
+SGLang's prefill rate is vLLM's) and held fixed; fit vLLM first (the default order does).
 Fitted: the five above, by pattern search from four starts (the best kept) on the sum over cases of the mean squared
 log(predicted / measured) of the case's metrics (each case weighs the same, however many metrics it reports).
 Builds: an engine's runs may span builds whose engine loop differs (vLLM's 2024-25 CI builds take about 2 ms
@@ -73,6 +75,13 @@ ERAS = {  # engine -> its presets, the first the default: (name, the builds it c
         ("vllm-legacy", "builds before 0.10 or not stated", lambda v: v is None or v < (0, 10)),
     ),
 }
+BORROWED = {  # engine -> (the engine it takes them from, parameters its own runs cannot identify)
+    # SGLang's two runs with a TTFT are short prompts (233 tokens) at 4 clients, whose TTFT is mostly the per-request
+    # cost: fitted alone, its prefill rate came out 0.31 of peak with a held-out span of 0.10-0.54, which would price
+    # any long prompt about 2.7x slow. Both engines run prefill on the same GEMM libraries (cuBLAS/CUTLASS via torch)
+    # and attention kernels (FlashAttention-3, FlashInfer), and vLLM's runs identify the rate (20k-token prompts).
+    "sglang": ("vllm", ("compute_fraction",)),
+}
 PER_ERA = ("step_overhead_s", "layer_overhead_s")  # the engine loop's costs: one pair per era
 GROUPS = {  # the error bars a preset stores: metric group -> the case metrics in it
     "ttft_mean": ("ttft_ms_mean", "ttft_ms_p50"),
@@ -113,9 +122,19 @@ def ranges(engine: str) -> dict[str, tuple[float, float]]:
     return {**RANGES, **{f"{n}@{era}": RANGES[n] for era in later for n in PER_ERA}}
 
 
+def borrowed(engine: str) -> dict[str, float]:
+    """The parameters `engine` takes from another engine's stored preset (BORROWED), held fixed in its fit."""
+    if engine not in BORROWED:
+        return {}
+    lender, names = BORROWED[engine]
+    stored = yaml.safe_load((ROOT / "engines" / f"{lender}.yaml").read_text())
+    return {n: stored[n] for n in names}
+
+
 def start(engine: str) -> dict[str, float]:
-    """START for every fitted parameter, each era's loop costs starting where the shared ones do."""
-    return {n: START[n.split("@")[0]] for n in ranges(engine)}
+    """START for every fitted parameter, each era's loop costs starting where the shared ones do; a borrowed
+    parameter at its lender's value."""
+    return {**{n: START[n.split("@")[0]] for n in ranges(engine)}, **borrowed(engine)}
 
 
 def era_params(params: dict[str, float], era: str) -> dict[str, float]:
@@ -130,6 +149,7 @@ class Pricer:
     def __init__(self, engine: str, cases: list[dict]):
         self.engine, self.cases, self.memo = engine, cases, {}
         self.ranges = ranges(engine)
+        self.borrowed = borrowed(engine)
         self.base = {c["id"]: self._prepare(c) for c in cases}
         self.requests = {c["id"]: self._requests(c) for c in cases}
         self.reserve = round(self._reserve(), -6) if engine == "vllm" else 0.0  # as stored
@@ -197,6 +217,7 @@ class Pricer:
         prefill rate and the per-request cost, without a TTFT among them) are kept at their start."""
         ttft = any(m.startswith("ttft") for c in cases for m in c["measured"])
         fixed = {} if ttft else {n: start[n] for n in ("compute_fraction", "request_overhead_s")}
+        fixed.update(self.borrowed)
         free = {n: v for n, v in start.items() if n not in fixed}
         eras = {era_of(self.engine, c) for c in cases}
         for n in [n for n in free if "@" in n and n.split("@")[1] not in eras]:
@@ -296,9 +317,11 @@ def _notes(engine: str, era: str, mine: list[dict], cases: list[dict], reserve: 
             "default and not identified."
         )
     loaded = sum(c.get("concurrency") != 1 for c in mine)
+    lender, names = BORROWED.get(engine, (None, ()))
+    taken = f" {', '.join(names)} is {lender}'s (its runs do not identify it)." if names else ""
     return (
         f"Fitted on {len(devices)} device(s) ({', '.join(devices)}) and {len(mine)} runs, {loaded} of them under "
-        "load: the error bars are wide. memory_fraction is SGLang's default, not identified; no reserve."
+        f"load: the error bars are wide. memory_fraction is SGLang's default, not identified; no reserve.{taken}"
     )
 
 

@@ -165,6 +165,23 @@ def test_the_fit_recovers_known_parameters_from_cases_it_priced():
     assert fitted["step_overhead_s@vllm-legacy"] == pytest.approx(0.006, rel=0.2)
 
 
+def test_sglang_takes_the_prefill_rate_its_runs_cannot_identify_from_vllm():
+    # SGLang's two TTFT runs (Qwen3-8B, 233-token prompts at 4 clients) are priced with known parameters, a prefill
+    # rate of 0.5 among them; the fit holds the rate at vLLM's stored value however well 0.5 would fit, and the
+    # stored SGLang preset carries that value.
+    fit_engines, serving_cases = load("fit_engines"), load("serving_cases")
+    vllm = presets.load("vllm").compute_fraction
+    assert presets.load("sglang").compute_fraction == vllm
+    cases = [c for c in serving_cases.cases("sglang") if c["id"].startswith("gpustack-")]
+    pricer = fit_engines.Pricer("sglang", cases)
+    truth = {**fit_engines.START, "compute_fraction": 0.5}
+    for c in cases:
+        c["measured"] = pricer.price(c, truth)
+    fitted = pricer.fit(cases, fit_engines.start("sglang"))
+    assert fitted["compute_fraction"] == vllm != 0.5
+    assert fit_engines.start("vllm")["compute_fraction"] == fit_engines.START["compute_fraction"]  # vLLM fits its own
+
+
 def test_serving_presets_are_current_with_the_simulator():
     # A golden snapshot, not a derivation: the YAML's in-sample residuals were computed by benchmarks/fit_engines.py;
     # repricing three cases now must agree, so a change that moves a prediction fails here until the presets are
