@@ -18,6 +18,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from roofline.calc.llamacpp import width_rule
 from roofline.measure import llamacpp, machine, synthetic
 from roofline.measure.llamacpp_profile import (
     BATCHED_GENERATE,
@@ -29,6 +30,7 @@ from roofline.measure.llamacpp_profile import (
     _median_s,
     _per_byte,
     deep_layers,
+    fixed_cost,
     layers_for,
     probe,
     streaming_s,
@@ -51,16 +53,15 @@ def shape(width: int, layers: int) -> Architecture:
     return probe(width, layers)._replace(intermediate_size=3 * width, num_kv_heads=kv)
 
 
-def fixed_cost(build, folder: Path, kind: str) -> tuple[float, float]:
-    """(per step, per layer) [s] of a decode step, from the small probe at two depths."""
+def small_probe_cost(build, folder: Path, kind: str) -> tuple[float, float]:
+    """(per step, per layer) [s] of a decode step, from the small probe at two depths, as the profile measures it."""
     steps = {}
     for depth in DEPTHS:
         path = synthetic.write(probe(SMALL, depth), folder / f"small{depth}.gguf", kind)
         result = llamacpp.bench(build, path, [], GENERATE)[0][0]
         steps[depth] = _median_s(result) / result["n_gen"]
         path.unlink()
-    per_layer = max((steps[DEPTHS[1]] - steps[DEPTHS[0]]) / (DEPTHS[1] - DEPTHS[0]), 0.0)
-    return max(steps[DEPTHS[0]] - DEPTHS[0] * per_layer, 0.0), per_layer
+    return fixed_cost(steps)
 
 
 def line(narrow: float, wide: float, width: float) -> float:
@@ -71,6 +72,7 @@ def line(narrow: float, wide: float, width: float) -> float:
 
 
 def loglog(narrow: float, wide: float, width: float) -> float:
+    """The rule's log-log line, not held beyond the probes."""
     return wide * (narrow / wide) ** (math.log(HIGH / width) / math.log(HIGH / LOW))
 
 
@@ -84,15 +86,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="roofline-widths-") as name:
         folder = Path(name)
         for kind in (k.upper() for k in options.types.split(",")):
-            per_step, per_layer = fixed_cost(build, folder, kind)
+            per_step, per_layer = small_probe_cost(build, folder, kind)
             files, prompt_files = {}, {}
             for width in WIDTHS:
-                for table, name, layers in (
+                for table, depth, layers in (
                     (files, "deep", deep_layers(width, kind, cache)),
                     (prompt_files, "shallow", layers_for(width, kind, PROMPT_BYTES)),
                 ):
                     a = shape(width, layers)
-                    path = synthetic.write(a, folder / f"{name}{width}-{kind}.gguf", kind)
+                    path = synthetic.write(a, folder / f"{depth}{width}-{kind}.gguf", kind)
                     table[width] = (a, path, sum(gguf_model(path)[1].streamed_by_dtype.values()))
             samples: dict[tuple[int, int], list[float]] = {}
             for _ in range(options.rounds):
@@ -131,7 +133,7 @@ def print_type(kind: str, per_step: float, per_layer: float, samples: dict) -> N
     print("| --- " * (len(ROWS) + 2) + "|")
     for width in (w for w in WIDTHS if w not in (LOW, HIGH)):
         rules = {
-            "log-log, held beyond the probes (the rule)": lambda n, w: loglog(n, w, min(width, HIGH)),
+            "log-log, held beyond the probes (the rule)": lambda n, w: width_rule(n, w, LOW, HIGH, width),
             "a + b / width": lambda n, w: line(n, w, width),
         }
         if width > HIGH:

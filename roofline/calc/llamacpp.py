@@ -92,9 +92,14 @@ def seconds_per_byte(profile: dict[str, Any], kind: str, rows: float, width: flo
     narrow = _points(entry.get("narrow_seconds_per_byte") or {})
     if not narrow:
         return s
-    low, high = profile["widths"]
+    return width_rule(interpolate(narrow, rows), s, *profile["widths"], width)
+
+
+def width_rule(narrow: float, wide: float, low: float, high: float, width: float) -> float:
+    """Seconds per byte at `width` [s/B], log-log between (low, narrow) and (high, wide), held beyond either (why
+    held: docs/guides/llamacpp.md, Width)."""
     share = min(max(math.log(high / width) / math.log(high / low), 0.0), 1.0)  # 1 at the narrow width, 0 at the wide
-    return s * (interpolate(narrow, rows) / s) ** share
+    return wide * (narrow / wide) ** share
 
 
 def _points(table: dict[str, float]) -> list[tuple[float, float]]:

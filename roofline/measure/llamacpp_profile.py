@@ -138,8 +138,7 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
         results, repack = llamacpp.bench(build, path, [], GENERATE, threads)
         tg[a.layers] = _median_s(results[0]) / results[0]["n_gen"]
         info = {"threads": results[0]["n_threads"], "build_commit": results[0].get("build_commit")}
-    per_layer = max((tg[DEPTHS[1]] - tg[DEPTHS[0]]) / (DEPTHS[1] - DEPTHS[0]), 0.0)
-    per_step = max(tg[DEPTHS[0]] - DEPTHS[0] * per_layer, 0.0)
+    per_step, per_layer = fixed_cost(tg)
     wide, repack_wide = _curve(build, files["wide"], files["wide_prompt"], per_step, per_layer, threads)
     narrow, repack_narrow = _curve(build, files["narrow"], files["narrow_prompt"], per_step, per_layer, threads)
     a, _, streamed = files["wide"]
@@ -153,6 +152,12 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
         "narrow_seconds_per_byte": narrow,
     }
     return entry, info
+
+
+def fixed_cost(steps: dict[int, float]) -> tuple[float, float]:
+    """(per step, per layer) [s] of a decode step: the line through the small probe's step times [s] at DEPTHS."""
+    per_layer = max((steps[DEPTHS[1]] - steps[DEPTHS[0]]) / (DEPTHS[1] - DEPTHS[0]), 0.0)
+    return max(steps[DEPTHS[0]] - DEPTHS[0] * per_layer, 0.0), per_layer
 
 
 def _curve(build, deep: tuple, shallow: tuple, per_step: float, per_layer: float, threads):
