@@ -134,6 +134,19 @@ def test_seconds_per_byte_by_rows_and_width():
     assert price.measured_type(PROFILE, "Q5_0") == "Q8_0"
 
 
+def test_a_stand_in_type_is_priced_per_weight_where_it_computes_and_per_byte_where_it_streams():
+    # By hand from the rule (time per weight = s x bits - streaming x bits + streaming x priced bits): Q4_0 (4.5
+    # bits) priced by Q8_0 (8.5 bits; wide probe 1e-10 s/B at 1 row, 8e-9 at 512):
+    # at 512 rows (8e-9 x 8.5 + 1e-10 x (4.5 - 8.5)) / 4.5 = 6.76e-8 / 4.5 = 1.50222e-8 s/B; at 1 row 1e-10.
+    s = price.seconds_per_byte
+    assert s(PROFILE, "Q4_0", 512, 1024) == pytest.approx(1.502222e-8)
+    assert s(PROFILE, "Q4_0", 1, 1024) == pytest.approx(1e-10)
+    # F16 priced by Q8_0 alone: a 512-token prompt costs about what Q8_0's does per weight (the same FLOPs), not
+    # 16 / 8.5 = 1.88x it as a time per byte would: (8e-9 x 8.5 + 1e-10 x 7.5) / 16 = 4.296875e-9 s/B.
+    only_q8 = {**PROFILE, "types": {"Q8_0": PROFILE["types"]["Q8_0"]}}
+    assert s(only_q8, "F16", 512, 1024) == pytest.approx(4.296875e-9)
+
+
 def test_the_streaming_part_of_a_step_is_never_under_half_of_it():
     from roofline.measure.llamacpp_profile import streaming_s
 
@@ -252,9 +265,9 @@ def test_bench_against_llama_server(server, load):
     report = json.loads(result.stdout)
     measured, predicted = report["measured"], report["predicted"]
     assert measured["errors"] == {} and measured["requests"] == 14
-    # The issue's goal is TPOT/ITL within +-20% and TTFT p50 within +-25%. Measured here (docs/guides/llamacpp.md)
-    # the prediction misses TPOT by 30-40% (the server samples over the whole vocabulary every token, which
-    # llama-bench does not time); this bound checks the two sides are the same quantity in the same units.
+    # The issue's goal is TPOT/ITL within +-20% and TTFT p50 within +-25%; how close a real run came is measured by
+    # benchmarks/llamacpp_server.py (docs/guides/llamacpp.md). A timing goal on a shared 2-core VM would be a flaky
+    # test, so this bound checks only that the two sides are the same quantity in the same units.
     ratio = predicted["tpot_s"]["p50"] / measured["tpot_s"]["p50"]
     assert 0.3 < ratio < 3
 

@@ -12,7 +12,7 @@ achieved bandwidth, at large M it is (2 x M / bytes per weight) / the achieved F
 (narrower layers run more, smaller matrices per byte, slower). Attention FLOPs run at the step's achieved matmul
 FLOP/s; the fixed cost is per step + layers x per layer (a small in-cache probe at two depths); vectors (norms) and
 the KV cache are read once at the f16 decode rate. Types the profile never ran are priced with the measured type
-closest in bits per weight, and say so.
+closest in bits per weight: its time per weight where it computes, per byte where it streams; and say so.
 """
 
 from __future__ import annotations
@@ -84,15 +84,35 @@ def stand_ins(profile: dict[str, Any], weights: Weights) -> dict[str, str]:
 
 
 def seconds_per_byte(profile: dict[str, Any], kind: str, rows: float, width: float) -> float:
-    """s_T(M, width) [s/B]: the wide probe's at M rows times the narrow probe's ratio to it at M rows, raised to the
-    model's share of the way from the wide to the narrow width in log hidden size (held beyond either)."""
-    entry = profile["types"][measured_type(profile, kind)]
-    wide = _points(entry["seconds_per_byte"])
-    s = interpolate(wide, rows)
+    """s_T(M, width) [s/B]: the measured type's (`measured_type`) at M rows, as a type it stands in for runs it
+    (`stand_in_seconds_per_byte`)."""
+    measured = measured_type(profile, kind)
+    s = _measured_seconds_per_byte(profile, measured, rows, width)
+    if measured == kind:
+        return s
+    streaming = _measured_seconds_per_byte(profile, measured, 1, width)
+    return stand_in_seconds_per_byte(s, streaming, BITS.get(measured, 16.0), BITS.get(kind, 16.0))
+
+
+def _measured_seconds_per_byte(profile: dict[str, Any], kind: str, rows: float, width: float) -> float:
+    """A measured type's s_T(M, width) [s/B]: the wide probe's at M rows times the narrow probe's ratio to it at M
+    rows, raised to the model's share of the way from the wide to the narrow width in log hidden size (held beyond
+    either)."""
+    entry = profile["types"][kind]
+    s = interpolate(_points(entry["seconds_per_byte"]), rows)
     narrow = _points(entry.get("narrow_seconds_per_byte") or {})
     if not narrow:
         return s
     return width_rule(interpolate(narrow, rows), s, *profile["widths"], width)
+
+
+def stand_in_seconds_per_byte(s: float, streaming: float, bits: float, kind_bits: float) -> float:
+    """Seconds per byte [s/B] of a type `kind_bits` wide priced by a measured one `bits` wide that takes `s` a byte
+    at these rows and `streaming` a byte at one row: the measured type's kernels, streaming the priced type's bytes,
+    time per weight = s x bits - streaming x bits + streaming x kind_bits (per weight, what the kernels compute
+    stays; what they stream scales with the bits; roofline additive in compute and traffic). At one row it is the
+    measured type's time per byte; at prompts, its time per weight."""
+    return (max(s, streaming) * bits + streaming * (kind_bits - bits)) / kind_bits
 
 
 def width_rule(narrow: float, wide: float, low: float, high: float, width: float) -> float:

@@ -1,0 +1,117 @@
+"""The llama-server table of docs/guides/llamacpp.md: start llama-server on loopback with a synthetic GGUF, run
+`roofline bench --compare` at four loads in interleaved rounds, and print predicted / measured (median and range
+over the rounds) of TTFT p50, TPOT p50 and ITL p50 beside the measured medians.
+
+    python benchmarks/llamacpp_server.py [--profile here.yaml] [--rounds 3]
+
+Needs a llama.cpp build (pip install '.[llamacpp]'); ~3 minutes on a 2-core VM. Without --profile, the q8_0
+profile is measured first (~20 s).
+"""
+
+import argparse
+import contextlib
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from llamacpp_table import SHAPES, cli
+
+from roofline.measure import llamacpp, synthetic
+from roofline.specs.catalog import load_model
+
+LOADS = {  # name -> bench's load flags
+    "1 client": ["--concurrency", "1"],
+    "Poisson 1/s": ["--rate", "1/s"],
+    "Poisson 2/s": ["--rate", "2/s"],
+    "4 clients (closed loop)": ["--concurrency", "4"],
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def server(model: Path, slots: int):
+    tool = llamacpp.find().tool("llama-server")
+    port = free_port()
+    command = [str(tool), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--parallel", str(slots)]
+    command += ["-c", str(1024 * slots)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=llamacpp._env(str(tool))
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + "/health").status_code == 200:
+                    break
+            time.sleep(0.2)
+        else:
+            raise SystemExit("llama-server did not come up in 60 s")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", help="a profile with engines.llamacpp [default: measure q8_0 now]")
+    parser.add_argument("--shape", default="qwen2.5-0.5b")
+    parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--type", default="q8_0")
+    parser.add_argument("--vocab-size", type=int, help="the shape's vocabulary replaced [default: its own]")
+    parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--loads", default=",".join(LOADS), help="which of the loads, comma-separated")
+    options = parser.parse_args()
+    folder = Path(tempfile.mkdtemp())
+    profile = options.profile or str(folder / "here.yaml")
+    if options.profile is None:
+        cli(["measure", "--engine", "llamacpp", "--dtype", options.type, "--save", profile])
+    shape = load_model(str(SHAPES / f"{options.shape}.yaml")).arch
+    shape = shape._replace(layers=options.layers, vocab_size=options.vocab_size or shape.vocab_size)
+    model = synthetic.write(shape, folder / "m.gguf", options.type)
+    results: dict[str, list[dict]] = {name: [] for name in options.loads.split(",")}
+    with server(model, options.slots) as url:
+        for _ in range(options.rounds):
+            for name in results:
+                load = LOADS[name]
+                args = ["bench", url, *load, "--requests", str(options.requests), "--warmup", "2", "--prompt", "128"]
+                args += [
+                    "--output",
+                    "32",
+                    "--vocab",
+                    str(shape.vocab_size),
+                    "--compare",
+                    "-m",
+                    str(model),
+                    "-H",
+                    profile,
+                ]
+                args += ["--engine", "llamacpp", "--max-num-seqs", str(options.slots), "--quiet", "--json"]
+                results[name].append(cli(args))
+    print("| load | TTFT p50 measured | ratio | TPOT p50 measured | ratio | ITL p50 ratio |")
+    print("| --- " * 6 + "|")
+    for name, runs in results.items():
+        ttft = statistics.median(r["measured"]["ttft_s"]["p50"] for r in runs) * 1e3
+        tpot = statistics.median(r["measured"]["tpot_s"]["p50"] for r in runs) * 1e3
+        ratio = {key: [r["ratio"][key]["p50"] for r in runs] for key in ("ttft_s", "tpot_s", "itl_s")}
+        row = [name, f"{ttft:.0f} ms", spread(ratio["ttft_s"]), f"{tpot:.1f} ms", spread(ratio["tpot_s"])]
+        print("| " + " | ".join([*row, spread(ratio["itl_s"])]) + " |")
+
+
+if __name__ == "__main__":
+    main()
