@@ -1,6 +1,6 @@
 """The held-out llama.cpp table of docs/guides/llamacpp.md: measure llama.cpp's profile here (on the synthetic probes),
 then `validate --engine llamacpp` shapes and weight types the profile never ran, and print predicted / measured,
-raw and corrected for the machine's drift since the profile (its probe rerun each round).
+raw and corrected for the machine's drift since the profile (its probes rerun each round: decode and prompts).
 
     python benchmarks/llamacpp_table.py [--profile here.yaml] [--repeat 3]
 
@@ -47,8 +47,8 @@ def main() -> None:
         profile = str(Path(tempfile.mkdtemp()) / "here.yaml")
         cli(["measure", "--engine", "llamacpp", "--save", profile])
     head = "| shape | layers | type | batch | TTFT measured | predicted | ratio | TPOT measured | predicted | ratio "
-    print(head + "| drift | TPOT ratio x drift |")
-    print("| --- " * 12 + "|")
+    print(head + "| drift | TPOT ratio x drift | prompt drift | TTFT ratio x prompt drift |")
+    print("| --- " * 14 + "|")
     for shape, layers, kind in CASES:
         args = ["validate", "--engine", "llamacpp", "-m", str(SHAPES / f"{shape}.yaml"), "--type", kind, "-H", profile]
         args += ["--batch", options.batch, "--prompt", "128", "--output", "32", "--repeat", str(options.repeat)]
@@ -58,8 +58,9 @@ def main() -> None:
             ttft = f"{r['measured_ttft_s'] * 1e3:.1f} ms | {r['predicted_ttft_s'] * 1e3:.1f} ms | {r['ttft_ratio']:.2f}"
             tpot = f"{r['measured_tpot_s'] * 1e3:.2f} ms | {r['predicted_tpot_s'] * 1e3:.2f} ms | {r['tpot_ratio']:.2f}"
             layers_run = layers or report["model"]["layers"]
-            drift = report["drift"]["ratio"]
+            drift, prompts = report["drift"]["ratio"], report["drift"]["prompt_ratio"]
             fixed = f"{drift:.2f} | {r['drift_corrected_tpot_ratio']:.2f}"
+            fixed += f" | {prompts:.2f} | {r['drift_corrected_ttft_ratio']:.2f}"
             print(f"| {shape} | {layers_run} | {kind} | {r['batch']} | {ttft} | {tpot} | {fixed} |", flush=True)
 
 

@@ -205,10 +205,19 @@ def test_validate_runs_llama_bench(tmp_path):
     assert report["engine"] == "llamacpp" and [r["batch"] for r in report["rows"]] == [1, 2]
     drift = report["drift"]  # no -H: the quick profile's probe, rerun each round
     assert len(drift["now_s_per_byte"]) == 2 and 0.3 < drift["ratio"] < 3
+    assert 0.3 < drift["prompt_ratio"] < 3  # its prompt probe, at the profile's prompt lengths
     for row in report["rows"]:
         assert row["measured_tpot_s"] > 0 and row["predicted_tpot_s"] > 0
         assert 0.2 < row["tpot_ratio"] < 5  # a wrong unit or a missed factor of the rows would land outside
         assert row["drift_corrected_tpot_ratio"] == pytest.approx(row["tpot_ratio"] * drift["ratio"])
+        assert row["drift_corrected_ttft_ratio"] == pytest.approx(row["ttft_ratio"] * drift["prompt_ratio"])
+    from rich.console import Console
+
+    from roofline.render.measure import validate_table
+
+    console = Console(width=120, record=True)
+    console.print(validate_table(report))
+    assert "TTFT ratios x prompt drift" in console.export_text()
 
 
 def _port() -> int:

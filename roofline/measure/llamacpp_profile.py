@@ -148,6 +148,7 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
         "per_layer_s": per_layer,
         "probe_bytes": streamed,
         "probe_layers": a.layers,  # the wide probe's depth: validate reruns it to see this machine's drift
+        "prompt_probe_layers": files["wide_prompt"][0].layers,  # and the wide prompt probe's, for the prompts' drift
         "seconds_per_byte": wide,
         "narrow_seconds_per_byte": narrow,
     }
@@ -279,3 +280,22 @@ def reference_seconds_per_byte(
     results, _ = llamacpp.bench(build, path, [], GENERATE, threads, repack=entry.get("repack", True))
     step = _median_s(results[0]) / results[0]["n_gen"]
     return streaming_s(step, entry["per_step_s"] + a.layers * entry["per_layer_s"]) / streamed
+
+
+def reference_prompt_seconds_per_byte(
+    build: llamacpp.Build, entry: dict[str, Any], kind: str, path: Path, threads: int | None = None
+) -> dict[str, float]:
+    """The wide prompt probe of `kind` (written at `path` if absent) processing PROMPTS now, one repetition after
+    the warm-up: prompt -> seconds per streamed byte [s/B] as the profile measured it. Against the profile's
+    seconds_per_byte at those rows it is this machine's drift for prompts."""
+    from roofline.specs.checkpoint import gguf_model
+
+    a = probe(WIDE, entry.get("prompt_probe_layers") or layers_for(WIDE, kind, PROMPT_BYTES))
+    if not path.is_file():
+        synthetic.write(a, path, kind, "wide_prompt")
+    streamed = sum(gguf_model(path)[1].streamed_by_dtype.values())
+    results, _ = llamacpp.bench(build, path, list(PROMPTS), 0, threads, reps=1, repack=entry.get("repack", True))
+    fixed = entry["per_step_s"] + a.layers * entry["per_layer_s"]
+    return {
+        str(r["n_prompt"]): _per_byte(a, streamed, r["n_prompt"], streaming_s(_median_s(r), fixed)) for r in results
+    }

@@ -63,6 +63,7 @@ def run(
         entry = profile["types"][kind]
         runs: dict[int, list[dict[str, Any]]] = {b: [] for b in batches}
         reference: list[float] = []
+        prompt_reference: list[float] = []  # now / profile, per prompt point and round
         info: dict[str, Any] = {}
         for r, batch in stats.schedule(list(batches), repeat):
             if "probe_layers" in entry and batch == batches[r % len(batches)]:  # each round's first run
@@ -70,10 +71,16 @@ def run(
                 reference.append(
                     llamacpp_profile.reference_seconds_per_byte(build, entry, kind, Path(folder) / "wide.gguf", threads)
                 )
+                prompts = llamacpp_profile.reference_prompt_seconds_per_byte(
+                    build, entry, kind, Path(folder) / "wide_prompt.gguf", threads
+                )
+                table = entry["seconds_per_byte"]
+                prompt_reference += [s / table[m] for m, s in prompts.items() if m in table]
             on_step(f"round {r + 1} of {repeat}, batch {batch}")
             measured, info = _time_run(build, path, batch, prompt, output, threads)
             runs[batch].append(measured)
     drift = statistics.median(reference) / entry["seconds_per_byte"]["1"] if reference else None
+    prompt_drift = statistics.median(prompt_reference) if prompt_reference else None
     rows = []
     for batch in batches:
         predicted = estimate(
@@ -82,6 +89,8 @@ def run(
         row = _row(batch, runs[batch], predicted, hardware, tolerance)
         if drift is not None:  # the TPOT ratio had memory run as fast as when the profile was measured
             row["drift_corrected_tpot_ratio"] = row["tpot_ratio"] * drift
+        if prompt_drift is not None:  # the TTFT ratio had prompts run as fast as when the profile was measured
+            row["drift_corrected_ttft_ratio"] = row["ttft_ratio"] * prompt_drift
         rows.append(row)
     a = model.arch
     envelope = {
@@ -105,8 +114,9 @@ def run(
             "record": machine.record(),
         },
         "llama_cpp": {"found": build.found, "folder": str(build.folder), **info},
-        # The profile's wide probe decoding one row, rerun each round: now / in the profile (1.3: 30% slower now).
-        "drift": {"type": kind, "now_s_per_byte": reference, "ratio": drift},
+        # The profile's wide probe decoding one row, rerun each round: now / in the profile (1.3: 30% slower now);
+        # its prompt probe's prompts likewise (prompt_ratio: the median over the rounds and the prompt lengths).
+        "drift": {"type": kind, "now_s_per_byte": reference, "ratio": drift, "prompt_ratio": prompt_drift},
         **run_summary(hardware, prompt, output, batches, rows),
     }
     return Report("validate", envelope, rows)

@@ -284,12 +284,17 @@ def _drift(result: dict[str, Any]) -> list:
     if drift is None:
         return []
     corrected = " · ".join(f"batch {r['batch']} TPOT {r['drift_corrected_tpot_ratio']:.2f}" for r in result["rows"])
-    return [
+    lines = [
         Text(
             f"drift: the profile's reference ran at {drift:.2f}x its profile time this run; "
             f"TPOT ratios x drift: {corrected}"
         )
     ]
+    prompts = result["drift"].get("prompt_ratio")
+    if prompts is not None:  # llama.cpp's prompt probe
+        corrected = " · ".join(f"batch {r['batch']} TTFT {r['drift_corrected_ttft_ratio']:.2f}" for r in result["rows"])
+        lines.append(Text(f"prompt drift: its prompts ran at {prompts:.2f}x; TTFT ratios x prompt drift: {corrected}"))
+    return lines
 
 
 def _ratio(row: dict[str, Any], what: str) -> str:
