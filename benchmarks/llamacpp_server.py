@@ -1,6 +1,7 @@
 """The llama-server table of docs/guides/llamacpp.md: start llama-server on loopback with a synthetic GGUF, run
-`roofline bench --compare` at four loads in interleaved rounds, and print predicted / measured (median and range
-over the rounds) of TTFT p50, TPOT p50 and ITL p50 beside the measured medians.
+`roofline bench --compare` at four loads in interleaved rounds (1 client, Poisson arrivals at 0.35 and 0.7 of the
+capacity simulate predicts for a closed loop as deep as the slots, that closed loop), and print predicted /
+measured (median and range over the rounds) of TTFT p50, TPOT p50 and ITL p50 beside the measured medians.
 
     python benchmarks/llamacpp_server.py [--profile here.yaml] [--rounds 3]
 
@@ -23,12 +24,13 @@ from llamacpp_table import SHAPES, cli
 from roofline.measure import llamacpp, synthetic
 from roofline.specs.catalog import load_model
 
-LOADS = {  # name -> bench's load flags
+LOADS = {  # name -> bench's load flags; Poisson rates as a share of the predicted capacity (see main)
     "1 client": ["--concurrency", "1"],
-    "Poisson 1/s": ["--rate", "1/s"],
-    "Poisson 2/s": ["--rate", "2/s"],
+    "Poisson 0.35x capacity": 0.35,
+    "Poisson 0.7x capacity": 0.7,
     "4 clients (closed loop)": ["--concurrency", "4"],
 }
+WORKLOAD = ["--prompt", "128", "--output", "32"]
 
 
 def free_port() -> int:
@@ -84,32 +86,29 @@ def main() -> None:
     shape = load_model(str(SHAPES / f"{options.shape}.yaml")).arch
     shape = shape._replace(layers=options.layers, vocab_size=options.vocab_size or shape.vocab_size)
     model = synthetic.write(shape, folder / "m.gguf", options.type)
+    priced = ["-m", str(model), "-H", profile, "--engine", "llamacpp", "--max-num-seqs", str(options.slots)]
+    # The capacity: the requests a second simulate predicts for a closed loop as deep as the slots.
+    closed = ["--concurrency", str(options.slots), "--requests", str(10 * options.slots)]
+    capacity = cli(["simulate", *priced, *closed, *WORKLOAD, "--json"])["requests_per_s"]
+    print(f"predicted capacity {capacity:.2f} requests/s", flush=True)
+    loads = {
+        name: load if isinstance(load, list) else ["--rate", f"{load * capacity:.3g}/s"] for name, load in LOADS.items()
+    }
     results: dict[str, list[dict]] = {name: [] for name in options.loads.split(",")}
     with server(model, options.slots) as url:
         for _ in range(options.rounds):
             for name in results:
-                load = LOADS[name]
-                args = ["bench", url, *load, "--requests", str(options.requests), "--warmup", "2", "--prompt", "128"]
-                args += [
-                    "--output",
-                    "32",
-                    "--vocab",
-                    str(shape.vocab_size),
-                    "--compare",
-                    "-m",
-                    str(model),
-                    "-H",
-                    profile,
-                ]
-                args += ["--engine", "llamacpp", "--max-num-seqs", str(options.slots), "--quiet", "--json"]
+                args = ["bench", url, *loads[name], "--requests", str(options.requests), "--warmup", "2", *WORKLOAD]
+                args += ["--vocab", str(shape.vocab_size), "--compare", *priced, "--quiet", "--json"]
                 results[name].append(cli(args))
-    print("| load | TTFT p50 measured | ratio | TPOT p50 measured | ratio | ITL p50 ratio |")
-    print("| --- " * 6 + "|")
+    print("| load | rate | TTFT p50 measured | ratio | TPOT p50 measured | ratio | ITL p50 ratio |")
+    print("| --- " * 7 + "|")
     for name, runs in results.items():
         ttft = statistics.median(r["measured"]["ttft_s"]["p50"] for r in runs) * 1e3
         tpot = statistics.median(r["measured"]["tpot_s"]["p50"] for r in runs) * 1e3
         ratio = {key: [r["ratio"][key]["p50"] for r in runs] for key in ("ttft_s", "tpot_s", "itl_s")}
-        row = [name, f"{ttft:.0f} ms", spread(ratio["ttft_s"]), f"{tpot:.1f} ms", spread(ratio["tpot_s"])]
+        rate = loads[name][1] if loads[name][0] == "--rate" else "closed loop"
+        row = [name, rate, f"{ttft:.0f} ms", spread(ratio["ttft_s"]), f"{tpot:.1f} ms", spread(ratio["tpot_s"])]
         print("| " + " | ".join([*row, spread(ratio["itl_s"])]) + " |")
 
 
