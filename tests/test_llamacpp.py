@@ -86,6 +86,11 @@ def test_a_malformed_llamacpp_profile_names_the_field(tmp_path):
     result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "h.yaml")])
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert "engines" in result.output and "seconds_per_byte" in result.output
+    depth = {"shallow_bytes": 2e8, "deep_bytes": 1e8, "ratio": 1.2}  # deep shallower than shallow
+    bad = {**PROFILE, "types": {"Q8_0": {**PROFILE["types"]["Q8_0"], "prompt_depth": depth}}}
+    (tmp_path / "h.yaml").write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": bad}}))
+    result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "h.yaml")])
+    assert result.exit_code != 0 and "Traceback" not in result.output and "prompt_depth" in result.output
 
 
 def test_a_crash_is_retried_without_repacking(tmp_path):
@@ -144,6 +149,25 @@ def test_a_stand_in_type_is_priced_per_weight_where_it_computes_and_per_byte_whe
     assert s(only_q8, "F16", 512, 1024) == pytest.approx(4.296875e-9)
 
 
+def test_a_prompt_is_priced_at_the_depth_of_the_models_weights():
+    # By hand from the rule (docs/guides/llamacpp.md, Depth): prompts of a model whose weights are the deep probe's
+    # 256 MB or more run 1.21x the shallow (48 MB) probe's time per byte, log-log between, 1 at or under 48 MB.
+    depth = {"shallow_bytes": 48e6, "deep_bytes": 256e6, "ratio": 1.21}
+    f = price.prompt_depth_factor
+    assert f(depth, 48e6) == pytest.approx(1.0) and f(depth, 20e6) == pytest.approx(1.0)
+    assert f(depth, 256e6) == pytest.approx(1.21) and f(depth, 1e9) == pytest.approx(1.21)
+    assert f(depth, (48e6 * 256e6) ** 0.5) == pytest.approx(1.1)  # halfway in log bytes: sqrt(1.21)
+    assert f({**depth, "ratio": 0.8}, 1e9) == 1.0  # a deeper model never prices faster
+    assert f(None, 1e9) == f(depth, None) == 1.0  # profiles from before it, and callers not saying
+    deep = {**PROFILE, "types": {"Q8_0": {**PROFILE["types"]["Q8_0"], "prompt_depth": depth}}}
+    s = price.seconds_per_byte
+    assert s(deep, "Q8_0", 128, 1024, 1e9) == pytest.approx(2.42e-9)  # the wide probe's 2e-9 x 1.21
+    assert s(deep, "Q8_0", 16, 1024, 1e9) == pytest.approx(4e-10)  # decode rows: the deep probes' own
+    # 64 rows, log-log between 16 (4e-10) and 128 (2.42e-9): 4e-10 x 6.05^(2/3) = 1.328098e-9
+    assert s(deep, "Q8_0", 64, 1024, 1e9) == pytest.approx(1.328098e-9)
+    assert s(deep, "Q8_0", 128, 1024, 48e6) == pytest.approx(2e-9)
+
+
 def test_the_streaming_part_of_a_step_is_never_under_half_of_it():
     from roofline.measure.llamacpp_profile import streaming_s
 
@@ -186,6 +210,14 @@ def test_estimate_with_a_llamacpp_profile(tmp_path):
         assert json.loads(out.stdout)["engine"]["ttft_s"] == pytest.approx(ttft, rel=1e-4)
     out = CliRunner().invoke(app, [*args, "--prompt", "4", "--output", "2", "-b", "4"])
     assert 6.60083e-4 <= json.loads(out.stdout)["engine"]["tpot_s"] <= 6.60083e-4 + 4 * 1.5e-6  # rows 4: 3e-10 s/B
+    # A profile whose deep prompt probe (1 MB, under the model's 1,531,904 B of matrices) ran 1.5x the shallow one:
+    # the layers' matmuls and the attention priced at their rate take 1.5x (0.0235008 + 0.0061302 s), the one-row
+    # lm_head, fixed cost and KV (0.0005042 s) do not: 0.0449507 s.
+    depth = {"shallow_bytes": 1e5, "deep_bytes": 1e6, "ratio": 1.5}
+    deep = {**PROFILE, "types": {**PROFILE["types"], "Q8_0": {**PROFILE["types"]["Q8_0"], "prompt_depth": depth}}}
+    (tmp_path / "h.yaml").write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": deep}}))
+    out = CliRunner().invoke(app, [*args, "--prompt", "600", "--output", "2", "-b", "1"])
+    assert json.loads(out.stdout)["engine"]["ttft_s"] == pytest.approx(0.0449507, rel=1e-4)
 
 
 # ---------------------------------------------------------------- with a llama.cpp build

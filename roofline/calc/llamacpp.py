@@ -9,7 +9,8 @@ where s_T(M) [s/B] is the measured time per streamed weight byte of probe models
 llama-batched-bench decode steps, 128 and 512 from llama-bench prompt processing): at M = 1 it is 1 / the
 achieved bandwidth, at large M it is (2 x M / bytes per weight) / the achieved FLOP/s. Two probes, hidden 512 and
 1024, both far beyond the cache, give it at two widths; a model's is interpolated log-log in its hidden size
-(narrower layers run more, smaller matrices per byte, slower). Attention FLOPs run at the step's achieved matmul
+(narrower layers run more, smaller matrices per byte, slower). Prompts are measured on shallower probes and priced at
+the depth of the model's weights (`prompt_depth_factor`). Attention FLOPs run at the step's achieved matmul
 FLOP/s; the fixed cost is per step + layers x per layer (a small in-cache probe at two depths); vectors (norms) and
 the KV cache are read once at the f16 decode rate. Types the profile never ran are priced with the measured type
 closest in bits per weight: its time per weight where it computes, per byte where it streams; and say so.
@@ -83,27 +84,44 @@ def stand_ins(profile: dict[str, Any], weights: Weights) -> dict[str, str]:
     return {k: measured_type(profile, k) for k in sorted(kinds) if measured_type(profile, k) != k}
 
 
-def seconds_per_byte(profile: dict[str, Any], kind: str, rows: float, width: float) -> float:
+def seconds_per_byte(
+    profile: dict[str, Any], kind: str, rows: float, width: float, working_set: float | None = None
+) -> float:
     """s_T(M, width) [s/B]: the measured type's (`measured_type`) at M rows, as a type it stands in for runs it
-    (`stand_in_seconds_per_byte`)."""
+    (`stand_in_seconds_per_byte`); prompts at the depth of a model whose weights are `working_set` bytes
+    (`prompt_depth_factor`; None: the prompt probes' own)."""
     measured = measured_type(profile, kind)
-    s = _measured_seconds_per_byte(profile, measured, rows, width)
+    s = _measured_seconds_per_byte(profile, measured, rows, width, working_set)
     if measured == kind:
         return s
     streaming = _measured_seconds_per_byte(profile, measured, 1, width)
     return stand_in_seconds_per_byte(s, streaming, BITS.get(measured, 16.0), BITS.get(kind, 16.0))
 
 
-def _measured_seconds_per_byte(profile: dict[str, Any], kind: str, rows: float, width: float) -> float:
+def _measured_seconds_per_byte(
+    profile: dict[str, Any], kind: str, rows: float, width: float, working_set: float | None = None
+) -> float:
     """A measured type's s_T(M, width) [s/B]: the wide probe's at M rows times the narrow probe's ratio to it at M
     rows, raised to the model's share of the way from the wide to the narrow width in log hidden size (held beyond
-    either)."""
+    either); its prompt rows times `prompt_depth_factor`."""
     entry = profile["types"][kind]
-    s = interpolate(_points(entry["seconds_per_byte"]), rows)
-    narrow = _points(entry.get("narrow_seconds_per_byte") or {})
+    depth = prompt_depth_factor(entry.get("prompt_depth"), working_set)
+    s = interpolate(_points(entry["seconds_per_byte"], depth), rows)
+    narrow = _points(entry.get("narrow_seconds_per_byte") or {}, depth)
     if not narrow:
         return s
     return width_rule(interpolate(narrow, rows), s, *profile["widths"], width)
+
+
+def prompt_depth_factor(depth: dict[str, float] | None, working_set: float | None) -> float:
+    """How much slower a byte of a prompt runs when the model's weights are `working_set` bytes [B] than in the
+    shallow prompt probes: 1 at the shallow probe's bytes, the measured ratio (deep / shallow, at least 1: more
+    weights never stay in cache better) at the deep probe's, log-log between, held beyond either. Between two
+    passes a shallow model's weights partly stay in the last-level cache, a deep one's do not (measured:
+    docs/guides/llamacpp.md, Depth)."""
+    if not depth or working_set is None:
+        return 1.0
+    return held_loglog(1.0, max(depth["ratio"], 1.0), depth["shallow_bytes"], depth["deep_bytes"], working_set)
 
 
 def stand_in_seconds_per_byte(s: float, streaming: float, bits: float, kind_bits: float) -> float:
@@ -118,12 +136,21 @@ def stand_in_seconds_per_byte(s: float, streaming: float, bits: float, kind_bits
 def width_rule(narrow: float, wide: float, low: float, high: float, width: float) -> float:
     """Seconds per byte at `width` [s/B], log-log between (low, narrow) and (high, wide), held beyond either (why
     held: docs/guides/llamacpp.md, Width)."""
-    share = min(max(math.log(high / width) / math.log(high / low), 0.0), 1.0)  # 1 at the narrow width, 0 at the wide
-    return wide * (narrow / wide) ** share
+    return held_loglog(narrow, wide, low, high, width)
 
 
-def _points(table: dict[str, float]) -> list[tuple[float, float]]:
-    return sorted((float(m), s) for m, s in table.items())
+def held_loglog(at_low: float, at_high: float, low: float, high: float, x: float) -> float:
+    """The line through (low, at_low) and (high, at_high) in log-log, held at either end beyond it."""
+    share = min(max(math.log(high / x) / math.log(high / low), 0.0), 1.0)  # 1 at low, 0 at high
+    return at_high * (at_low / at_high) ** share
+
+
+PROMPT_ROWS = 128  # the profile's shortest prompt (llama-bench): the rows from which prompt_depth_factor applies
+
+
+def _points(table: dict[str, float], depth: float = 1.0) -> list[tuple[float, float]]:
+    """(rows, s/B) sorted by rows, prompt rows times `depth`."""
+    return sorted((float(m), s * (depth if float(m) >= PROMPT_ROWS else 1.0)) for m, s in table.items())
 
 
 def fixed_seconds(profile: dict[str, Any], weights: Weights, layers: int) -> float:
@@ -158,10 +185,11 @@ def step_parts(
     cache type)."""
     parts = max(-(-rows // UBATCH), 1)
     each, logits_each = -(-rows // parts), -(-logit_rows // parts)
-    matmuls = sum(b * seconds_per_byte(profile, t, each, width) for t, b in weights.layers.items())
     head_type, head = weights.head
+    working_set = sum(weights.layers.values()) + head
+    matmuls = sum(b * seconds_per_byte(profile, t, each, width, working_set) for t, b in weights.layers.items())
     # The lm_head runs in the ubatches holding logit rows only (a prompt's: its last one).
-    logits = min(logit_rows, parts) * head * seconds_per_byte(profile, head_type, logits_each, width)
+    logits = min(logit_rows, parts) * head * seconds_per_byte(profile, head_type, logits_each, width, working_set)
     rate = matmul_flops / parts / matmuls if matmuls > 0 else float("inf")
     read = seconds_per_byte(profile, "F16", 1, width)  # streaming once: the cache (f16) and the vectors
     attention = attention_flops / rate + kv_bytes * read

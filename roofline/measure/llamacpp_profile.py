@@ -5,10 +5,12 @@ Per type: a small probe (hidden 256) at depths 2 and 8 gives the fixed cost of a
 1024, each with as many layers as make its weights 4x the last-level cache (256 MB to 1 GiB), give the time per
 streamed weight byte at M rows: decode steps of M = 1, 2, 4, 8, 16 sequences (llama-batched-bench). Prompt
 processing of 128 and 512 tokens (llama-bench) runs on shallower probes of the same widths (PROMPT_BYTES of
-weights): at hundreds of rows a matmul is compute-bound, so where its weights sit no longer matters, and the deep
-probes' prompts had taken two thirds of the time. Narrow rows run slower per byte (more matrices and rows per byte),
-so roofline.calc.llamacpp interpolates between the two in the model's hidden size. Each test is the median of
-llama-bench's repetitions after its warm-up run.
+weights), which take a third of the deep probes' time; the deep wide probe then runs the 128-token prompt, and
+its time per byte over the shallow one's (prompt_depth) prices a model's prompts at the depth of its weights: between
+passes a shallow model's weights partly stay in the last-level cache, a deep one's do not (docs/guides/llamacpp.md,
+Depth). Narrow rows run slower per byte (more matrices and rows per byte), so roofline.calc.llamacpp interpolates
+between the two in the model's hidden size. Each test is the median of llama-bench's repetitions after its warm-up
+run.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ GENERATE = 16
 BATCHED_GENERATE = 8  # decode steps per batch size: 8 of them at 16 rows take 0.1-0.7 s
 MIN_BYTES, MAX_BYTES = 256e6, 2**30
 PROMPT_BYTES = 48e6
+DEPTH_PROMPT = 128  # the prompt also run on the deep wide probe (prompt_depth): its shortest, the cheapest
 
 
 def probe(width: int, layers: int) -> Architecture:
@@ -142,6 +145,9 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
     wide, repack_wide = _curve(build, files["wide"], files["wide_prompt"], per_step, per_layer, threads)
     narrow, repack_narrow = _curve(build, files["narrow"], files["narrow_prompt"], per_step, per_layer, threads)
     a, _, streamed = files["wide"]
+    deep, _ = prompt_seconds_per_byte(
+        build, files["wide"], per_step, per_layer, threads, repack=repack_wide, prompts=(DEPTH_PROMPT,)
+    )
     entry = {
         "repack": bool(repack and repack_wide and repack_narrow),
         "per_step_s": per_step,
@@ -149,6 +155,11 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
         "probe_bytes": streamed,
         "probe_layers": a.layers,  # the wide probe's depth: validate reruns it to see this machine's drift
         "prompt_probe_layers": files["wide_prompt"][0].layers,  # and the wide prompt probe's, for the prompts' drift
+        "prompt_depth": {  # the same prompt on the deep wide probe: its weights no longer stay in cache
+            "shallow_bytes": files["wide_prompt"][2],
+            "deep_bytes": streamed,
+            "ratio": deep[str(DEPTH_PROMPT)] / wide[str(DEPTH_PROMPT)],
+        },
         "seconds_per_byte": wide,
         "narrow_seconds_per_byte": narrow,
     }
@@ -175,12 +186,19 @@ def _curve(build, deep: tuple, shallow: tuple, per_step: float, per_layer: float
 
 
 def prompt_seconds_per_byte(
-    build, shallow: tuple, per_step: float, per_layer: float, threads, reps: int = 3, repack: bool | None = None
+    build,
+    shallow: tuple,
+    per_step: float,
+    per_layer: float,
+    threads,
+    reps: int = 3,
+    repack: bool | None = None,
+    prompts: tuple[int, ...] = PROMPTS,
 ) -> tuple[dict[str, float], bool]:
     """prompt -> seconds per streamed matrix byte of the `shallow` probe (architecture, path, matrix bytes)
-    processing PROMPTS, its fixed cost and attention taken out; and the repack used."""
+    processing `prompts`, its fixed cost and attention taken out; and the repack used."""
     a, path, streamed = shallow
-    results, repack = llamacpp.bench(build, path, list(PROMPTS), 0, threads, reps, repack)
+    results, repack = llamacpp.bench(build, path, list(prompts), 0, threads, reps, repack)
     fixed = per_step + a.layers * per_layer
     table = {
         str(r["n_prompt"]): _per_byte(a, streamed, r["n_prompt"], streaming_s(_median_s(r), fixed)) for r in results
@@ -252,7 +270,7 @@ HEADER = """\
 
 def report(entry: dict[str, Any]) -> Any:
     """`measure --engine llamacpp --json`: the entry; a table row per type with its decode bandwidth (rows 1),
-    prompt-processing FLOP/s (the largest rows) and fixed costs."""
+    prompt-processing FLOP/s (the largest rows), fixed costs and the deep probe's prompt against the shallow's."""
     from roofline.calc.llamacpp import BITS
     from roofline.report import Report
 
@@ -268,6 +286,7 @@ def report(entry: dict[str, Any]) -> Any:
                 "prefill_rows": int(largest),
                 "per_step_s": t["per_step_s"],
                 "per_layer_s": t["per_layer_s"],
+                "deep_prompt_ratio": (t.get("prompt_depth") or {}).get("ratio"),
                 "repack": t["repack"],
             }
         )

@@ -336,6 +336,7 @@ def llamacpp_table(result: dict[str, Any]):
             f"{si(r['prefill_flop_per_s'], 'FLOP/s')} (pp{r['prefill_rows']})",
             si(r["per_step_s"], "s"),
             si(r["per_layer_s"], "s"),
+            "-" if r.get("deep_prompt_ratio") is None else f"{r['deep_prompt_ratio']:.2f}x",
             "on" if r["repack"] else "off",
         ]
         for r in result["rows"]
@@ -346,7 +347,7 @@ def llamacpp_table(result: dict[str, Any]):
             f"{result['data'].get('seconds')} s)",
             style="bold",
         ),
-        Grid(["type", "decode", "prefill", "per step", "per layer", "repack"], rows, left=1),
+        Grid(["type", "decode", "prefill", "per step", "per layer", "deep prompt", "repack"], rows, left=1),
     )
 
 

@@ -127,7 +127,7 @@ def _engines(value: Any) -> dict[str, Any]:
 
 def _llamacpp(engine: Any) -> None:
     """engines.llamacpp as `measure --engine llamacpp` writes it: widths [narrow, wide] and, per ggml type,
-    per_step_s, per_layer_s and seconds_per_byte by rows (roofline.calc.llamacpp)."""
+    per_step_s, per_layer_s, seconds_per_byte by rows and optionally prompt_depth (roofline.calc.llamacpp)."""
     types = engine.get("types") if isinstance(engine, dict) else None
     widths = engine.get("widths") if isinstance(engine, dict) else None
     if not isinstance(types, dict) or not types or not (isinstance(widths, list) and len(widths) == 2):
@@ -140,6 +140,16 @@ def _llamacpp(engine: Any) -> None:
             raise ValueError(
                 f"engine 'llamacpp' type {kind!r}: expected per_step_s, per_layer_s [s] and seconds_per_byte as "
                 "rows -> seconds"
+            )
+        depth = costs.get("prompt_depth")
+        if depth is not None and not (
+            isinstance(depth, dict)
+            and all(number(depth.get(k), 1e15) and depth[k] > 0 for k in ("shallow_bytes", "deep_bytes", "ratio"))
+            and depth["deep_bytes"] > depth["shallow_bytes"]
+        ):
+            raise ValueError(
+                f"engine 'llamacpp' type {kind!r}: expected prompt_depth with shallow_bytes < deep_bytes [B] and "
+                "ratio > 0"
             )
 
 
