@@ -3,6 +3,12 @@
 capacity simulate predicts for a closed loop as deep as the slots, that closed loop), and print predicted /
 measured (median and range over the rounds) of TTFT p50, TPOT p50 and ITL p50 beside the measured medians.
 
+After each run the profile's probes are rerun (as `validate --engine llamacpp` does) and the same requests simulated
+again with the profile's times scaled by the machine's drift since it was measured: decode rows and fixed costs by
+the decode probe's now / then, prompt rows by the prompt probe's. Those ratios ("drift-scaled") say how much of a
+miss is the machine having changed since the profile, which a queue amplifies: a step priced 1.3x fast leaves
+requests that overlapped on the server alone in the simulation.
+
     python benchmarks/llamacpp_server.py [--profile here.yaml] [--rounds 3]
 
 Needs a llama.cpp build (pip install '.[llamacpp]'); ~3 minutes on a 2-core VM. Without --profile, the q8_0
@@ -14,9 +20,11 @@ import statistics
 import tempfile
 from pathlib import Path
 
+import yaml
 from llamacpp_table import SHAPES, cli
 
-from roofline.measure import llamacpp, synthetic
+from roofline.calc.llamacpp import PROMPT_ROWS
+from roofline.measure import llamacpp, llamacpp_profile, synthetic
 from roofline.specs.catalog import load_model
 
 LOADS = {  # name -> bench's load flags; Poisson rates as a share of the predicted capacity (see main)
@@ -30,6 +38,24 @@ WORKLOAD = ["--prompt", "128", "--output", "32"]
 
 def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def drift_scaled(build, profile: str, kind: str, folder: Path) -> tuple[str, float, float]:
+    """A copy of `profile` with `kind`'s times scaled by this machine's drift since it was measured (its probes rerun
+    now), written in `folder`; and the decode and prompt drifts (now / then)."""
+    spec = yaml.safe_load(Path(profile).read_text())
+    entry = spec["engines"]["llamacpp"]["types"][kind]
+    decode = llamacpp_profile.reference_seconds_per_byte(build, entry, kind, folder / "wide.gguf")
+    decode /= entry["seconds_per_byte"]["1"]
+    prompts = llamacpp_profile.reference_prompt_seconds_per_byte(build, entry, kind, folder / "wide_prompt.gguf")
+    prompt = statistics.median(s / entry["seconds_per_byte"][m] for m, s in prompts.items())
+    for table in ("seconds_per_byte", "narrow_seconds_per_byte"):
+        entry[table] = {m: t * (prompt if int(m) >= PROMPT_ROWS else decode) for m, t in entry[table].items()}
+    entry["per_step_s"] *= decode
+    entry["per_layer_s"] *= decode
+    path = folder / "drift-scaled.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return str(path), decode, prompt
 
 
 def main() -> None:
@@ -60,21 +86,38 @@ def main() -> None:
         name: load if isinstance(load, list) else ["--rate", f"{load * capacity:.3g}/s"] for name, load in LOADS.items()
     }
     results: dict[str, list[dict]] = {name: [] for name in options.loads.split(",")}
-    with llamacpp.server(llamacpp.find(), model, options.slots, 1024 * options.slots) as url:
+    scaled: dict[str, list[dict[str, float]]] = {name: [] for name in results}
+    drifts: list[tuple[float, float]] = []
+    build, kind = llamacpp.find(), options.type.upper()
+    with llamacpp.server(build, model, options.slots, 1024 * options.slots) as url:
         for _ in range(options.rounds):
             for name in results:
-                args = ["bench", url, *loads[name], "--requests", str(options.requests), "--warmup", "2", *WORKLOAD]
-                args += ["--vocab", str(shape.vocab_size), "--compare", *priced, "--quiet", "--json"]
-                results[name].append(cli(args))
-    print("| load | rate | TTFT p50 measured | ratio | TPOT p50 measured | ratio | ITL p50 ratio |")
-    print("| --- " * 7 + "|")
+                requests = [*loads[name], "--requests", str(options.requests), "--warmup", "2", *WORKLOAD]
+                args = ["bench", url, *requests, "--vocab", str(shape.vocab_size), "--compare", *priced]
+                run = cli([*args, "--quiet", "--json"])
+                results[name].append(run)
+                # The same requests (the same seed and flags) simulated with the profile as the machine runs now.
+                path, decode, prompt = drift_scaled(build, profile, kind, folder)
+                drifts.append((decode, prompt))
+                again = ["-m", str(model), "-H", path, *priced[4:]]
+                predicted = cli(["simulate", *again, *requests, "--json"])
+                scaled[name].append(
+                    {key: predicted[key]["p50"] / run["measured"][key]["p50"] for key in ("ttft_s", "tpot_s")}
+                )
+    decode, prompt = (", ".join(f"{d[i]:.2f}" for d in drifts) for i in (0, 1))
+    print(f"drift (now / profile) after each run: decode {decode}; prompts {prompt}\n")
+    head = "| load | rate | TTFT p50 measured | ratio | drift-scaled | TPOT p50 measured | ratio | drift-scaled |"
+    print(head + " ITL p50 ratio |")
+    print("| --- " * 9 + "|")
     for name, runs in results.items():
         ttft = statistics.median(r["measured"]["ttft_s"]["p50"] for r in runs) * 1e3
         tpot = statistics.median(r["measured"]["tpot_s"]["p50"] for r in runs) * 1e3
         ratio = {key: [r["ratio"][key]["p50"] for r in runs] for key in ("ttft_s", "tpot_s", "itl_s")}
+        again = {key: [r[key] for r in scaled[name]] for key in ("ttft_s", "tpot_s")}
         rate = loads[name][1] if loads[name][0] == "--rate" else "closed loop"
-        row = [name, rate, f"{ttft:.0f} ms", spread(ratio["ttft_s"]), f"{tpot:.1f} ms", spread(ratio["tpot_s"])]
-        print("| " + " | ".join([*row, spread(ratio["itl_s"])]) + " |")
+        row = [name, rate, f"{ttft:.0f} ms", spread(ratio["ttft_s"]), spread(again["ttft_s"])]
+        row += [f"{tpot:.1f} ms", spread(ratio["tpot_s"]), spread(again["tpot_s"]), spread(ratio["itl_s"])]
+        print("| " + " | ".join(row) + " |")
 
 
 if __name__ == "__main__":
