@@ -56,7 +56,7 @@ WIDE_COMMANDS = [
         "--price",
         "mi300x=2.2",
         "--all",
-        *("-H", "h100-sxm", "-H", "mi300x", "-H", "l40s", "-H", "a10", "-H", "apple-m4-max"),
+        *("-H", "h100-sxm", "-H", "mi300x", "-H", "a10", "-H", "apple-m4-max"),  # two unpriced: a note over 80
         *("--tp", "1"),  # every column, in a fraction of the default search's time (it runs three times)
     ],
     ["fit", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--context", "32768"],
