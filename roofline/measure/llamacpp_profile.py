@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from roofline.calc import formulas as f
+from roofline.calc.llamacpp import PROMPT_ROWS
 from roofline.measure import llamacpp, machine, synthetic
 from roofline.specs.params import Architecture
 
@@ -34,12 +35,11 @@ BUDGET_S = 60.0
 SMALL, NARROW, WIDE = 256, 512, 1024
 DEPTHS = (2, 8)
 DECODE_ROWS = (1, 2, 4, 8, 16)
-PROMPTS = (128, 512)
+PROMPTS = (PROMPT_ROWS, 512)  # the shortest is also run on the deep wide probe (prompt_depth)
 GENERATE = 16
 BATCHED_GENERATE = 8  # decode steps per batch size: 8 of them at 16 rows take 0.1-0.7 s
 MIN_BYTES, MAX_BYTES = 256e6, 2**30
 PROMPT_BYTES = 48e6
-DEPTH_PROMPT = 128  # the prompt also run on the deep wide probe (prompt_depth): its shortest, the cheapest
 
 
 def probe(width: int, layers: int) -> Architecture:
@@ -146,7 +146,7 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
     narrow, repack_narrow = _curve(build, files["narrow"], files["narrow_prompt"], per_step, per_layer, threads)
     a, _, streamed = files["wide"]
     deep, _ = prompt_seconds_per_byte(
-        build, files["wide"], per_step, per_layer, threads, repack=repack_wide, prompts=(DEPTH_PROMPT,)
+        build, files["wide"], per_step, per_layer, threads, repack=repack_wide, prompts=(PROMPT_ROWS,)
     )
     entry = {
         "repack": bool(repack and repack_wide and repack_narrow),
@@ -158,7 +158,7 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
         "prompt_depth": {  # the same prompt on the deep wide probe: its weights no longer stay in cache
             "shallow_bytes": files["wide_prompt"][2],
             "deep_bytes": streamed,
-            "ratio": deep[str(DEPTH_PROMPT)] / wide[str(DEPTH_PROMPT)],
+            "ratio": deep[str(PROMPT_ROWS)] / wide[str(PROMPT_ROWS)],
         },
         "seconds_per_byte": wide,
         "narrow_seconds_per_byte": narrow,
