@@ -5,6 +5,9 @@ Parameters, each with a physical meaning (roofline/calc/presets.py applies them)
 - bandwidth_fraction, compute_fraction: the achieved shares of peak bandwidth and peak FLOP/s of the compute dtype;
 - step_overhead_s, layer_overhead_s: a fixed cost per engine step (scheduler, sampling) and one per layer per step
   (kernel launches and syncs not hidden by CUDA graphs, norms, TP all-reduce latency beyond the link model);
+- rocm_layer_overhead_s: what a layer costs a step more on ROCm (AMD Instinct) than on CUDA: the batch-1 and batch-8
+  runs on MI300X and MI350X are loop-bound and 12-33% slower than CUDA's costs price them. Per era; a fold with no
+  ROCm run of the era holds it at 0 (CUDA's), so a left-out AMD device never learns its own cost from itself;
 - request_overhead_s: a fixed cost per request outside the engine loop (HTTP, tokenizer, detokenizer), on TTFT and E2E;
 - the KV allocation rule: memory_fraction (vLLM's gpu_memory_utilization default 0.9, SGLang's mem_fraction_static
   0.88 on 80 GB cards) minus reserve_bytes per device (activations of the profiling run, CUDA graphs, NCCL buffers).
@@ -12,7 +15,7 @@ Parameters, each with a physical meaning (roofline/calc/presets.py applies them)
   0.9 x memory - weights), not fitted; SGLang's runs state none, so its reserve is 0 and its fraction is the default.
 Borrowed: a parameter an engine's runs cannot identify is taken from another engine's stored preset (BORROWED:
 SGLang's prefill rate is vLLM's) and held fixed; fit vLLM first (the default order does).
-Fitted: the five above, by pattern search from four starts (the best kept) on the sum over cases of the mean squared
+Fitted: the six above, by pattern search from four starts (the best kept) on the sum over cases of the mean squared
 log(predicted / measured) of the case's metrics (each case weighs the same, however many metrics it reports).
 Builds: an engine's runs may span builds whose engine loop differs (vLLM's 2024-25 CI builds take about 2 ms
 more per decode step of a batch of 8 than 0.11-0.19 do). ERAS splits them: one fit shares the kernels'
@@ -36,7 +39,7 @@ import yaml
 
 from roofline import load_hardware, load_model
 from roofline.calc.prepare import prepare, with_preset
-from roofline.calc.presets import pattern_search
+from roofline.calc.presets import backend_of, pattern_search
 from roofline.calc.replica import Scheduler, vllm_defaults
 from roofline.calc.simulate import run_simulation
 from roofline.calc.workload import closed_loop, lengths, open_loop
@@ -52,6 +55,7 @@ RANGES = {
     "step_overhead_s": (0.0, 0.02),
     "request_overhead_s": (0.0, 0.2),
     "layer_overhead_s": (0.0, 2e-4),
+    "rocm_layer_overhead_s": (0.0, 2e-4),
 }
 START = {
     "bandwidth_fraction": 0.8,
@@ -59,6 +63,7 @@ START = {
     "step_overhead_s": 0.002,
     "request_overhead_s": 0.01,
     "layer_overhead_s": 0.0,
+    "rocm_layer_overhead_s": 0.0,
 }
 STARTS = (  # where the search begins besides START: bandwidth and the step cost trade along a shallow valley
     {"bandwidth_fraction": 1.0, "step_overhead_s": 0.001},
@@ -82,7 +87,7 @@ BORROWED = {  # engine -> (the engine it takes them from, parameters its own run
     # and attention kernels (FlashAttention-3, FlashInfer), and vLLM's runs identify the rate (20k-token prompts).
     "sglang": ("vllm", ("compute_fraction",)),
 }
-PER_ERA = ("step_overhead_s", "layer_overhead_s")  # the engine loop's costs: one pair per era
+PER_ERA = ("step_overhead_s", "layer_overhead_s", "rocm_layer_overhead_s")  # the engine loop's costs, per era
 GROUPS = {  # the error bars a preset stores: metric group -> the case metrics in it
     "ttft_mean": ("ttft_ms_mean", "ttft_ms_p50"),
     "ttft_p99": ("ttft_ms_p99",),
@@ -105,6 +110,7 @@ def preset_of(engine: str, params: dict[str, float], reserve: float, **extra) ->
         source="benchmarks/fit_engines.py",
         request_overhead_s=params["request_overhead_s"],
         layer_overhead_s=params["layer_overhead_s"],
+        rocm_layer_overhead_s=params["rocm_layer_overhead_s"],
         reserve_bytes=reserve,
         **extra,
     )
@@ -138,7 +144,7 @@ def start(engine: str) -> dict[str, float]:
 
 
 def era_params(params: dict[str, float], era: str) -> dict[str, float]:
-    """The five parameters a run of `era` is priced with: the shared ones, and its era's loop costs."""
+    """The six parameters a run of `era` is priced with: the shared ones, and its era's loop costs."""
     own = {n: params[f"{n}@{era}"] for n in PER_ERA if f"{n}@{era}" in params}
     return {**{n: params[n] for n in RANGES}, **own}
 
@@ -148,6 +154,7 @@ class Pricer:
 
     def __init__(self, engine: str, cases: list[dict]):
         self.engine, self.cases, self.memo = engine, cases, {}
+        self.default_era = ERAS[engine][0][0] if engine in ERAS else engine
         self.ranges = ranges(engine)
         self.borrowed = borrowed(engine)
         self.base = {c["id"]: self._prepare(c) for c in cases}
@@ -222,6 +229,11 @@ class Pricer:
         eras = {era_of(self.engine, c) for c in cases}
         for n in [n for n in free if "@" in n and n.split("@")[1] not in eras]:
             fixed[n] = free.pop(n)  # an era none of the cases is from
+        rocm = {era_of(self.engine, c) for c in cases if backend_of(self.base[c["id"]].hardware) == "rocm"}
+        for n in [n for n in free if n.split("@")[0] == "rocm_layer_overhead_s"]:
+            if (n.split("@")[1] if "@" in n else self.default_era) not in rocm:
+                fixed[n] = START["rocm_layer_overhead_s"]  # no ROCm run of its era: CUDA's cost (not identified)
+                free.pop(n)
         best = pattern_search(
             lambda q: self.loss(cases, {**fixed, **q}), free, tolerance=2e-3, ranges=self.ranges, scale=scale
         )
@@ -306,6 +318,8 @@ def _notes(engine: str, era: str, mine: list[dict], cases: list[dict], reserve: 
     devices = sorted({c["hardware"] for c in mine})
     if engine == "vllm":
         builds = next(b for name, b, _ in ERAS[engine] if name == era)
+        amd = [c["hardware"] for c in mine if backend_of(load_hardware(c["hardware"])) == "rocm"]
+        rocm = f"fitted on {', '.join(sorted(set(amd)))}" if amd else "0: no run of these builds on ROCm identifies it"
         others = ", ".join(f"{name} ({b})" for name, b, _ in ERAS[engine] if name != era)
         return (
             f"For vLLM {builds}: {len(mine)} runs on {', '.join(devices)}, fitted together with the {others} runs "
@@ -313,15 +327,16 @@ def _notes(engine: str, era: str, mine: list[dict], cases: list[dict], reserve: 
             f"are this era's. The KV pool is 0.9 x memory - weights - {reserve / 1e9:.2g} GB per "
             "device, the median of what vLLM 0.15.1's logs give on H100 (Llama-2-7B, CodeLlama-34B tp2, Llama-2-70B "
             "tp4). Not captured: CPU KV offload, speculative decoding, kernels that differ between prefill and decode "
-            "beyond one pair of fractions, ROCm versus CUDA (MI300X shares the fractions). memory_fraction is the "
-            "default and not identified."
+            "beyond one pair of fractions, ROCm's kernels (the fractions are CUDA's; only ROCm's extra cost per layer "
+            f"is its own, {rocm}). memory_fraction is the default and not identified."
         )
     loaded = sum(c.get("concurrency") != 1 for c in mine)
     lender, names = BORROWED.get(engine, (None, ()))
     taken = f" {', '.join(names)} is {lender}'s (its runs do not identify it)." if names else ""
     return (
         f"Fitted on {len(devices)} device(s) ({', '.join(devices)}) and {len(mine)} runs, {loaded} of them under "
-        f"load: the error bars are wide. memory_fraction is SGLang's default, not identified; no reserve.{taken}"
+        f"load: the error bars are wide. memory_fraction is SGLang's default, not identified; no reserve.{taken} "
+        "ROCm's extra cost per layer rests on the MI350X runs alone."
     )
 
 
@@ -333,7 +348,8 @@ def write(engine: str, record: dict) -> None:
 
 def show(engine: str, record: dict) -> None:
     print(f"{engine}: bandwidth {record['bandwidth_fraction']}, compute {record['compute_fraction']}, step "
-          f"{record['step_overhead_s'] * 1e3:.2f} ms, request {record['request_overhead_s'] * 1e3:.1f} ms, "
+          f"{record['step_overhead_s'] * 1e3:.2f} ms + {record['layer_overhead_s'] * 1e6:.0f} us a layer (ROCm "
+          f"+{record['rocm_layer_overhead_s'] * 1e6:.0f} us), request {record['request_overhead_s'] * 1e3:.1f} ms, "
           f"reserve {record['reserve_bytes'] / 1e9:.2f} GB, {len(record['cases'])} cases")  # fmt: skip
     print(f"  {'metric':<22}{'runs':>6}{'leave-one-case-out':>20}{'leave-one-device-out':>22}")
     for group, e in record["errors"].items():

@@ -145,16 +145,23 @@ def test_estimate_prints_the_presets_typical_error_beside_its_prediction():
 
 
 def test_the_fit_recovers_known_parameters_from_cases_it_priced():
-    # Synthetic measurements: three legacy-era batch runs (32, 80 and 32 MoE layers) priced with known parameters,
-    # the era's step cost apart from the shared one; the fit, started elsewhere, finds them.
+    # Synthetic measurements: four legacy-era batch runs (32, 80 and 32 MoE layers on H100s, 32 on an MI300X) priced
+    # with known parameters, the era's step cost apart from the shared one and ROCm's extra layer cost; the fit,
+    # started elsewhere, finds them.
     fit_engines, serving_cases = load("fit_engines"), load("serving_cases")
-    chosen = {"vllmperf-h100-llama31-8b-bs8", "vllmperf-h100-llama3-70b-tp4-bs8", "vllmperf-h100-mixtral-8x7b-tp2-bs8"}
+    chosen = {
+        "vllmperf-h100-llama31-8b-bs8",
+        "vllmperf-h100-llama3-70b-tp4-bs8",
+        "vllmperf-h100-mixtral-8x7b-tp2-bs8",
+        "rocmblog-mi300x-llama3-8b-latency-512-512-fp16",  # the one on ROCm: its extra layer cost
+    }
     cases = [c for c in serving_cases.cases("vllm") if c["id"] in chosen]
     truth = {
         **fit_engines.START,
         "bandwidth_fraction": 0.7,
         "step_overhead_s@vllm-legacy": 0.006,
         "layer_overhead_s@vllm-legacy": 0.0,
+        "rocm_layer_overhead_s@vllm-legacy": 3e-5,
     }
     pricer = fit_engines.Pricer("vllm", cases)
     for c in cases:
@@ -163,6 +170,8 @@ def test_the_fit_recovers_known_parameters_from_cases_it_priced():
     assert pricer.loss(cases, fitted) < 1e-3
     assert fitted["bandwidth_fraction"] == pytest.approx(0.7, rel=0.1)
     assert fitted["step_overhead_s@vllm-legacy"] == pytest.approx(0.006, rel=0.2)
+    assert fitted["rocm_layer_overhead_s@vllm-legacy"] == pytest.approx(3e-5, rel=0.2)
+    assert fitted["rocm_layer_overhead_s"] == 0.0  # the 0.10+ era has no ROCm run here: not identified
 
 
 def test_sglang_takes_the_prefill_rate_its_runs_cannot_identify_from_vllm():
@@ -216,6 +225,33 @@ def test_a_presets_prediction_by_hand():
     tpot = e.decode.bytes / (p.bandwidth_fraction * 3.35e12) + step
     ttft = e.prefill.flops / (p.compute_fraction * 989e12) + step + p.request_overhead_s
     assert e.engine.tpot_s == pytest.approx(tpot, rel=0.01) and e.engine.ttft_s == pytest.approx(ttft, rel=0.01)
+
+
+def test_a_rocm_devices_extra_layer_cost_by_hand():
+    # The SGLang preset on an MI300X (5.3 TB/s; AMD datasheet) and on an H100 SXM (3.35 TB/s): decode at batch 1 is
+    # memory-bound on both, so TPOT = decode bytes / (bandwidth_fraction x W) + step_overhead_s + 32 x per-layer cost,
+    # where the per-layer cost on the AMD Instinct device is layer_overhead_s + rocm_layer_overhead_s and on the
+    # NVIDIA one layer_overhead_s alone. The MI350X runs identify the ROCm cost, so it is not 0.
+    p = presets.load("sglang")
+    assert p.rocm_layer_overhead_s > 0
+    m = load_model("llama-3.1-8b")
+    for device, bandwidth, per_layer in (
+        ("mi300x", 5.3e12, p.layer_overhead_s + p.rocm_layer_overhead_s),
+        ("h100-sxm", 3.35e12, p.layer_overhead_s),
+    ):
+        e = estimate(m, load_hardware(device), batch=1, engine="sglang")
+        tpot = e.decode.bytes / (p.bandwidth_fraction * bandwidth) + p.step_overhead_s + 32 * per_layer
+        assert e.engine.tpot_s == pytest.approx(tpot, rel=0.01), device
+
+
+def test_the_fit_leaves_the_rocm_cost_at_zero_without_a_rocm_run():
+    # A fold with no run on an AMD Instinct device cannot identify ROCm's extra cost: it is held at 0 (CUDA's), not
+    # at the full fit's value, which would leak the left-out device's runs into their own prediction.
+    fit_engines, serving_cases = load("fit_engines"), load("serving_cases")
+    cases = [c for c in serving_cases.cases("sglang") if c["id"].startswith("sglang-gptoss120b-h100")]
+    pricer = fit_engines.Pricer("sglang", cases)
+    fitted = pricer.fit(cases, {**fit_engines.start("sglang"), "rocm_layer_overhead_s": 5e-5}, scale=0.05)
+    assert fitted["rocm_layer_overhead_s"] == 0.0
 
 
 def test_an_unknown_engine_lists_every_preset_name_it_could_take():

@@ -376,14 +376,14 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
                 f"engine {name}: no prediction: under the preset's {_pool(preset)} this does not fit ({e.fits_reason})"
             )
             return None
-        ttft, tpot, rate = presets.timings(e, presets.step_cost(preset, p.model), preset.request_overhead_s)
+        ttft, tpot, rate = presets.timings(e, presets.step_cost(preset, p.model, p.hardware), preset.request_overhead_s)
         checked = f", checked on {len(preset.holdout)} held-aside figure(s)" if preset.holdout else ""
         k = p.preset_setup.knobs
         notes.append(
             f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} "
             f"(engines/{preset.name}.yaml): on {p.hardware.id}, {k.bandwidth_efficiency:.2f} of peak bandwidth "
             f"and {k.compute_efficiency:.2f} of the {inputs.compute_dtype} peak, "
-            f"+{presets.step_cost(preset, p.model) * 1e3:.2g} "
+            f"+{presets.step_cost(preset, p.model, p.hardware) * 1e3:.2g} "
             f"ms a step, {_pool(preset)}"
         )
         return EnginePrediction(preset.name, "preset", ttft, tpot, rate, preset.errors)

@@ -6,6 +6,7 @@ FLOP/s its prefill reaches, a fixed cost per decode step, and the share of memor
 the engine has kept its own (activations, CUDA graphs, workspace). A prediction with a preset is the roofline
 estimate with those efficiencies and memory fraction, plus the fixed cost on every decode step:
     TPOT = max(FLOPs / (F x compute), bytes / (W x bandwidth)) + step_overhead_s + layers x layer_overhead_s
+           (+ layers x rocm_layer_overhead_s on an AMD Instinct device: ROCm's launches and syncs cost more)
     output tokens/s = B x O / (TTFT + (O - 1) x TPOT)
 Three optional keys shape a preset whose engine the datasheet peaks describe badly (benchmarks/train_presets.py
 says why each is used): `backend` (cuda or metal: the devices it applies to; `--engine llamacpp` picks
@@ -45,7 +46,8 @@ def for_device(engine: str, hardware) -> Preset:
 
 
 def backend_of(hardware) -> str | None:
-    """cuda for NVIDIA devices, metal for Apple's, by the datasheet name; None for the rest."""
+    """cuda for NVIDIA devices, metal for Apple's, rocm for AMD Instinct GPUs, by the datasheet name; None for the
+    rest (CPUs, TPUs)."""
     return next((b for b, vendor in BACKENDS.items() if hardware.name.startswith(vendor)), None)
 
 
@@ -83,11 +85,12 @@ def of_free(fraction: float, weight_bytes: float, hardware) -> float:
     return fraction + (1.0 - fraction) * weight_bytes / hardware.memory_capacity
 
 
-def step_cost(preset: Preset, model) -> float:
-    """Seconds a preset adds to every engine step of `model`: its fixed cost plus its cost per layer (none for a
-    params-only model, whose layers are unknown)."""
+def step_cost(preset: Preset, model, hardware) -> float:
+    """Seconds a preset adds to every engine step of `model` on `hardware`: its fixed cost plus its cost per layer,
+    and on a ROCm device its extra cost per layer (none for a params-only model, whose layers are unknown)."""
     layers = model.arch.layers if model.arch is not None else 0
-    return preset.step_overhead_s + preset.layer_overhead_s * layers
+    per_layer = preset.layer_overhead_s + (preset.rocm_layer_overhead_s if backend_of(hardware) == "rocm" else 0.0)
+    return preset.step_overhead_s + per_layer * layers
 
 
 def timings(e, step_overhead_s: float, request_overhead_s: float = 0.0) -> tuple[float, float, float]:

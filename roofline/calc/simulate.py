@@ -101,7 +101,7 @@ def replica_setup(p: Prepared) -> tuple[StepModel, int, list[str]]:
     if p.preset is not None and p.preset_setup is not None:
         from roofline.calc.presets import error_summary, step_cost
 
-        setup, overhead = p.preset_setup, step_cost(p.preset, p.model)
+        setup, overhead = p.preset_setup, step_cost(p.preset, p.model, p.hardware)
         extra = p.preset.request_overhead_s
         notes.append(
             f"engine {p.preset.name}: the preset's efficiencies, memory fraction and +{overhead * 1e3:.2g} ms a step"

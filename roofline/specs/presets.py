@@ -18,10 +18,11 @@ RANGES = {
     "bandwidth_cap": (5e10, 1e13),
     "request_overhead_s": (0.0, 2.0),
     "layer_overhead_s": (0.0, 1e-3),
+    "rocm_layer_overhead_s": (0.0, 1e-3),
     "reserve_bytes": (0.0, 1e11),
 }
 PROXY_RANGES = {**RANGES, "compute_fraction": (0.02, 4.0)}  # with a compute_peak: a multiple of another unit's peak
-BACKENDS = {"cuda": "NVIDIA", "metal": "Apple"}  # a preset's backend -> the device names (prefix) it applies to
+BACKENDS = {"cuda": "NVIDIA", "metal": "Apple", "rocm": "AMD Instinct"}  # backend -> device names (prefix) on it
 KV_POOLS = ("memory", "free")  # what memory_fraction is a share of: all memory, or what the weights leave
 SCHEDULERS = ("vllm", "trtllm")  # roofline.calc.replica.POLICIES an engine preset may name
 COMPUTE_PEAKS = ("fp32", "fp16", "bf16", "fp8", "int8")
@@ -45,6 +46,7 @@ class Preset(NamedTuple):
     ranges: dict[str, list[float]] = {}  # fitted parameter -> [low, high] over leave-one-case-out refits (3+ cases)
     request_overhead_s: float = 0.0  # seconds each request spends outside the engine loop (API, tokenizer): TTFT
     layer_overhead_s: float = 0.0  # seconds per layer per step on top of step_overhead_s (launches, norms, syncs)
+    rocm_layer_overhead_s: float = 0.0  # seconds per layer per step more on ROCm devices (AMD Instinct)
     reserve_bytes: float = 0.0  # bytes per device the engine keeps out of its KV pool (activations, graphs)
     errors: dict[str, dict[str, float]] = {}  # metric -> {runs, case, device}: median |error| held out (fractions)
     kv_pool: str = "memory"  # memory: KV = memory_fraction x memory - weights (vLLM); free: of what weights leave
@@ -80,7 +82,7 @@ def load(name: str) -> Preset:
         name: f.take(
             name, number_between(*RANGES[name]), f"a number from {RANGES[name][0]:g} to {RANGES[name][1]:g}", 0.0
         )
-        for name in ("request_overhead_s", "layer_overhead_s", "reserve_bytes")
+        for name in ("request_overhead_s", "layer_overhead_s", "rocm_layer_overhead_s", "reserve_bytes")
     }
     pool = f.take("kv_pool", choice(*KV_POOLS), f"one of: {', '.join(KV_POOLS)}", "memory")
     policy = f.take("scheduler", choice(*SCHEDULERS), f"one of: {', '.join(SCHEDULERS)}", "vllm")
@@ -101,6 +103,7 @@ def load(name: str) -> Preset:
             "ranges",
             "request_overhead_s",
             "layer_overhead_s",
+            "rocm_layer_overhead_s",
             "reserve_bytes",
             "errors",
             "kv_pool",
