@@ -227,13 +227,13 @@ class Pricer:
         fixed.update(self.borrowed)
         free = {n: v for n, v in start.items() if n not in fixed}
         eras = {era_of(self.engine, c) for c in cases}
-        for n in [n for n in free if "@" in n and n.split("@")[1] not in eras]:
-            fixed[n] = free.pop(n)  # an era none of the cases is from
         rocm = {era_of(self.engine, c) for c in cases if backend_of(self.base[c["id"]].hardware) == "rocm"}
         for n in [n for n in free if n.split("@")[0] == "rocm_layer_overhead_s"]:
             if (n.split("@")[1] if "@" in n else self.default_era) not in rocm:
                 fixed[n] = START["rocm_layer_overhead_s"]  # no ROCm run of its era: CUDA's cost (not identified)
                 free.pop(n)
+        for n in [n for n in free if "@" in n and n.split("@")[1] not in eras]:
+            fixed[n] = free.pop(n)  # an era none of the cases is from
         best = pattern_search(
             lambda q: self.loss(cases, {**fixed, **q}), free, tolerance=2e-3, ranges=self.ranges, scale=scale
         )
@@ -300,6 +300,7 @@ def fit_engine(engine: str) -> dict[str, dict]:
             },
             "errors": errors,
             "cases": [c["id"] for c in mine],
+            "devices": sorted({c["hardware"] for c in mine}),
             "residuals": {f"{c['id']} {m}": round(r, 4) for c in mine for m, r in pricer.residuals(c, rounded).items()},
             "holdout": {
                 f"{cid} {m} (left out)": round(r, 4) for cid, ms in by_case.items() if cid in ids for m, r in ms.items()

@@ -347,7 +347,9 @@ class EnginePrediction(NamedTuple):
     ttft_s: float
     tpot_s: float
     output_tokens_per_s: float
-    typical_error: dict = {}  # a preset's held-out median |error| per metric: {ttft_mean: {runs, case, device}, ...}
+    # a preset's held-out median |error| per metric: {ttft_mean: {runs, case, device, applies}, ...}; applies: which
+    # of case (leave one run out) and device (leave one device out) holds on this device (presets.typical_errors)
+    typical_error: dict = {}
 
 
 def _pool(preset) -> str:
@@ -386,7 +388,7 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
             f"+{presets.step_cost(preset, p.model, p.hardware) * 1e3:.2g} "
             f"ms a step, {_pool(preset)}"
         )
-        return EnginePrediction(preset.name, "preset", ttft, tpot, rate, preset.errors)
+        return EnginePrediction(preset.name, "preset", ttft, tpot, rate, presets.typical_errors(preset, p.hardware))
     if calibrated is not None and name is not None:
         latency = calibrated.ttft_s + max(inputs.output_tokens - 1, 0) * calibrated.tpot_s
         return EnginePrediction(

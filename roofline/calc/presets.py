@@ -9,7 +9,7 @@ estimate with those efficiencies and memory fraction, plus the fixed cost on eve
            (+ layers x rocm_layer_overhead_s on an AMD Instinct device: ROCm's launches and syncs cost more)
     output tokens/s = B x O / (TTFT + (O - 1) x TPOT)
 Three optional keys shape a preset whose engine the datasheet peaks describe badly (benchmarks/train_presets.py
-says why each is used): `backend` (cuda or metal: the devices it applies to; `--engine llamacpp` picks
+says why each is used): `backend` (cuda, metal or rocm: the devices it applies to; `--engine llamacpp` picks
 llamacpp-cuda or llamacpp-metal by the device), `compute_peak` (the dtype whose peak its compute fraction
 multiplies, e.g. fp32: llama.cpp's prefill follows the CUDA-core rate, not the tensor-core one, so the fraction
 can exceed 1), and `bandwidth_cap` (bytes/s its decode kernels never exceed, whatever the device offers).
@@ -103,8 +103,22 @@ def timings(e, step_overhead_s: float, request_overhead_s: float = 0.0) -> tuple
     return ttft, tpot, e.inputs.batch * outputs / latency if latency > 0 else 0.0
 
 
-def error_summary(preset: Preset) -> str:
-    """'TTFT +-12% (20 runs), TPOT +-9% (30 runs), ...': the preset's held-out errors, or '' without them."""
+def typical_errors(preset: Preset, hardware) -> dict[str, dict]:
+    """The preset's held-out errors that apply on `hardware`, per metric: {runs, case, device, applies}. On a device
+    its runs are on, the leave-one-run-out median (applies: case); on any other, the leave-one-device-out one
+    (applies: device), the error of a device the fit never saw, where the preset has one."""
+    elsewhere = bool(preset.devices) and hardware.id not in preset.devices
+    out = {}
+    for metric, e in preset.errors.items():
+        by_device = elsewhere and e.get("device") is not None
+        out[metric] = {**e, "applies": "device" if by_device else "case"}
+    return out
+
+
+def error_summary(preset: Preset, hardware) -> str:
+    """'TTFT +-12% (20 runs), TPOT +-9% (30 runs), ...': the preset's held-out errors on `hardware` (typical_errors),
+    or '' without them."""
+    errors = typical_errors(preset, hardware)
     labels = {
         "ttft_mean": "TTFT",
         "ttft_p99": "p99 TTFT",
@@ -113,12 +127,17 @@ def error_summary(preset: Preset) -> str:
         "output_tokens_per_s": "output tokens/s",
     }
     parts = [
-        f"{labels[k]} +-{v['case'] * 100:.0f}% ({v['runs']:.0f} runs)"
-        for k, v in preset.errors.items()
+        f"{labels[k]} +-{v[v['applies']] * 100:.0f}% ({v['runs']:.0f} runs)"
+        for k, v in errors.items()
         if k in labels and v.get("case") is not None
     ]
     if not parts:
         return ""
+    if any(v["applies"] == "device" for v in errors.values()):
+        return (
+            f"{', '.join(parts)}: median |error| on published runs, each device's left out of the fit "
+            f"({hardware.id} has none of its runs)"
+        )
     return f"{', '.join(parts)}: median |error| on published runs, each left out of the fit"
 
 

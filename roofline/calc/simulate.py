@@ -107,7 +107,7 @@ def replica_setup(p: Prepared) -> tuple[StepModel, int, list[str]]:
             f"engine {p.preset.name}: the preset's efficiencies, memory fraction and +{overhead * 1e3:.2g} ms a step"
             + (f", +{extra * 1e3:.2g} ms a request outside the engine (TTFT, E2E)" if extra else "")
         )
-        typical = error_summary(p.preset)
+        typical = error_summary(p.preset, p.hardware)
         if typical:
             notes.append(f"engine {p.preset.name}: typical error {typical}")
     shape, k = setup.shape, setup.knobs

@@ -392,8 +392,11 @@ def dollars(v: float) -> str:
 
 
 def _typical(engine, metric: str) -> str:
-    """' (vllm preset, +-9% on 40 published runs)': a preset's held-out median error for `metric`, or ''."""
+    """' (vllm preset, +-9% on 40 published runs)': a preset's held-out median error for `metric` on this device, or
+    ''; on a device none of its runs is on, the error of a device left out of the fit."""
     entry = engine.typical_error.get(metric)
     if not entry or entry.get("case") is None:
         return ""
-    return f" ({engine.name} preset, +-{entry['case'] * 100:.0f}% on {entry['runs']} published runs)"
+    applies = entry.get("applies", "case")
+    where = ", each device left out" if applies == "device" else ""
+    return f" ({engine.name} preset, +-{entry[applies] * 100:.0f}% on {entry['runs']} published runs{where})"

@@ -51,6 +51,7 @@ class Preset(NamedTuple):
     errors: dict[str, dict[str, float]] = {}  # metric -> {runs, case, device}: median |error| held out (fractions)
     kv_pool: str = "memory"  # memory: KV = memory_fraction x memory - weights (vLLM); free: of what weights leave
     scheduler: str = "vllm"  # the simulator's policy for this engine (roofline.calc.replica.POLICIES)
+    devices: list[str] = []  # the devices its runs are on: elsewhere its errors are the leave-one-device-out ones
 
 
 def load(name: str) -> Preset:
@@ -72,6 +73,7 @@ def load(name: str) -> Preset:
         p: f.take(p, number_between(*ranges[p]), f"a number from {ranges[p][0]} to {ranges[p][1]}") for p in PARAMETERS
     }
     cases = f.take("cases", _strings, "a list of training case ids")
+    devices = f.take("devices", _strings, "a list of the hardware ids its runs are on", [])
     residuals = f.take("residuals", _residuals, "a mapping of case/figure to log(predicted / measured)")
     holdout = f.take("holdout", _residuals, "a mapping of held-aside case/figure to log(predicted / measured)", {})
     backend = f.take("backend", choice(*BACKENDS), f"one of: {', '.join(BACKENDS)}", None)
@@ -95,6 +97,7 @@ def load(name: str) -> Preset:
         [
             *PARAMETERS,
             "cases",
+            "devices",
             "residuals",
             "holdout",
             "backend",
@@ -116,6 +119,7 @@ def load(name: str) -> Preset:
         name,
         **values,
         cases=cases,
+        devices=devices,
         residuals=residuals,
         source=source,
         holdout=holdout,
