@@ -332,12 +332,13 @@ def _notes(engine: str, era: str, mine: list[dict], cases: list[dict], reserve: 
             f"is its own, {rocm}). memory_fraction is the default and not identified."
         )
     loaded = sum(c.get("concurrency") != 1 for c in mine)
+    amd = sorted({c["hardware"] for c in mine if backend_of(load_hardware(c["hardware"])) == "rocm"})
     lender, names = BORROWED.get(engine, (None, ()))
     taken = f" {', '.join(names)} is {lender}'s (its runs do not identify it)." if names else ""
     return (
         f"Fitted on {len(devices)} device(s) ({', '.join(devices)}) and {len(mine)} runs, {loaded} of them under "
         f"load: the error bars are wide. memory_fraction is SGLang's default, not identified; no reserve.{taken} "
-        "ROCm's extra cost per layer rests on the MI350X runs alone."
+        f"ROCm's extra cost per layer rests on the runs on {', '.join(amd) or 'no AMD device (it is 0)'} alone."
     )
 
 
