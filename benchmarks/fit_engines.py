@@ -116,6 +116,12 @@ def preset_of(engine: str, params: dict[str, float], reserve: float, **extra) ->
     )
 
 
+def on_rocm(case: dict, hardware=None) -> bool:
+    """Whether a run is on an AMD Instinct device (the rocm backend), where rocm_layer_overhead_s applies; `hardware`:
+    the run's device when already loaded."""
+    return backend_of(hardware or load_hardware(case["hardware"])) == "rocm"
+
+
 def era_of(engine: str, case: dict) -> str:
     """The preset a run's build belongs to (the engine's own name when it has no eras)."""
     return next((name for name, _, covers in ERAS.get(engine, ()) if covers(case["version"])), engine)
@@ -227,7 +233,7 @@ class Pricer:
         fixed.update(self.borrowed)
         free = {n: v for n, v in start.items() if n not in fixed}
         eras = {era_of(self.engine, c) for c in cases}
-        rocm = {era_of(self.engine, c) for c in cases if backend_of(self.base[c["id"]].hardware) == "rocm"}
+        rocm = {era_of(self.engine, c) for c in cases if on_rocm(c, self.base[c["id"]].hardware)}
         for n in [n for n in free if n.split("@")[0] == "rocm_layer_overhead_s"]:
             if (n.split("@")[1] if "@" in n else self.default_era) not in rocm:
                 fixed[n] = START["rocm_layer_overhead_s"]  # no ROCm run of its era: CUDA's cost (not identified)
@@ -317,10 +323,10 @@ def fit_engine(engine: str) -> dict[str, dict]:
 
 def _notes(engine: str, era: str, mine: list[dict], cases: list[dict], reserve: float) -> str:
     devices = sorted({c["hardware"] for c in mine})
+    amd = sorted({c["hardware"] for c in mine if on_rocm(c)})
     if engine == "vllm":
         builds = next(b for name, b, _ in ERAS[engine] if name == era)
-        amd = [c["hardware"] for c in mine if backend_of(load_hardware(c["hardware"])) == "rocm"]
-        rocm = f"fitted on {', '.join(sorted(set(amd)))}" if amd else "0: no run of these builds on ROCm identifies it"
+        rocm = f"fitted on {', '.join(amd)}" if amd else "0: no run of these builds on ROCm identifies it"
         others = ", ".join(f"{name} ({b})" for name, b, _ in ERAS[engine] if name != era)
         return (
             f"For vLLM {builds}: {len(mine)} runs on {', '.join(devices)}, fitted together with the {others} runs "
@@ -332,7 +338,6 @@ def _notes(engine: str, era: str, mine: list[dict], cases: list[dict], reserve: 
             f"is its own, {rocm}). memory_fraction is the default and not identified."
         )
     loaded = sum(c.get("concurrency") != 1 for c in mine)
-    amd = sorted({c["hardware"] for c in mine if backend_of(load_hardware(c["hardware"])) == "rocm"})
     lender, names = BORROWED.get(engine, (None, ()))
     taken = f" {', '.join(names)} is {lender}'s (its runs do not identify it)." if names else ""
     return (
