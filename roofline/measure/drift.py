@@ -1,9 +1,11 @@
 """This machine's drift since its profile, for `validate`: the profile's reference point of the decode curve (F.linear
-at M = 1 over cold weights of its longest row length k, the way a decode step streams) timed again in each round.
+at M = 1 over cold weights of its longest row length k, the way a decode step streams) timed again before every
+timed run and after the last, so each run is bracketed by two timings.
 
 drift = the profile's rate there / its rate now: 1.3 means the machine runs 30% slower now than when the profile was
 measured, and a TPOT ratio (predicted / measured) times the drift is the ratio the profile's moment would have
-given. A shared VM moves 30-45% between runs; the drift says how much of a miss that explains.
+given. A shared VM moves 30-45% between runs and 25% within a minute; a batch's own drift is taken from the
+timings around its runs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,22 @@ from typing import Any
 from roofline.measure.timing import STORAGE, Clock, matmul_flops
 
 CALLS = 3  # timed calls per round, after one warm-up: the best is kept
+SPLIT = 1.25  # a reference point whose best call beat its passes' median by more than this caught a slow moment
+
+
+def caught_slow(point: dict[str, Any]) -> str | None:
+    """A note when the profile's reference point came out of passes that disagree (best call / passes' median
+    above SPLIT): the profile's curve caught a slow moment there, so the curve's prediction and the drift both
+    carry it. On the Zen 5 VM one quick profile's M = 1 points read 0.58-0.75 of the next two's, best 29 against
+    a median of 18 GFLOP/s at the reference, while the same profile's interleaved weights_read rounds had a cv of 1%."""
+    best, median = point.get("best_flop_per_s"), point["flop_per_s"]
+    if not best or best <= SPLIT * median:
+        return None
+    return (
+        f"the profile's drift reference (M = 1, k = {point['k']}) ran its passes at {median / 1e9:.1f} GFLOP/s "
+        f"against a best call of {best / 1e9:.1f}: its decode curve caught a slow moment, and the prediction and "
+        "the drift both carry it (measure again)"
+    )
 
 
 def reference_point(measured: dict[str, Any] | None, dtype: str) -> dict[str, Any] | None:
@@ -43,10 +61,15 @@ class Reference:
         self.now: list[float] = []
 
     def time(self) -> None:
-        """One round's rate [FLOP/s]: the best of CALLS calls after a warm-up, kept in `now`."""
+        """The rate now [FLOP/s]: the best of CALLS calls after a warm-up, kept in `now`."""
         calls = self.clock.times(lambda: [self.F.linear(self.x, w) for w in self.weights], 1, CALLS, 0.0, float("inf"))
         self.now.append(self.flops / min(calls))
 
     def drift(self) -> float | None:
-        """The profile's rate / the median rate now (None before any round)."""
+        """The profile's rate / the median rate now (None before any timing)."""
         return self.rate / statistics.median(self.now) if self.now else None
+
+    def around(self, runs: list[int]) -> float:
+        """The drift of the runs at these positions (0 = the first timed run): the profile's rate / the median of
+        the timings just before and just after each (run i lies between timings i and i + 1)."""
+        return self.rate / statistics.median(self.now[j] for i in runs for j in (i, i + 1))

@@ -113,16 +113,19 @@ def run(
     with engine_costs.grad_mode(torch, engine):
         buffer = (hardware.measured.get("plan") or {}).get("buffer_bytes", 0) if point else 0
         reference = drift.Reference(torch, device, dtype, point, buffer) if point else None
-        weights = None
+        weights, order = None, []
         for r, batch in stats.schedule(list(batches), repeat):
-            if reference and batch == batches[r % len(batches)]:  # each round's first run
+            if reference:  # before every run (and after the last, below): each run's drift is bracketed
                 on_step(f"round {r + 1} of {repeat}: the profile's reference matmul, for this machine's drift")
                 reference.time()
             on_step(f"round {r + 1} of {repeat}, batch {batch}")
             decoder = build(a, dtype, device, batch, prompt + output, weights)
             weights = decoder.shared_weights()
             runs[batch].append(_time_run(torch, decoder, device, batch, prompt, output, warm_up=r == 0))
+            order.append(batch)
             del decoder
+        if reference:
+            reference.time()
     rows = []
     for batch in batches:
         predicted = estimate(
@@ -138,7 +141,8 @@ def run(
         rows.append(_row(batch, runs[batch], predicted, hardware, tolerance))
     ratio = reference.drift() if reference else None
     for row in rows if ratio else []:  # the TPOT ratio had the machine run as fast as when the profile was measured
-        row["drift_corrected_tpot_ratio"] = row["tpot_ratio"] * ratio
+        row["drift"] = reference.around([i for i, b in enumerate(order) if b == row["batch"]])
+        row["drift_corrected_tpot_ratio"] = row["tpot_ratio"] * row["drift"]
     name = torch.cuda.get_device_name(0) if device == "cuda" else machine.cpu_name()
     envelope = {
         "schema_version": SCHEMA_VERSION,
@@ -159,6 +163,8 @@ def run(
     if reference:  # the profile's rate at its reference point / now (1.3: 30% slower now)
         at = {key: point[key] for key in ("m", "k", "n")}
         envelope["drift"] = {"reference": at, "now_flop_per_s": reference.now, "ratio": ratio}
+    slow = drift.caught_slow(point) if reference else None
+    notes += [slow] if slow else []
     if hardware.measured and any(r["prediction"] == "roofline" for r in rows):
         notes.append(
             f"{hardware.name} has no calibration for {dtype} (its decode-shaped curve, decode attention or fixed costs "

@@ -283,7 +283,11 @@ def _drift(result: dict[str, Any]) -> list:
     drift = (result.get("drift") or {}).get("ratio")
     if drift is None:
         return []
-    corrected = " · ".join(f"batch {r['batch']} TPOT {r['drift_corrected_tpot_ratio']:.2f}" for r in result["rows"])
+    corrected = " · ".join(
+        f"batch {r['batch']} TPOT {r['drift_corrected_tpot_ratio']:.2f}"
+        + (f" (its runs' drift {r['drift']:.2f})" if "drift" in r else "")
+        for r in result["rows"]
+    )
     lines = [
         Text(
             f"drift: the profile's reference ran at {drift:.2f}x its profile time this run; "
