@@ -434,6 +434,37 @@ def test_a_reference_point_from_passes_that_disagree_is_noted():
     assert caught_slow({"m": 1, "k": 4096, "n": 8192, "flop_per_s": 20e9}) is None  # profiles before best was kept
 
 
+def test_a_batchs_drift_is_the_median_of_the_timings_around_its_runs():
+    from roofline.measure import stats
+    from roofline.measure.drift import Reference
+
+    # Batches 1, 4, 16 over 3 rounds run 1 4 16 | 4 16 1 | 16 1 4 (each round rotated by one), between 10 timings.
+    order = [b for _, b in stats.schedule([1, 4, 16], 3)]
+    assert order == [1, 4, 16, 4, 16, 1, 16, 1, 4]
+    reference = Reference.__new__(Reference)  # its timings set by hand, no torch
+    reference.rate, reference.now = 30.0, [30.0, 20.0, 25.0, 15.0, 10.0, 12.0, 30.0, 24.0, 40.0, 60.0]
+    # Batch 1 ran at positions 0, 5 and 7: timings 0, 1, 5, 6, 7, 8 = 30 20 12 30 24 40, median 27, drift 30 / 27.
+    assert reference.around([0, 5, 7]) == pytest.approx(30.0 / 27.0)
+    # Batch 16 at 2, 4, 6: timings 2, 3, 4, 5, 6, 7 = 25 15 10 12 30 24; sorted 10 12 15 24 25 30, median 19.5.
+    assert reference.around([2, 4, 6]) == pytest.approx(30.0 / 19.5)
+    assert reference.drift() == pytest.approx(30.0 / 24.5)  # all 10: median of 24 and 25
+
+
+def test_validate_notes_a_profile_whose_reference_passes_disagreed(tiny, tmp_path):
+    pytest.importorskip("torch")
+    import yaml
+
+    curve = [{**p, "best_flop_per_s": 2 * p["flop_per_s"]} for p in MEASURED["decode_matmul"]["fp32"]]
+    measured = {**MEASURED, "decode_matmul": {"fp32": curve}}  # best call 2x the passes' median: over 1.25
+    spec = {"name": "p", "source": "test", "memory_capacity": 1e10, "memory_bandwidth": 2e10}
+    spec |= {"peak_flops": {"fp32": 2e11}, "measured": measured}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(spec))
+    args = ["validate", "-m", str(tmp_path / "tiny.yaml"), "-H", str(tmp_path / "p.yaml"), "--dtype", "fp32"]
+    r = runner.invoke(app, [*args, "--batch", "1", "--prompt", "8", "--output", "4", "--repeat", "1", "--json"])
+    assert r.exit_code == 0, r.stderr
+    assert any("caught a slow moment" in note for note in json.loads(r.stdout)["notes"])
+
+
 def test_validate_reports_the_drift_since_the_profile(tiny, tmp_path):
     # drift = the profile's rate at its reference point / the median rate now; each TPOT ratio x drift.
     pytest.importorskip("torch")
@@ -446,6 +477,7 @@ def test_validate_reports_the_drift_since_the_profile(tiny, tmp_path):
     r = runner.invoke(app, [*args, "--batch", "1,2", "--prompt", "8", "--output", "4", "--repeat", "2", "--json"])
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
+    assert not any("slow moment" in note for note in data.get("notes", []))  # no best call kept: no note
     now = data["drift"]["now_flop_per_s"]
     # Timed before each of the 4 runs (batches 1, 2, then 2, 1: each round's order rotated) and after the last.
     assert len(now) == 5 and data["drift"]["reference"] == {"m": 1, "k": 768, "n": 3072}

@@ -15,15 +15,16 @@ from typing import Any
 
 from roofline.measure.timing import STORAGE, Clock, matmul_flops
 
-CALLS = 3  # timed calls per round, after one warm-up: the best is kept
+CALLS = 3  # timed calls per timing, after one warm-up: the best is kept
 SPLIT = 1.25  # a reference point whose best call beat its passes' median by more than this caught a slow moment
 
 
 def caught_slow(point: dict[str, Any]) -> str | None:
-    """A note when the profile's reference point came out of passes that disagree (best call / passes' median
-    above SPLIT): the profile's curve caught a slow moment there, so the curve's prediction and the drift both
-    carry it. On the Zen 5 VM one quick profile's M = 1 points read 0.58-0.75 of the next two's, best 29 against
-    a median of 18 GFLOP/s at the reference, while the same profile's interleaved weights_read rounds had a cv of 1%."""
+    """A note when the profile's reference point came out of passes that disagree (its best call / the median of
+    its passes' best calls above SPLIT): the profile's curve caught a slow moment there, so the curve's prediction
+    and the drift both carry it. On the Zen 5 VM one quick profile's layer-sized M = 1 points read 0.58-0.75 of
+    the next profile's, best 29 against a median of 18 GFLOP/s at the reference, while the same profile's
+    interleaved weights_read rounds had a cv of 1%."""
     best, median = point.get("best_flop_per_s"), point["flop_per_s"]
     if not best or best <= SPLIT * median:
         return None

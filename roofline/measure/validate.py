@@ -125,6 +125,7 @@ def run(
             order.append(batch)
             del decoder
         if reference:
+            on_step("after the last run: the profile's reference matmul, for this machine's drift")
             reference.time()
     rows = []
     for batch in batches:
