@@ -450,16 +450,20 @@ def test_a_batchs_drift_is_the_median_of_the_timings_around_its_runs():
     assert reference.drift() == pytest.approx(30.0 / 24.5)  # all 10: median of 24 and 25
 
 
-def test_validate_notes_a_profile_whose_reference_passes_disagreed(tiny, tmp_path):
-    pytest.importorskip("torch")
+def _validate_on(tmp_path, measured: dict) -> list[str]:
+    """validate's arguments for the tiny model on a profile of these measured figures."""
     import yaml
 
-    curve = [{**p, "best_flop_per_s": 2 * p["flop_per_s"]} for p in MEASURED["decode_matmul"]["fp32"]]
-    measured = {**MEASURED, "decode_matmul": {"fp32": curve}}  # best call 2x the passes' median: over 1.25
     spec = {"name": "p", "source": "test", "memory_capacity": 1e10, "memory_bandwidth": 2e10}
     spec |= {"peak_flops": {"fp32": 2e11}, "measured": measured}
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(spec))
-    args = ["validate", "-m", str(tmp_path / "tiny.yaml"), "-H", str(tmp_path / "p.yaml"), "--dtype", "fp32"]
+    return ["validate", "-m", str(tmp_path / "tiny.yaml"), "-H", str(tmp_path / "p.yaml"), "--dtype", "fp32"]
+
+
+def test_validate_notes_a_profile_whose_reference_passes_disagreed(tiny, tmp_path):
+    pytest.importorskip("torch")
+    curve = [{**p, "best_flop_per_s": 2 * p["flop_per_s"]} for p in MEASURED["decode_matmul"]["fp32"]]
+    args = _validate_on(tmp_path, {**MEASURED, "decode_matmul": {"fp32": curve}})  # best call 2x: over 1.25
     r = runner.invoke(app, [*args, "--batch", "1", "--prompt", "8", "--output", "4", "--repeat", "1", "--json"])
     assert r.exit_code == 0, r.stderr
     assert any("caught a slow moment" in note for note in json.loads(r.stdout)["notes"])
@@ -468,12 +472,7 @@ def test_validate_notes_a_profile_whose_reference_passes_disagreed(tiny, tmp_pat
 def test_validate_reports_the_drift_since_the_profile(tiny, tmp_path):
     # drift = the profile's rate at its reference point / the median rate now; each TPOT ratio x drift.
     pytest.importorskip("torch")
-    import yaml
-
-    spec = {"name": "p", "source": "test", "memory_capacity": 1e10, "memory_bandwidth": 2e10}
-    spec |= {"peak_flops": {"fp32": 2e11}, "measured": MEASURED}
-    (tmp_path / "p.yaml").write_text(yaml.safe_dump(spec))
-    args = ["validate", "-m", str(tmp_path / "tiny.yaml"), "-H", str(tmp_path / "p.yaml"), "--dtype", "fp32"]
+    args = _validate_on(tmp_path, MEASURED)
     r = runner.invoke(app, [*args, "--batch", "1,2", "--prompt", "8", "--output", "4", "--repeat", "2", "--json"])
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
