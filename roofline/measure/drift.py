@@ -4,8 +4,8 @@ timed run and after the last, so each run is bracketed by two timings.
 
 drift = the profile's rate there / its rate now: 1.3 means the machine runs 30% slower now than when the profile was
 measured, and a TPOT ratio (predicted / measured) times the drift is the ratio the profile's moment would have
-given. A shared VM moves 30-45% between runs and 25% within a minute; a batch's own drift is taken from the
-timings around its runs.
+given. A shared VM moves 30-45% between runs, and on the Zen 5 VM once 25-32% from one run to the next a minute
+apart; a batch's own drift is taken from the timings around its runs.
 """
 
 from __future__ import annotations

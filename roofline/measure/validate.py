@@ -113,8 +113,8 @@ def run(
     with engine_costs.grad_mode(torch, engine):
         buffer = (hardware.measured.get("plan") or {}).get("buffer_bytes", 0) if point else 0
         reference = drift.Reference(torch, device, dtype, point, buffer) if point else None
-        weights, order = None, []
-        for r, batch in stats.schedule(list(batches), repeat):
+        weights, schedule = None, stats.schedule(list(batches), repeat)
+        for r, batch in schedule:
             if reference:  # before every run (and after the last, below): each run's drift is bracketed
                 on_step(f"round {r + 1} of {repeat}: the profile's reference matmul, for this machine's drift")
                 reference.time()
@@ -122,7 +122,6 @@ def run(
             decoder = build(a, dtype, device, batch, prompt + output, weights)
             weights = decoder.shared_weights()
             runs[batch].append(_time_run(torch, decoder, device, batch, prompt, output, warm_up=r == 0))
-            order.append(batch)
             del decoder
         if reference:
             on_step("after the last run: the profile's reference matmul, for this machine's drift")
@@ -142,7 +141,7 @@ def run(
         rows.append(_row(batch, runs[batch], predicted, hardware, tolerance))
     ratio = reference.drift() if reference else None
     for row in rows if ratio else []:  # the TPOT ratio had the machine run as fast as when the profile was measured
-        row["drift"] = reference.around([i for i, b in enumerate(order) if b == row["batch"]])
+        row["drift"] = reference.around([i for i, (_, b) in enumerate(schedule) if b == row["batch"]])
         row["drift_corrected_tpot_ratio"] = row["tpot_ratio"] * row["drift"]
     name = torch.cuda.get_device_name(0) if device == "cuda" else machine.cpu_name()
     envelope = {
