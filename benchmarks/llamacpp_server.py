@@ -7,12 +7,13 @@ After each run the profile's probes are rerun (as `validate --engine llamacpp` d
 again with the profile's times scaled by the machine's drift since it was measured: decode rows and fixed costs by
 the decode probe's now / then, prompt rows by the prompt probe's. Those ratios ("drift-scaled") say how much of a
 miss is the machine having changed since the profile, which a queue amplifies: a step priced 1.3x fast leaves
-requests that overlapped on the server alone in the simulation.
+requests that overlapped on the server alone in the simulation. And priced once more from the same profile
+without its own-shape probe ("two probes": between the 512 and 1024 probes, as a profile measured without -m).
 
     python benchmarks/llamacpp_server.py [--profile here.yaml] [--rounds 3]
 
 Needs a llama.cpp build (pip install '.[llamacpp]'); ~3 minutes on a 2-core VM. Without --profile, the q8_0
-profile is measured first (~20 s).
+profile is measured first (~15 s), the served shape's own layer shape probed too (`measure --engine llamacpp -m`).
 """
 
 import argparse
@@ -49,13 +50,24 @@ def drift_scaled(build, profile: str, kind: str, folder: Path) -> tuple[str, flo
     decode /= entry["seconds_per_byte"]["1"]
     prompts = llamacpp_profile.reference_prompt_seconds_per_byte(build, entry, kind, folder / "wide_prompt.gguf")
     prompt = statistics.median(s / entry["seconds_per_byte"][m] for m, s in prompts.items())
-    for table in ("seconds_per_byte", "narrow_seconds_per_byte"):
-        entry[table] = {m: t * (prompt if int(m) >= PROMPT_ROWS else decode) for m, t in entry[table].items()}
+    own = [(probed, "seconds_per_byte") for probed in (entry.get("at_width") or {}).values()]
+    for holder, table in [(entry, "seconds_per_byte"), (entry, "narrow_seconds_per_byte"), *own]:
+        holder[table] = {m: t * (prompt if int(m) >= PROMPT_ROWS else decode) for m, t in holder[table].items()}
     entry["per_step_s"] *= decode
     entry["per_layer_s"] *= decode
     path = folder / "drift-scaled.yaml"
     path.write_text(yaml.safe_dump(spec))
     return str(path), decode, prompt
+
+
+def two_probes(profile: str, folder: Path) -> str:
+    """A copy of `profile` without its own-width probes (written in `folder`): priced from the two probe widths."""
+    spec = yaml.safe_load(Path(profile).read_text())
+    for entry in spec["engines"]["llamacpp"]["types"].values():
+        entry.pop("at_width", None)
+    path = folder / "two-probes.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return str(path)
 
 
 def main() -> None:
@@ -72,11 +84,11 @@ def main() -> None:
     options = parser.parse_args()
     folder = Path(tempfile.mkdtemp())
     profile = options.profile or str(folder / "here.yaml")
-    if options.profile is None:
-        cli(["measure", "--engine", "llamacpp", "--dtype", options.type, "--save", profile])
     shape = load_model(str(SHAPES / f"{options.shape}.yaml")).arch
     shape = shape._replace(layers=options.layers, vocab_size=options.vocab_size or shape.vocab_size)
     model = synthetic.write(shape, folder / "m.gguf", options.type)
+    if options.profile is None:  # the served model's own layer shape probed too
+        cli(["measure", "--engine", "llamacpp", "--dtype", options.type, "-m", str(model), "--save", profile])
     priced = ["-m", str(model), "-H", profile, "--engine", "llamacpp", "--max-num-seqs", str(options.slots)]
     # The capacity: the requests a second simulate predicts for a closed loop as deep as the slots.
     closed = ["--concurrency", str(options.slots), "--requests", str(10 * options.slots)]
@@ -87,6 +99,8 @@ def main() -> None:
     }
     results: dict[str, list[dict]] = {name: [] for name in options.loads.split(",")}
     scaled: dict[str, list[dict[str, float]]] = {name: [] for name in results}
+    widths: dict[str, list[dict[str, float]]] = {name: [] for name in results}
+    plain = two_probes(profile, folder)
     drifts: list[tuple[float, float]] = []
     build, kind = llamacpp.find(), options.type.upper()
     with llamacpp.server(build, model, options.slots, 1024 * options.slots) as url:
@@ -104,19 +118,26 @@ def main() -> None:
                 scaled[name].append(
                     {key: predicted[key]["p50"] / run["measured"][key]["p50"] for key in ("ttft_s", "tpot_s")}
                 )
+                # And with the two probe widths only, as a profile without the model's own width prices it.
+                predicted = cli(["simulate", "-m", str(model), "-H", plain, *priced[4:], *requests, "--json"])
+                widths[name].append(
+                    {key: predicted[key]["p50"] / run["measured"][key]["p50"] for key in ("ttft_s", "tpot_s")}
+                )
     decode, prompt = (", ".join(f"{d[i]:.2f}" for d in drifts) for i in (0, 1))
     print(f"drift (now / profile) after each run: decode {decode}; prompts {prompt}\n")
-    head = "| load | rate | TTFT p50 measured | ratio | drift-scaled | TPOT p50 measured | ratio | drift-scaled |"
-    print(head + " ITL p50 ratio |")
-    print("| --- " * 9 + "|")
+    head = "| load | rate | TTFT p50 measured | ratio | drift-scaled | two probes | TPOT p50 measured | ratio |"
+    print(head + " drift-scaled | two probes | ITL p50 ratio |")
+    print("| --- " * 11 + "|")
     for name, runs in results.items():
         ttft = statistics.median(r["measured"]["ttft_s"]["p50"] for r in runs) * 1e3
         tpot = statistics.median(r["measured"]["tpot_s"]["p50"] for r in runs) * 1e3
         ratio = {key: [r["ratio"][key]["p50"] for r in runs] for key in ("ttft_s", "tpot_s", "itl_s")}
         again = {key: [r[key] for r in scaled[name]] for key in ("ttft_s", "tpot_s")}
+        plain_ratio = {key: [r[key] for r in widths[name]] for key in ("ttft_s", "tpot_s")}
         rate = loads[name][1] if loads[name][0] == "--rate" else "closed loop"
         row = [name, rate, f"{ttft:.0f} ms", spread(ratio["ttft_s"]), spread(again["ttft_s"])]
-        row += [f"{tpot:.1f} ms", spread(ratio["tpot_s"]), spread(again["tpot_s"]), spread(ratio["itl_s"])]
+        row += [spread(plain_ratio["ttft_s"]), f"{tpot:.1f} ms", spread(ratio["tpot_s"]), spread(again["tpot_s"])]
+        row += [spread(plain_ratio["tpot_s"]), spread(ratio["itl_s"])]
         print("| " + " | ".join(row) + " |")
 
 

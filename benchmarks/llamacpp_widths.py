@@ -90,8 +90,8 @@ def main() -> None:
             files, prompt_files = {}, {}
             for width in WIDTHS:
                 for table, depth, layers in (
-                    (files, "deep", deep_layers(width, kind, cache)),
-                    (prompt_files, "shallow", layers_for(width, kind, PROMPT_BYTES)),
+                    (files, "deep", deep_layers(shape(width, 1), kind, cache)),
+                    (prompt_files, "shallow", layers_for(shape(width, 1), kind, PROMPT_BYTES)),
                 ):
                     a = shape(width, layers)
                     path = synthetic.write(a, folder / f"{depth}{width}-{kind}.gguf", kind)

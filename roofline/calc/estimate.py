@@ -318,6 +318,9 @@ def _llamacpp(
     decode = llamacpp.step_parts(*common, B, B, B * per_token, attention, kv_step)
     stand_ins = ", ".join(f"{k} as {v}" for k, v in llamacpp.stand_ins(profile, weights).items())
     basis = "llama.cpp's measured profile (time per weight byte by rows and type, fixed cost per step and layer)"
+    own = llamacpp.own_widths(profile, weights, a.hidden_size)
+    if own:
+        basis += f"; {', '.join(k.lower() for k in own)} probed at its own width ({a.hidden_size})"
     return Calibrated(
         ttft_s=ttft,
         tpot_s=sum(decode),

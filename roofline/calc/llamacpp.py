@@ -9,11 +9,13 @@ where s_T(M) [s/B] is the measured time per streamed weight byte of probe models
 llama-batched-bench decode steps, 128 and 512 from llama-bench prompt processing): at M = 1 it is 1 / the
 achieved bandwidth, at large M it is (2 x M / bytes per weight) / the achieved FLOP/s. Two probes, hidden 512 and
 1024, both far beyond the cache, give it at two widths; a model's is interpolated log-log in its hidden size
-(narrower layers run more, smaller matrices per byte, slower). Prompts are measured on shallower probes and priced at
-the depth of the model's weights (`prompt_depth_factor`). Attention FLOPs run at the step's achieved matmul
-FLOP/s; the fixed cost is per step + layers x per layer (a small in-cache probe at two depths); vectors (norms) and
-the KV cache are read once at the f16 decode rate. Types the profile never ran are priced with the measured type
-closest in bits per weight: its time per weight where it computes, per byte where it streams; and say so.
+(narrower layers run more, smaller matrices per byte, slower), unless the profile also probed the model's own layer
+shape (`measure --engine llamacpp --model`), whose times then price every model of that width. Prompts are measured
+on shallower probes and priced at the depth of the model's weights (`prompt_depth_factor`). Attention FLOPs run at
+the step's achieved matmul FLOP/s; the fixed cost is per step + layers x per layer (a small in-cache probe at two
+depths); vectors (norms) and the KV cache are read once at the f16 decode rate. Types the profile never ran are
+priced with the measured type closest in bits per weight: its time per weight where it computes, per byte where it
+streams; and say so.
 """
 
 from __future__ import annotations
@@ -78,6 +80,12 @@ def measured_type(profile: dict[str, Any], kind: str) -> str:
     return min(types, key=lambda t: (abs(math.log(BITS.get(t, 16.0) / bits)), t))
 
 
+def own_widths(profile: dict[str, Any], weights: Weights, width: float) -> list[str]:
+    """The measured types pricing `weights` that have a probe of a model's own layer shape at `width`."""
+    kinds = {measured_type(profile, k) for k in {*weights.layers, weights.head[0]}}
+    return sorted(k for k in kinds if str(round(width)) in (profile["types"][k].get("at_width") or {}))
+
+
 def stand_ins(profile: dict[str, Any], weights: Weights) -> dict[str, str]:
     """Unmeasured type -> the measured type pricing it (empty when every type was measured)."""
     kinds = {*weights.layers, weights.head[0]}
@@ -101,11 +109,16 @@ def seconds_per_byte(
 def _measured_seconds_per_byte(
     profile: dict[str, Any], kind: str, rows: float, width: float, working_set: float | None = None
 ) -> float:
-    """A measured type's s_T(M, width) [s/B]: the wide probe's at M rows times the narrow probe's ratio to it at M
-    rows, raised to the model's share of the way from the wide to the narrow width in log hidden size (held beyond
-    either); its prompt rows times `prompt_depth_factor`."""
+    """A measured type's s_T(M, width) [s/B]: a probe of a model's own layer shape at this width when the profile
+    has one (`measure --engine llamacpp --model`: llama.cpp's multi-row kernels run rows that are not a multiple
+    of 256 slower, which no other width shows); else the wide probe's at M rows times the narrow probe's ratio to it
+    at M rows, raised to the model's share of the way from the wide to the narrow width in log hidden size (held
+    beyond either). Its prompt rows times `prompt_depth_factor`."""
     entry = profile["types"][kind]
     depth = prompt_depth_factor(entry.get("prompt_depth"), working_set)
+    own = (entry.get("at_width") or {}).get(str(round(width)))
+    if own:
+        return interpolate(_points(own["seconds_per_byte"], depth), rows)
     s = interpolate(_points(entry["seconds_per_byte"], depth), rows)
     narrow = _points(entry.get("narrow_seconds_per_byte") or {}, depth)
     if not narrow:

@@ -66,6 +66,15 @@ def measure(
             "writes a new one). [default: none]",
         ),
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="llamacpp: also probe this model's own layer shape (id, YAML, config.json or .gguf), which then "
+            "prices models of its width in place of the two probe widths.",
+        ),
+    ] = None,
     llama_cpp: LlamaCpp = None,
     json: Json = False,
     csv: Csv = False,
@@ -87,8 +96,10 @@ def measure(
     save = text_value(save, "--save")
     if collectives:
         return _measure_collectives(devices, device, quick, save, datasheet, json, csv)
+    if model is not None and engine != "llamacpp":
+        raise UsageError("--model: only with --engine llamacpp (a model's own layer shape probed by llama.cpp)")
     if engine == "llamacpp":
-        return _measure_llamacpp(dtype, threads, save, datasheet, llama_cpp, json, csv)
+        return _measure_llamacpp(dtype, threads, save, datasheet, llama_cpp, model, json, csv)
     if engine is not None:
         return _measure_engine(engine, device, dtype, quick, save, json, csv)
     from roofline.measure import bench
@@ -163,13 +174,20 @@ def _measure_engine(engine, device, dtype, quick, save, as_json, as_csv) -> None
     emit(profile.engine_report(result), as_json, as_csv)
 
 
-def _measure_llamacpp(types, threads, save, datasheet, folder, as_json, as_csv) -> None:
-    """`measure --engine llamacpp`: llama.cpp's costs per weight type from synthetic probes; --save adds them to
-    the profile at PATH, or writes one (on -H's figures, else llama.cpp's own)."""
+def _measure_llamacpp(types, threads, save, datasheet, folder, model, as_json, as_csv) -> None:
+    """`measure --engine llamacpp`: llama.cpp's costs per weight type from synthetic probes (and `model`'s own layer
+    shape); --save adds them to the profile at PATH, or writes one (on -H's figures, else llama.cpp's own)."""
     from pathlib import Path
 
     from roofline.measure import llamacpp, llamacpp_profile, machine, profile, synthetic
+    from roofline.specs.catalog import load_model
     from roofline.specs.hardware import load_hardware
+
+    shape = None
+    if model is not None:
+        spec = load_model(text_value(model, "--model"))
+        synthetic.check_shape(spec.arch, spec.id)
+        shape = spec.arch
 
     kinds = tuple(synthetic.check_type(t) for t in (types or ",".join(llamacpp_profile.TYPES)).split(",") if t.strip())
     mixed = [k.lower() for k in kinds if k not in synthetic.DIRECT]
@@ -180,7 +198,7 @@ def _measure_llamacpp(types, threads, save, datasheet, folder, as_json, as_csv) 
     base = load_hardware(save) if save and Path(save).is_file() else datasheet
     with _Progress() as step:
         budget = None if types else llamacpp_profile.BUDGET_S  # types asked for are all measured
-        result = llamacpp_profile.run(build, machine.cpu_cache(), kinds, threads, step, budget)
+        result = llamacpp_profile.run(build, machine.cpu_cache(), kinds, threads, step, budget, shape)
     if result.get("skipped"):
         skipped = ",".join(k.lower() for k in result["skipped"])
         err(

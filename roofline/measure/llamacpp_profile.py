@@ -9,8 +9,9 @@ weights), which take a third of the deep probes' time; the deep wide probe then 
 its time per byte over the shallow one's (prompt_depth) prices a model's prompts at the depth of its weights: between
 passes a shallow model's weights partly stay in the last-level cache, a deep one's do not (docs/guides/llamacpp.md,
 Depth). Narrow rows run slower per byte (more matrices and rows per byte), so roofline.calc.llamacpp interpolates
-between the two in the model's hidden size. Each test is the median of llama-bench's repetitions after its warm-up
-run.
+between the two in the model's hidden size. With a model (`--model`), its own layer shape is probed too, at its own
+depth (up to MAX_BYTES): those times price models of its width instead. Each test is the median of llama-bench's
+repetitions after its warm-up run.
 """
 
 from __future__ import annotations
@@ -57,16 +58,29 @@ def probe(width: int, layers: int) -> Architecture:
     )
 
 
-def deep_layers(width: int, kind: str, cache_bytes: float) -> int:
-    """Layers of a probe `width` wide whose weights are 4x the cache, within MIN_BYTES..MAX_BYTES."""
-    return layers_for(width, kind, min(max(4 * cache_bytes, MIN_BYTES), MAX_BYTES))
+def own_probe(shape: Architecture, layers: int) -> Architecture:
+    """A model's own layer shape (width, heads, KV heads, head_dim, MLP) `layers` deep, with the probes' small tied
+    vocabulary: what `measure --engine llamacpp --model` runs beside the two probe widths."""
+    return shape._replace(layers=layers, vocab_size=1024, tied_embeddings=True)
 
 
-def layers_for(width: int, kind: str, target: float) -> int:
-    """Layers (at least 2) of a probe `width` wide with `target` bytes of matrices."""
+def own_layers(shape: Architecture, kind: str) -> int:
+    """The depth of a model's own-shape probe: the model's, up to MAX_BYTES of matrices (at least 2 layers). At 2
+    and 4 rows llama.cpp ran this VM's 896-wide layers 12% slower a byte 8 deep than 17 deep (1.94 against 1.73 ms
+    a layer at 4 rows, 3 interleaved rounds; at 1 and 8 rows alike): the model's own depth is the one to time."""
+    return min(max(shape.layers, DEPTHS[0]), layers_for(shape, kind, MAX_BYTES))
+
+
+def deep_layers(a: Architecture, kind: str, cache_bytes: float) -> int:
+    """Layers of a probe of `a`'s layer shape whose weights are 4x the cache, within MIN_BYTES..MAX_BYTES."""
+    return layers_for(a, kind, min(max(4 * cache_bytes, MIN_BYTES), MAX_BYTES))
+
+
+def layers_for(a: Architecture, kind: str, target: float) -> int:
+    """Layers (at least 2) of a probe of `a`'s layer shape with `target` bytes of matrices."""
     from roofline.calc.llamacpp import BITS
 
-    per_layer = _matrix_params(probe(width, 1)) * BITS[kind] / 8
+    per_layer = _matrix_params(a._replace(layers=1)) * BITS[kind] / 8
     return max(2, math.ceil(target / per_layer))
 
 
@@ -87,9 +101,11 @@ def run(
     threads: int | None = None,
     on_step: Callable[[str], None] = lambda s: None,
     budget_s: float | None = None,
+    shape: Architecture | None = None,
 ) -> dict[str, Any]:
-    """The profile's engines.llamacpp entry (see the module docstring). With `budget_s`, a type is begun only while
-    the time so far plus the slowest type's so far fits in it; the rest are listed under `skipped`."""
+    """The profile's engines.llamacpp entry (see the module docstring); with `shape`, each type also probed at that
+    model's own layer shape (`at_width`). With `budget_s`, a type is begun only while the time so far plus the
+    slowest type's so far fits in it; the rest are listed under `skipped`."""
     started = time.perf_counter()
     out: dict[str, Any] = {"build": build.found, "widths": [NARROW, WIDE], "types": {}}
     slowest = 0.0
@@ -99,7 +115,7 @@ def run(
             if out["types"] and budget_s is not None and begun - started + slowest > budget_s:
                 out.setdefault("skipped", []).append(kind)
                 continue
-            entry, info = measure_type(build, kind, Path(folder), cache_bytes, threads, on_step)
+            entry, info = measure_type(build, kind, Path(folder), cache_bytes, threads, on_step, shape)
             out["types"][kind] = entry
             out.update(info)
             slowest = max(slowest, time.perf_counter() - begun)
@@ -109,20 +125,28 @@ def run(
 
 
 def measure_type(
-    build: llamacpp.Build, kind: str, folder: Path, cache_bytes: float, threads: int | None, on_step: Callable
+    build: llamacpp.Build,
+    kind: str,
+    folder: Path,
+    cache_bytes: float,
+    threads: int | None,
+    on_step: Callable,
+    shape: Architecture | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One type's entry and the run's threads and build commit: its probes written in `folder`, run, removed."""
+    """One type's entry and the run's threads and build commit: its probes (and `shape`'s own, when given) written
+    in `folder`, run, removed."""
     from roofline.specs.checkpoint import gguf_model
 
+    layer_shapes = {"narrow": probe(NARROW, 1), "wide": probe(WIDE, 1)}
+    if shape is not None:
+        layer_shapes["own"] = own_probe(shape, 1)
+    probes = [("small2", probe(SMALL, DEPTHS[0])), ("small8", probe(SMALL, DEPTHS[1]))]
+    for name, a in layer_shapes.items():
+        deep = own_layers(shape, kind) if name == "own" else deep_layers(a, kind, cache_bytes)
+        probes.append((name, a._replace(layers=deep)))
+        probes.append((f"{name}_prompt", a._replace(layers=layers_for(a, kind, PROMPT_BYTES))))
     files = {}
-    for name, a in (
-        ("small2", probe(SMALL, DEPTHS[0])),
-        ("small8", probe(SMALL, DEPTHS[1])),
-        ("narrow", probe(NARROW, deep_layers(NARROW, kind, cache_bytes))),
-        ("wide", probe(WIDE, deep_layers(WIDE, kind, cache_bytes))),
-        ("narrow_prompt", probe(NARROW, layers_for(NARROW, kind, PROMPT_BYTES))),
-        ("wide_prompt", probe(WIDE, layers_for(WIDE, kind, PROMPT_BYTES))),
-    ):
+    for name, a in probes:
         on_step(f"llama.cpp {kind.lower()}: writing the {name} probe")
         path = synthetic.write(a, folder / f"{name}-{kind}.gguf", kind, name)
         files[name] = (a, path, sum(gguf_model(path)[1].streamed_by_dtype.values()))  # matrix bytes
@@ -144,6 +168,12 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
     per_step, per_layer = fixed_cost(tg)
     wide, repack_wide = _curve(build, files["wide"], files["wide_prompt"], per_step, per_layer, threads)
     narrow, repack_narrow = _curve(build, files["narrow"], files["narrow_prompt"], per_step, per_layer, threads)
+    own = {}
+    if "own" in files:
+        o = files["own"][0]
+        table, repack_own = _curve(build, files["own"], files["own_prompt"], per_step, per_layer, threads)
+        repack_narrow = repack_narrow and repack_own
+        own[str(o.hidden_size)] = {"shape": _layer_shape(o), "seconds_per_byte": table}
     a, _, streamed = files["wide"]
     deep, _ = prompt_seconds_per_byte(
         build, files["wide"], per_step, per_layer, threads, repack=repack_wide, prompts=(PROMPT_ROWS,)
@@ -163,7 +193,17 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
         "seconds_per_byte": wide,
         "narrow_seconds_per_byte": narrow,
     }
+    if own:
+        entry["at_width"] = own  # a model's own layer shape, which prices models of that width instead
     return entry, info
+
+
+def _layer_shape(a: Architecture) -> str:
+    """A probe's layer shape in words, recorded beside its times."""
+    return (
+        f"hidden {a.hidden_size}, MLP {a.intermediate_size}, {a.num_heads} heads, {a.num_kv_heads} KV heads, "
+        f"head_dim {a.head_dim}, {a.layers} layers"
+    )
 
 
 def fixed_cost(steps: dict[int, float]) -> tuple[float, float]:
@@ -236,8 +276,14 @@ def spec(entry: dict[str, Any], base: Any = None) -> dict[str, Any]:
         engines = mapping.get("engines") or {}
         before = engines.get("llamacpp") or {}
         if before.get("widths") == entry["widths"] and before.get("build") == entry["build"]:
-            # the same probes and build: types measured before and not now are kept
-            entry = {**entry, "types": {**before.get("types", {}), **entry["types"]}}
+            # the same probes and build: types measured before and not now are kept, and so are a type's own-width
+            # probes of other models
+            types = {**before.get("types", {}), **entry["types"]}
+            for kind, new in entry["types"].items():
+                kept = (before.get("types", {}).get(kind) or {}).get("at_width") or {}
+                if kept:
+                    types[kind] = {**new, "at_width": {**kept, **(new.get("at_width") or {})}}
+            entry = {**entry, "types": types}
         return {**mapping, "engines": {**engines, "llamacpp": entry}}
     bandwidth = max(1 / t["seconds_per_byte"]["1"] for t in entry["types"].values())
     flops = {
@@ -318,7 +364,7 @@ def reference_prompt_seconds_per_byte(
     seconds_per_byte at those rows it is this machine's drift for prompts."""
     from roofline.specs.checkpoint import gguf_model
 
-    a = probe(WIDE, entry.get("prompt_probe_layers") or layers_for(WIDE, kind, PROMPT_BYTES))
+    a = probe(WIDE, entry.get("prompt_probe_layers") or layers_for(probe(WIDE, 1), kind, PROMPT_BYTES))
     if not path.is_file():
         synthetic.write(a, path, kind, "wide_prompt")
     shallow = (a, path, sum(gguf_model(path)[1].streamed_by_dtype.values()))
