@@ -422,6 +422,19 @@ def test_the_reference_point_is_m_1_of_the_longest_layer_series():
     assert reference_point({"decode_matmul": {"fp32": curve}}, "bf16") is None and reference_point(None, "fp32") is None
 
 
+def test_a_curve_point_leaves_its_stalled_passes_out():
+    from roofline.measure.kernels import pass_rate
+
+    # Passes whose best rates are 29.1, 17.8 and 17.5 GFLOP/s: 17.8 x 1.25 = 22.25 < 29.1, so both slow passes
+    # stalled and the point runs at 29.1 (the median of all three would say 17.8).
+    assert pass_rate([29.1e9, 17.8e9, 17.5e9]) == pytest.approx(29.1e9)
+    # 30, 29 and 31: none 1.25x under 31, the median of the three, 30.
+    assert pass_rate([30e9, 29e9, 31e9]) == pytest.approx(30e9)
+    # 30, 24.1 and 20: 24.1 x 1.25 = 30.125 >= 30 stays, 20 x 1.25 = 25 < 30 goes: the median of 30 and 24.1.
+    assert pass_rate([30e9, 24.1e9, 20e9]) == pytest.approx(27.05e9)
+    assert pass_rate([5e9]) == 5e9
+
+
 def test_a_reference_point_from_passes_that_disagree_is_noted():
     from roofline.measure.drift import caught_slow
 
