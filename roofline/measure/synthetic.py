@@ -1,12 +1,13 @@
 """Synthetic GGUF files: a model's shape with random weights, in any weight type llama.cpp runs.
 
-Written as general.architecture "llama" (RoPE, RMSNorm, gated MLP; q/k/v biases, which only Qwen2 has and which
-are a few thousand bytes, are left out), so llama.cpp's own kernels run it and roofline's GGUF reader prices the
-file by its exact bytes. Single types (f32, f16, bf16, q4_0 ... q8_0, q2_k ... q6_k) are written directly: floats
-are N(0, 0.02), quantized blocks random bytes with every f16 scale set to a small finite value (a block layout
-from ggml/src/ggml-common.h). A matrix whose rows do not split into a type's blocks falls back as llama-quantize
-does (llama-quant.cpp: Q4_K -> Q5_0, Q6_K -> Q8_0, ...). Mixes (q4_k_m, q3_k_l, ...) are written in f16 and
-converted by llama-quantize, which picks each tensor's type as it would for a real model.
+Written as general.architecture "llama" (RoPE, RMSNorm, gated MLP; q/k/v biases, which only Qwen2 has and which are
+a few thousand bytes, are left out), so llama.cpp's own kernels run it and roofline's GGUF reader prices the file by
+its exact bytes. Single types (f32, f16, bf16, q4_0 ... q8_0, q2_k ... q6_k) are written directly: floats are N(0,
+0.02) (f32) or of magnitude 2^-6 to 2^-5 with random signs (f16, bf16), quantized blocks random bytes with every f16
+scale set to a small finite value (a block layout from ggml/src/ggml-common.h). A matrix whose rows do not split
+into a type's blocks falls back as llama-quantize does (llama-quant.cpp: Q4_K -> Q5_0, Q6_K -> Q8_0, ...). Mixes
+(q4_k_m, q3_k_l, ...) are written in f16 and converted by llama-quantize, which picks each tensor's type as it would
+for a real model.
 The vocabulary is a placeholder "llama" one (<unk>, <s>, </s>, the 256 byte tokens, then t259, t260, ...):
 engines load it; prompts are sent as token ids.
 """
@@ -42,6 +43,9 @@ FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_
 MIXES = ("Q2_K_S", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M")
 DIRECT = (*FLOATS, *SCALES)  # written without llama-quantize
 TYPES = (*DIRECT, *MIXES)
+# f16 / bf16 bits: (sign and mantissa kept, exponent set) for magnitudes in [2^-6, 2^-5): f16 exponent 9 of bias 15,
+# bf16 121 of bias 127.
+HALF_BITS = {"F16": (0x83FF, 9 << 10), "BF16": (0x807F, 121 << 7)}
 SCALE_VALUE = 1e-3  # every block's f16 scale (and min): finite, so activations stay finite
 
 
@@ -174,18 +178,20 @@ def _write(a: Architecture, path: Path, weight_type: str, name: str, seed: int, 
 
 
 def _random(rng, np, shape: tuple[int, ...], kind: str):
-    """A matrix of `shape` (rows, cols) as stored in `kind`: floats N(0, 0.02); blocks of random bytes with finite
+    """A matrix of `shape` (rows, cols) as stored in `kind`: f32 N(0, 0.02), f16 and bf16 of magnitude 2^-6 to 2^-5
+    with random signs; blocks of random bytes with finite
     scales. Quantized and bf16 data go as raw bytes (gguf derives the element shape from the type's block)."""
     import gguf
 
     rows, cols = shape
-    if kind in FLOATS:
-        values = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
-        if kind == "F32":
-            return values
-        if kind == "F16":
-            return values.astype(np.float16)
-        return (values.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8)  # bf16: the top half of fp32
+    if kind == "F32":
+        return rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
+    if kind in HALF_BITS:
+        # Random bits under a fixed exponent, 3x faster than drawing normals (0.61 against 0.18 GB/s here, where the
+        # profile's f16 probes are 0.6 GB): magnitudes in [2^-6, 2^-5), random signs, std 0.024, near f32's 0.02.
+        keep, exponent = HALF_BITS[kind]
+        bits = rng.integers(0, 2**16, size=(rows, cols), dtype=np.uint16) & np.uint16(keep) | np.uint16(exponent)
+        return bits.view(np.float16) if kind == "F16" else bits.view(np.uint8)
     block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[kind]]
     data = rng.integers(0, 256, size=(rows, cols // block, size), dtype=np.uint8)
     scale = np.array([SCALE_VALUE], dtype=np.float16).view(np.uint8)
