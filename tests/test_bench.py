@@ -131,7 +131,7 @@ def test_bad_bench_input_is_one_line():
 def test_compare_prints_the_simulation_of_the_same_requests_beside_the_measurement(server):
     # The predicted side is `roofline simulate` of the same workload (the same seed: the same requests), so its
     # figures equal simulate's; each ratio is predicted / measured.
-    flags = ["--concurrency", "2", "--requests", "4", "--warmup", "0", "--prompt", "16", "--output", "8"]
+    flags = ["--rate", "50/s", "--requests", "4", "--warmup", "0", "--prompt", "16", "--output", "8"]
     r = run(server, *flags, "--compare", "-m", "gpt2", "-H", "h100-sxm", "--max-num-seqs", "2", "--json", "-q")
     assert r.exit_code == 0, r.stderr
     out = json.loads(r.stdout)
@@ -142,3 +142,28 @@ def test_compare_prints_the_simulation_of_the_same_requests_beside_the_measureme
     assert out["ratio"]["tpot_s"]["p50"] == pytest.approx(predicted / measured)
     table = run(server, *flags, "--compare", "-m", "gpt2", "-H", "h100-sxm", "-q")
     assert table.exit_code == 0 and "predicted / measured" in table.stdout and "TPOT p99" in table.stdout
+
+
+def test_compare_starts_a_closed_loops_clients_when_they_were_sent(server, tmp_path):
+    # The simulated closed loop starts each client's first request at the time bench sent it, from the first; the
+    # later requests go when their client's last finishes (arrival None). The prediction printed is that simulation.
+    from roofline import load_hardware, load_model
+    from roofline.bench import Bench, client_starts
+    from roofline.calc.prepare import prepare
+    from roofline.calc.replica import Scheduler
+    from roofline.calc.simulate import engine_scheduler, run_simulation
+    from roofline.calc.workload import Request
+
+    flags = ["--concurrency", "2", "--requests", "4", "--warmup", "0", "--prompt", "16", "--output", "8"]
+    per_request = tmp_path / "m.csv"
+    r = run(server, *flags, "--per-request", str(per_request), "--compare", "-m", "gpt2", "-H", "h100-sxm", "--json")
+    assert r.exit_code == 0, r.stderr
+    sent = [float(row["arrival_s"]) for row in csv.DictReader(per_request.open())][:2]
+    measured = Bench(*[None] * 13, per_request=[{"arrival_s": s} for s in sent])
+    chosen = client_starts([Request(None, 16, 8)] * 4, measured, 2)
+    assert [q.arrival_s for q in chosen] == [sent[0] - min(sent), sent[1] - min(sent), None, None]
+    assert client_starts(chosen, measured._replace(per_request=[{"arrival_s": None}] * 2), 2) == chosen
+    p = prepare(load_model("gpt2"), load_hardware("h100-sxm"))
+    sched = engine_scheduler(p, Scheduler(None, None, None))
+    expected = run_simulation(p, chosen, concurrency=2, scheduler=sched, capacity=False)
+    assert json.loads(r.stdout)["predicted"]["ttft_s"] == pytest.approx(expected.ttft_s, rel=1e-9)

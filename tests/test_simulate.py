@@ -73,6 +73,22 @@ def test_a_closed_loop_of_n_reaches_estimates_static_batch_throughput(policy):
     )
 
 
+def test_a_closed_loop_starts_each_client_at_its_requests_arrival_when_given():
+    # Two clients whose first requests arrive together are prefilled in one step; started 100 s apart (longer than
+    # a request takes), the second runs alone as the first did: the same TTFT, its first token 100 s later. Without
+    # start times, as before, both at 0.
+    p, sched = prepare(M, H), Scheduler("vllm", 2, 8192, 16)
+    together = [Request(None, 1024, 16)] * 4
+    apart = [Request(0.0, 1024, 16), Request(100.0, 1024, 16), *together[2:]]
+    same = run_simulation(p, together, concurrency=2, scheduler=sched, capacity=False)
+    alone = run_simulation(p, apart, concurrency=2, scheduler=sched, capacity=False)
+    lone = run_simulation(p, together[:1], concurrency=1, scheduler=sched, capacity=False).ttft_s["mean"]
+    assert alone.per_request[1]["arrival_s"] == 100.0
+    assert alone.per_request[1]["first_token_s"] - 100.0 == pytest.approx(lone, rel=1e-9)
+    assert alone.per_request[0]["first_token_s"] == pytest.approx(lone, rel=1e-9)
+    assert same.per_request[1]["first_token_s"] > 1.5 * lone  # two prompts in one step take about twice one
+
+
 def test_continuous_batching_beats_static_when_lengths_vary():
     # With exponential outputs a static batch waits for its longest request; continuous batching refills the slots.
     common = dict(concurrency=32, requests=1000, prompt_tokens=256, output_tokens=256, output_dist="exponential")

@@ -100,9 +100,9 @@ class Replica:
         if concurrency is None:
             self.arrival = [r.arrival_s for r in requests]
             self.pending = deque(sorted(range(n), key=lambda i: self.arrival[i]))
-        else:
-            self.arrival = [0.0 if i < concurrency else math.inf for i in range(n)]
-            self.pending = deque(range(min(concurrency, n)))
+        else:  # each client's first request at its start: its arrival_s where given (bench's clients), else 0
+            self.arrival = [(requests[i].arrival_s or 0.0) if i < concurrency else math.inf for i in range(n)]
+            self.pending = deque(sorted(range(min(concurrency, n)), key=lambda i: self.arrival[i]))
         self.next_client = min(concurrency or 0, n)
         self.admitted, self.first, self.finish = [math.nan] * n, [math.nan] * n, [math.nan] * n
         self.hit = [cached(p) if cached else 0 for p in self.P]  # prompt tokens a prefix cache serves

@@ -202,7 +202,7 @@ def bench(
     if per_request is not None:
         write_requests(result, text_value(per_request, "--per-request"))
     if compare:
-        from roofline.bench import BenchComparison
+        from roofline.bench import BenchComparison, client_starts
         from roofline.calc.prepare import prepare
         from roofline.calc.replica import Scheduler
         from roofline.calc.simulate import engine_scheduler, run_simulation
@@ -212,7 +212,7 @@ def bench(
         sched = engine_scheduler(prepared, Scheduler(None, max_num_seqs, max_num_batched_tokens))  # None: the engine's
         predicted = run_simulation(
             prepared,
-            chosen,
+            client_starts(chosen, result, closed) if chosen[0].arrival_s is None else chosen,
             concurrency=closed if chosen[0].arrival_s is None else None,
             warmup=warm,
             scheduler=sched,
