@@ -9,6 +9,8 @@ the decode probe's now / then, prompt rows by the prompt probe's. Those ratios (
 miss is the machine having changed since the profile, which a queue amplifies: a step priced 1.3x fast leaves
 requests that overlapped on the server alone in the simulation. And priced once more from the same profile
 without its own-shape probe ("two probes": between the 512 and 1024 probes, as a profile measured without -m).
+Those two run `roofline simulate`, which starts a closed loop's clients together; the ratio column is `bench
+--compare`'s, which starts them when bench sent them: at the closed loop their TTFTs are not comparable.
 
     python benchmarks/llamacpp_server.py [--profile here.yaml] [--rounds 3]
 

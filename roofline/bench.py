@@ -245,10 +245,11 @@ def _result(timed, requests, warmup, concurrency, ttft_slo, tpot_slo, inputs, wa
 
 
 def client_starts(requests: list[Request], result: Bench, clients: int) -> list[Request]:
-    """A closed loop's requests with each client's first one at the time it was sent here, from the first (the rest
-    stay None: sent when the client's last finishes). Four clients started together reach a server tens of ms
-    apart (the first connection is opened before the others), so one prompt runs alone and three together; a
-    simulation starting all four at one instant keeps them in step (docs/guides/llamacpp.md, Own shape)."""
+    """A closed loop's requests with each client's first one at the time bench sent it, from the first (the rest
+    stay None: sent when the client's last finishes). Four clients started together reached llama-server tens of
+    ms apart, so one prompt ran alone and three together; a simulation starting all four at one instant keeps them
+    in step (docs/guides/llamacpp.md, Own shape). The time is stamped before the connection opens, so the request
+    the server saw first need not be the one sent first: the split is followed, not which request is alone."""
     sent = [r["arrival_s"] for r in result.per_request[:clients]]
     if any(s is None for s in sent):
         return requests

@@ -82,9 +82,9 @@ def test_the_own_shape_probe_runs_at_the_models_depth_up_to_a_gib():
 
     # Llama-3.1-8B (config.json: hidden 4096, 32 heads, 8 KV heads of 128, MLP 14336): a layer's matrices are
     # 2 x 4096 x 4096 + 2 x 4096 x 1024 + 3 x 4096 x 14336 = 218,103,808 weights, 231.7 MB at q8_0's 8.5 bits:
-    # 2^30 B holds 4.63 of them, so 5 layers, not 32. Llama-3.2-1B (hidden 2048, 32 heads, 8 KV heads of 64, MLP
+    # 2^30 B holds 4.63 of them, so 4 layers, not 32. Llama-3.2-1B (hidden 2048, 32 heads, 8 KV heads of 64, MLP
     # 8192): 60,817,408 weights, 64.6 MB a layer, 16 of them under the 16.6 that 2^30 B holds: all 16.
-    assert own_layers(load_model("llama-3.1-8b").arch, "Q8_0") == 5
+    assert own_layers(load_model("llama-3.1-8b").arch, "Q8_0") == 4
     assert own_layers(load_model("llama-3.2-1b").arch, "Q8_0") == 16
     assert own_layers(load_model("llama-3.2-1b").arch._replace(layers=1), "Q8_0") == 2  # never under 2
 
@@ -113,6 +113,11 @@ def test_a_malformed_llamacpp_profile_names_the_field(tmp_path):
     (tmp_path / "h.yaml").write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": bad}}))
     result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "h.yaml")])
     assert result.exit_code != 0 and "Traceback" not in result.output and "prompt_depth" in result.output
+    for at in ({"896": {"seconds_per_byte": {}}}, {"wide": {"seconds_per_byte": {"1": 1e-10}}}):
+        bad = {**PROFILE, "types": {"Q8_0": {**PROFILE["types"]["Q8_0"], "at_width": at}}}
+        (tmp_path / "h.yaml").write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": bad}}))
+        result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "h.yaml")])
+        assert result.exit_code != 0 and "Traceback" not in result.output and "at_width" in result.output
 
 
 def test_a_crash_is_retried_without_repacking(tmp_path):
@@ -174,6 +179,14 @@ def test_a_probe_of_the_models_own_width_prices_that_width_alone():
     assert s(probed, "Q4_0", 128, 896) == pytest.approx(5.631111e-9)
     weights = price.Weights({"Q8_0": 1e6}, ("Q8_0", 1e5))
     assert price.own_widths(probed, weights, 896) == ["Q8_0"] and price.own_widths(probed, weights, 1024) == []
+    # Its prompts, run on 100 MB of the model's layers, scale by the depth rule from there, not from the shallow
+    # probes' 48 MB: with a 1.21x ratio between 48 and 256 MB (log-log), a 256 MB model's 128 rows take 3e-9 x 1.21 /
+    # 1.21^(log(100/48) / log(256/48)) = 3e-9 x 1.21^(1 - 0.43836) = 3.33894e-9 s/B; a hand-written integer key
+    # (896, not '896') prices the same.
+    depth = {"shallow_bytes": 48e6, "deep_bytes": 256e6, "ratio": 1.21}
+    deep = {**own["896"], "prompt_bytes": 100e6}
+    entry = {**PROFILE["types"]["Q8_0"], "prompt_depth": depth, "at_width": {896: deep}}
+    assert s({**PROFILE, "types": {"Q8_0": entry}}, "Q8_0", 128, 896, 256e6) == pytest.approx(3.33894e-9, rel=1e-5)
 
 
 def test_a_stand_in_type_is_priced_per_weight_where_it_computes_and_per_byte_where_it_streams():
@@ -319,6 +332,7 @@ def server(tmp_path_factory):
     assert measured.exit_code == 0, measured.output
     own = yaml.safe_load(profile.read_text())["engines"]["llamacpp"]["types"]["Q8_0"]["at_width"]["896"]
     assert own["shape"].startswith("hidden 896, MLP 4864, 14 heads, 2 KV heads") and len(own["seconds_per_byte"]) == 7
+    assert 48e6 <= own["prompt_bytes"] <= 80e6  # 3 of its 15.8 MB layers: PROMPT_BYTES, rounded up to layers
     with llamacpp.server(llamacpp.find(), model, 4, 4096) as url:
         yield url, model, profile
 

@@ -25,7 +25,7 @@ def caught_slow(point: dict[str, Any]) -> str | None:
     and the drift both carry it. On the Zen 5 VM one quick profile's layer-sized M = 1 points read 0.58-0.75 of
     the next profile's, best 29 against a median of 18 GFLOP/s at the reference, while the same profile's
     interleaved weights_read rounds had a cv of 1%. Since curve points leave stalled passes out
-    (kernels.pass_rate), this fires only on profiles from before that, or where every pass stalled but a call."""
+    (kernels.pass_rate, whose rate is never under the best / SPLIT), this fires only on profiles saved before it."""
     best, median = point.get("best_flop_per_s"), point["flop_per_s"]
     if not best or best <= SPLIT * median:
         return None

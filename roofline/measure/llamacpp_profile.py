@@ -65,10 +65,13 @@ def own_probe(shape: Architecture, layers: int) -> Architecture:
 
 
 def own_layers(shape: Architecture, kind: str) -> int:
-    """The depth of a model's own-shape probe: the model's, up to MAX_BYTES of matrices (at least 2 layers). At 2
+    """The depth of a model's own-shape probe: the model's, within MAX_BYTES of matrices (at least 2 layers). At 2
     and 4 rows llama.cpp ran this VM's 896-wide layers 12% slower a byte 8 deep than 17 deep (1.94 against 1.73 ms
     a layer at 4 rows, 3 interleaved rounds; at 1 and 8 rows alike): the model's own depth is the one to time."""
-    return min(max(shape.layers, DEPTHS[0]), layers_for(shape, kind, MAX_BYTES))
+    from roofline.calc.llamacpp import BITS
+
+    per_layer = _matrix_params(shape._replace(layers=1)) * BITS[kind] / 8
+    return max(DEPTHS[0], min(shape.layers, math.floor(MAX_BYTES / per_layer)))
 
 
 def deep_layers(a: Architecture, kind: str, cache_bytes: float) -> int:
@@ -168,20 +171,20 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
     per_step, per_layer = fixed_cost(tg)
     wide, repack_wide = _curve(build, files["wide"], files["wide_prompt"], per_step, per_layer, threads)
     narrow, repack_narrow = _curve(build, files["narrow"], files["narrow_prompt"], per_step, per_layer, threads)
-    own = {}
+    own, repack_own = {}, True
     if "own" in files:
         o = files["own"][0]
-        # Two passes: a model's own rows are what it is priced from, and one pass's 2-row point once came out 25%
-        # slow (101 against 80-82 ps a byte in three other profiles), pricing a server's TPOT 1.27x at 0.7x load.
+        # Two passes: a model's own rows are what it is priced from, and one pass's 2-row point once came out 30%
+        # slow (101 against 76-82 ps a byte in four other profiles), pricing a server's TPOT 1.27x at 0.7x load.
         table, repack_own = _curve(build, files["own"], files["own_prompt"], per_step, per_layer, threads, passes=2)
-        repack_narrow = repack_narrow and repack_own
-        own[str(o.hidden_size)] = {"shape": _layer_shape(o), "seconds_per_byte": table}
+        prompt_bytes = files["own_prompt"][2]  # its prompts' depth: prompt_depth_factor scales from it
+        own[str(o.hidden_size)] = {"shape": _layer_shape(o), "prompt_bytes": prompt_bytes, "seconds_per_byte": table}
     a, _, streamed = files["wide"]
     deep, _ = prompt_seconds_per_byte(
         build, files["wide"], per_step, per_layer, threads, repack=repack_wide, prompts=(PROMPT_ROWS,)
     )
     entry = {
-        "repack": bool(repack and repack_wide and repack_narrow),
+        "repack": bool(repack and repack_wide and repack_narrow and repack_own),
         "per_step_s": per_step,
         "per_layer_s": per_layer,
         "probe_bytes": streamed,

@@ -127,7 +127,8 @@ def _engines(value: Any) -> dict[str, Any]:
 
 def _llamacpp(engine: Any) -> None:
     """engines.llamacpp as `measure --engine llamacpp` writes it: widths [narrow, wide] and, per ggml type,
-    per_step_s, per_layer_s, seconds_per_byte by rows and optionally prompt_depth (roofline.calc.llamacpp)."""
+    per_step_s, per_layer_s, seconds_per_byte by rows and optionally prompt_depth and at_width
+    (roofline.calc.llamacpp)."""
     types = engine.get("types") if isinstance(engine, dict) else None
     widths = engine.get("widths") if isinstance(engine, dict) else None
     if not isinstance(types, dict) or not types or not (isinstance(widths, list) and len(widths) == 2):
@@ -150,6 +151,23 @@ def _llamacpp(engine: Any) -> None:
             raise ValueError(
                 f"engine 'llamacpp' type {kind!r}: expected prompt_depth with shallow_bytes < deep_bytes [B] and "
                 "ratio > 0"
+            )
+        own = costs.get("at_width")
+        if own is not None and not (
+            isinstance(own, dict)
+            and all(str(w).isdigit() and int(w) > 0 for w in own)
+            and all(
+                isinstance(e, dict)
+                and isinstance(e.get("seconds_per_byte"), dict)
+                and e["seconds_per_byte"]
+                and all(number(v, 1) for v in e["seconds_per_byte"].values())
+                and (e.get("prompt_bytes") is None or (number(e["prompt_bytes"], 1e15) and e["prompt_bytes"] > 0))
+                for e in own.values()
+            )
+        ):
+            raise ValueError(
+                f"engine 'llamacpp' type {kind!r}: expected at_width as hidden size -> {{seconds_per_byte: rows -> "
+                "seconds, prompt_bytes [B]}"
             )
 
 
