@@ -506,6 +506,12 @@ def attention(torch, clock: Clock, tensor, dtype: str, rate: float | None, notes
     }
 
 
+# Calls before an elementwise kernel is timed. In a fresh process bf16 silu over 2048 x 1024 ran its first 4-8 calls
+# at 6-9 GB/s and then 18-27 (three processes, 2-core Zen 5 VM); one quick profile, timing a few calls, saved it at
+# 1.0 GB/s (others 18-25) and priced Llama-shaped prefills 1.2-1.5x slow.
+ELEMENTWISE_WARMUP = 8
+
+
 def elementwise(torch, clock: Clock, tensor, dtype: str) -> dict[str, Any]:
     """Bytes/s of the kernels a prefill runs between its matmuls, each on one activation-sized tensor (the plan's,
     4 MiB in rows of 1024: a 2048-token bf16 prefill at width 1024), out of place as an eager engine runs them:
@@ -533,6 +539,7 @@ def elementwise(torch, clock: Clock, tensor, dtype: str) -> dict[str, Any]:
         out = {}
         times = clock.times(
             lambda: out.__setitem__("y", kernel(a)),
+            warmup=ELEMENTWISE_WARMUP,
             min_reps=clock.plan.curve_reps,
             min_time=clock.plan.attention_time,
             max_time=clock.plan.attention_time,
