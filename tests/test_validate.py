@@ -263,6 +263,34 @@ def test_a_profile_with_engine_costs_prices_the_fixed_cost_with_them(tmp_path):
         estimate(load_model("gpt2"), hw, engine="transformers")
 
 
+def test_transformers_gpt2_linears_are_priced_at_the_measured_conv1d_slowdown():
+    from roofline.calc.calibrate import conv1d_factor
+
+    engine = {
+        "archetypes": {
+            "rope": {"per_step_s": {"1": 1e-3}, "per_layer_s": {"1": 1e-3}},
+            "learned": {"per_step_s": {"1": 2e-3}, "per_layer_s": {"1": 5e-4}},
+        },
+        "conv1d_slowdown": {"1": 1.7, "16": 1.4, "128": 1.0},
+    }
+    gpt2, llama = load_model("gpt2").arch, load_model("llama-3.2-1b").arch
+    # Log-log in rows: at 4, halfway between 1 and 16, sqrt(1.7 x 1.4) = 1.542725; held beyond 128 and under 1.
+    assert conv1d_factor(engine, "transformers", gpt2, 4) == pytest.approx(1.542725, rel=1e-6)
+    assert conv1d_factor(engine, "transformers", gpt2, 2048) == 1.0
+    assert conv1d_factor(engine, "transformers", gpt2, 1) == 1.7
+    # Only transformers' GPT-2 layout: eager's linears and Llama shapes are F.linear; old profiles carry none.
+    assert conv1d_factor(engine, "eager", gpt2, 1) == 1.0 and conv1d_factor(engine, "transformers", llama, 1) == 1.0
+    assert conv1d_factor({"archetypes": engine["archetypes"]}, "transformers", gpt2, 1) == 1.0
+    # Through the estimate: a batch-1 decode step's layer linears take 1.7x, the lm_head and the rest do not.
+    hw = load_hardware("h100-sxm")._replace(id="p", measured=MEASURED, engines={"transformers": engine})
+    plain = {**engine, "conv1d_slowdown": {"1": 1.0}}
+    args = dict(batch=1, prompt_tokens=16, output_tokens=4, engine="transformers")
+    slow = estimate(load_model("gpt2"), hw, **args).calibrated
+    base = estimate(load_model("gpt2"), hw._replace(engines={"transformers": plain}), **args).calibrated
+    assert slow.decode_overhead_s == base.decode_overhead_s and slow.decode_attention_s == base.decode_attention_s
+    assert 1.0 < slow.decode_linear_s / base.decode_linear_s < 1.7  # the lm_head (38.6M of 124M weights) unscaled
+
+
 def test_prefill_elementwise_bytes_by_hand():
     from roofline.calc.elementwise import prefill_bytes
     from roofline.specs.params import Architecture

@@ -198,13 +198,24 @@ def linears(a: Architecture) -> list[tuple[int, int]]:
     return [(h, q), (h, kv), (h, kv), (q, h), *mlp]
 
 
-def linear_seconds(index: dict[str, Any], a: Architecture, rows: float, head_rows: float) -> float:
-    """All layers' linears with `rows` rows and the lm_head with `head_rows`, at the curve's rates."""
+def linear_seconds(index: dict[str, Any], a: Architecture, rows: float, head_rows: float, layout: float = 1.0) -> float:
+    """All layers' linears with `rows` rows (times `layout`: conv1d_factor) and the lm_head with `head_rows`, at the
+    curve's rates."""
     layer = sum(f.matmul_flops(k * n, rows) / linear_rate(index, rows, k, n) for k, n in linears(a))
     head = f.matmul_flops(a.hidden_size * a.vocab_size, head_rows) / linear_rate(
         index, head_rows, a.hidden_size, a.vocab_size
     )
-    return a.layers * layer + head
+    return a.layers * layer * layout + head
+
+
+def conv1d_factor(measured: dict[str, Any] | None, engine: str, a: Architecture, rows: float) -> float:
+    """How much longer a layer's linears take as the engine runs them than the curve's F.linear: transformers runs
+    GPT-2's (learned archetype) as Conv1D, whose measured slowdown by rows (engine_costs.conv1d_slowdown) is
+    interpolated log-log in rows, held beyond; 1 otherwise (and for profiles measured before it)."""
+    table = (measured or {}).get("conv1d_slowdown")
+    if engine != "transformers" or archetype(a) != "learned" or not table:
+        return 1.0
+    return interpolate(sorted((float(m), r) for m, r in table.items()), rows, log_y=True)
 
 
 def predict(
@@ -236,7 +247,7 @@ def predict(
     best = profile.get("matmul", {}).get(dtype)
     square = (best["best_shape"][0], best["best_flop_per_s"]) if best else None
     index = curve_index(curve, scan_anchors(best) if best else [], square)
-    decode_linear = linear_seconds(index, a, batch, batch)
+    decode_linear = linear_seconds(index, a, batch, batch, conv1d_factor(measured, engine, a, batch))
     params = a.layers * sum(k * n for k, n in linears(a)) + a.hidden_size * a.vocab_size
     cycled = curve_bytes(profile, curve)
     carried_s = carried(profile, decode_linear, params * DTYPE_BYTES.get(dtype, 4.0), working_set, cycled)
@@ -249,7 +260,7 @@ def predict(
     rates = (profile.get("elementwise") or {}).get(dtype)
     moved = elementwise.prefill_bytes(a, batch, prompt, DTYPE_BYTES.get(dtype, 4.0), engine)
     activations = elementwise.prefill_seconds(rates["bytes_per_s"], moved) if rates else 0.0
-    linear = linear_seconds(index, a, batch * prompt, batch)
+    linear = linear_seconds(index, a, batch * prompt, batch, conv1d_factor(measured, engine, a, batch * prompt))
     prefill = linear + prefill_attention_flops / prefill_rate + activations + fixed
     basis = (
         f"fixed costs measured on the {engine} engine"

@@ -101,7 +101,53 @@ def of(engine: str, kind: str, dtype: str, quick: bool = False, deadline: float 
         steps=8 if quick else 12,
         mode=lambda: grad_mode(torch, engine),
     )
-    return {**measure(timed, deadline, (1, 16) if quick else BATCHES), "dtype": dtype}
+    out = {**measure(timed, deadline, (1, 16) if quick else BATCHES), "dtype": dtype}
+    if engine == "transformers":
+        out["conv1d_slowdown"] = conv1d_slowdown(torch, kind, dtype)
+    return out
+
+
+CONV1D_ROWS = (1, 4, 16, 128)  # decode batches and a prompt's rows
+CONV1D_SHAPE = (1024, 4096)  # (in, out) of one weight: GPT-2-medium's MLP up-projection
+CONV1D_ROUNDS = 3
+
+
+def conv1d_slowdown(torch, kind: str, dtype: str, cold_bytes: float = 128 * 2**20) -> dict[str, float]:
+    """rows -> time of transformers' Conv1D linear (addmm of x by a weight stored in x out, GPT-2's layout) over
+    F.linear's (the weight out x in, the layout the profile's curve times), on the same cold weights: the median of
+    CONV1D_ROUNDS interleaved rounds. In bf16 on a 2-core Zen 5 VM Conv1D took 1.7x at 1 and 4 rows, 1.4x at 16,
+    1.07x at 128 (best of 30 calls), and transformers' GPT-2 shapes decoded 0.58-0.74x as fast as priced."""
+    import torch.nn.functional as F
+
+    from roofline.measure.timing import STORAGE, synchronizer
+
+    sync = synchronizer(torch, kind)
+    device = "cuda" if kind == "cuda" else "cpu"
+    k, n = CONV1D_SHAPE
+    store = getattr(torch, STORAGE[dtype])
+    count = max(2, int(cold_bytes // (k * n * torch.finfo(store).bits // 8)))
+    linear = [torch.randn(n, k, device=device).to(store) for _ in range(count)]
+    conv = [w.t().contiguous() for w in linear]
+    bias = torch.zeros(n, device=device).to(store)
+
+    def seconds(fn) -> float:
+        fn()  # warm
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        return time.perf_counter() - start
+
+    out = {}
+    with torch.inference_mode():
+        for m in CONV1D_ROWS:
+            x = torch.randn(m, k, device=device).to(store)
+            ratios = []
+            for _ in range(CONV1D_ROUNDS):
+                plain = seconds(lambda: [F.linear(x, w, bias) for w in linear])
+                ratios.append(seconds(lambda: [torch.addmm(bias, x, w) for w in conv]) / plain)
+            out[str(m)] = statistics.median(ratios)
+    return out
 
 
 def grad_mode(torch, engine: str):

@@ -95,7 +95,8 @@ def hardware_to_mapping(h: Hardware) -> dict[str, Any]:
 
 
 def _engines(value: Any) -> dict[str, Any]:
-    """Engine name -> {archetypes: {name: {per_step_s, per_layer_s: {batch: seconds}}}}, as `measure` writes it."""
+    """Engine name -> {archetypes: {name: {per_step_s, per_layer_s: {batch: seconds}}}, conv1d_slowdown: {rows: ratio}
+    (transformers)}, as `measure` writes it."""
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise TypeError
     for name, engine in value.items():
@@ -122,6 +123,14 @@ def _engines(value: Any) -> dict[str, Any]:
                     [int(b) for b in table]
                 except (TypeError, ValueError):
                     raise ValueError(f"engine {name!r} archetype {kind!r}: {key} keys must be batch sizes") from None
+        slowdown = engine.get("conv1d_slowdown")
+        if slowdown is not None and not (
+            isinstance(slowdown, dict)
+            and slowdown
+            and all(str(m).isdigit() and int(m) > 0 for m in slowdown)
+            and all(isinstance(r, (int, float)) and not isinstance(r, bool) and 0 < r < 100 for r in slowdown.values())
+        ):
+            raise ValueError(f"engine {name!r}: expected conv1d_slowdown as rows -> a ratio above 0")
     return value
 
 
