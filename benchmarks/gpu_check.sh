@@ -6,7 +6,7 @@
 # picks the interpreter. --cpu skips the CUDA steps and runs the same commands on the CPU, small (validate's models
 # cut to 2 layers), to prove the script and its packages here.
 # Writes OUTDIR/measure-default.json, measure-quick.json, validate-gpt2.json, validate-llama-3.2-1b.json,
-# simulate-llama-3.2-1b.json, collectives.json (2+ GPUs only), the stderr of each step (*.log) and OUTDIR/summary.txt
+# measure-transformers.json (where transformers imports), simulate-llama-3.2-1b.json, collectives.json (2+ GPUs only), the stderr of each step (*.log) and OUTDIR/summary.txt
 # (figures vs datasheet). Each step has its own time limit; a failing step is recorded in the summary and the others
 # still run.
 set -uo pipefail
@@ -46,6 +46,10 @@ profile=()  # validate predicts with the default run's profile; without one it m
 [ -s "$out/profile.yaml" ] && profile=(-H "$out/profile.yaml")
 step validate-gpt2 150 validate -m gpt2 --device "$device" "${profile[@]}" "${small[@]}" --json
 step validate-llama-3.2-1b 150 validate -m llama-3.2-1b --device "$device" "${profile[@]}" "${small[@]}" --json
+# transformers' fixed costs and its GPT-2 Conv1D slowdown (engines.transformers), where the image has transformers.
+if "$py" -c 'import transformers' 2>/dev/null; then
+  step measure-transformers 120 measure --engine transformers --device "$device" --quick --json
+fi
 # The simulator on the measured profile: the profile's rates and eager's measured fixed cost on every step.
 step simulate-llama-3.2-1b 60 simulate -m llama-3.2-1b "${profile[@]}" --rate 20/s --requests 500 --json
 if [ "$device" = cuda ] && [ "$("$py" -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
