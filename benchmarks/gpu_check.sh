@@ -6,8 +6,8 @@
 # picks the interpreter. --cpu skips the CUDA steps and runs the same commands on the CPU, small (validate's models
 # cut to 2 layers), to prove the script and its packages here.
 # Writes OUTDIR/measure-default.json, measure-quick.json, validate-gpt2.json, validate-llama-3.2-1b.json,
-# measure-transformers.json (where transformers imports), simulate-llama-3.2-1b.json, collectives.json (2+ GPUs only), the stderr of each step (*.log) and OUTDIR/summary.txt
-# (figures vs datasheet). Each step has its own time limit; a failing step is recorded in the summary and the others
+# measure-transformers.json (where transformers imports), simulate-llama-3.2-1b.json, collectives.json (2+ GPUs
+# only), the stderr of each step (*.log) and OUTDIR/summary.txt (figures vs datasheet). Each step has its own time limit; a failing step is recorded in the summary and the others
 # still run.
 set -uo pipefail
 out="${1:?usage: benchmarks/gpu_check.sh OUTDIR [--cpu]}"

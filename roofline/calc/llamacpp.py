@@ -80,7 +80,7 @@ def measured_type(profile: dict[str, Any], kind: str) -> str:
     return min(types, key=lambda t: (abs(math.log(BITS.get(t, 16.0) / bits)), t))
 
 
-def own_probe(entry: dict[str, Any], width: float) -> dict[str, Any] | None:
+def own_entry(entry: dict[str, Any], width: float) -> dict[str, Any] | None:
     """A measured type's probe of a model's own layer shape at `width` (`at_width`, keyed by the hidden size)."""
     return {str(w): e for w, e in (entry.get("at_width") or {}).items()}.get(str(round(width)))
 
@@ -88,7 +88,7 @@ def own_probe(entry: dict[str, Any], width: float) -> dict[str, Any] | None:
 def own_widths(profile: dict[str, Any], weights: Weights, width: float) -> list[str]:
     """The measured types pricing `weights` that have a probe of a model's own layer shape at `width`."""
     kinds = {measured_type(profile, k) for k in {*weights.layers, weights.head[0]}}
-    return sorted(k for k in kinds if own_probe(profile["types"][k], width))
+    return sorted(k for k in kinds if own_entry(profile["types"][k], width))
 
 
 def stand_ins(profile: dict[str, Any], weights: Weights) -> dict[str, str]:
@@ -121,7 +121,7 @@ def _measured_seconds_per_byte(
     beyond either). Its prompt rows times `prompt_depth_factor`."""
     entry = profile["types"][kind]
     depth = prompt_depth_factor(entry.get("prompt_depth"), working_set)
-    own = own_probe(entry, width)
+    own = own_entry(entry, width)
     if own:
         # its prompts ran on prompt_bytes of the model's own layers, not on the shallow probes' bytes
         at = own.get("prompt_bytes")

@@ -210,10 +210,11 @@ def bench(
         m, h = specs(model, hardware, quiet)
         prepared = prepare(m, h, knobs_from(locals()))
         sched = engine_scheduler(prepared, Scheduler(None, max_num_seqs, max_num_batched_tokens))  # None: the engine's
+        loop = chosen[0].arrival_s is None  # a closed loop: its clients start when bench sent their first requests
         predicted = run_simulation(
             prepared,
-            client_starts(chosen, result, closed) if chosen[0].arrival_s is None else chosen,
-            concurrency=closed if chosen[0].arrival_s is None else None,
+            client_starts(chosen, result, closed) if loop else chosen,
+            concurrency=closed if loop else None,
             warmup=warm,
             scheduler=sched,
             capacity=False,

@@ -68,10 +68,7 @@ def own_layers(shape: Architecture, kind: str) -> int:
     """The depth of a model's own-shape probe: the model's, within MAX_BYTES of matrices (at least 2 layers). At 2
     and 4 rows llama.cpp ran this VM's 896-wide layers 12% slower a byte 8 deep than 17 deep (1.94 against 1.73 ms
     a layer at 4 rows, 3 interleaved rounds; at 1 and 8 rows alike): the model's own depth is the one to time."""
-    from roofline.calc.llamacpp import BITS
-
-    per_layer = _matrix_params(shape._replace(layers=1)) * BITS[kind] / 8
-    return max(DEPTHS[0], min(shape.layers, math.floor(MAX_BYTES / per_layer)))
+    return max(DEPTHS[0], min(shape.layers, math.floor(MAX_BYTES / _layer_bytes(shape, kind))))
 
 
 def deep_layers(a: Architecture, kind: str, cache_bytes: float) -> int:
@@ -81,10 +78,14 @@ def deep_layers(a: Architecture, kind: str, cache_bytes: float) -> int:
 
 def layers_for(a: Architecture, kind: str, target: float) -> int:
     """Layers (at least 2) of a probe of `a`'s layer shape with `target` bytes of matrices."""
+    return max(2, math.ceil(target / _layer_bytes(a, kind)))
+
+
+def _layer_bytes(a: Architecture, kind: str) -> float:
+    """Bytes of one layer's matrices of `a`'s shape in weight type `kind`."""
     from roofline.calc.llamacpp import BITS
 
-    per_layer = _matrix_params(a._replace(layers=1)) * BITS[kind] / 8
-    return max(2, math.ceil(target / per_layer))
+    return _matrix_params(a._replace(layers=1)) * BITS[kind] / 8
 
 
 def _matrix_params(a: Architecture) -> int:
