@@ -38,7 +38,12 @@ DEPTHS = (2, 8)
 DECODE_ROWS = (1, 2, 4, 8, 16)
 PROMPTS = (PROMPT_ROWS, 512)  # the shortest is also run on the deep wide probe (prompt_depth)
 GENERATE = 16
-BATCHED_GENERATE = 8  # decode steps per batch size: 8 of them at 16 rows take 0.1-0.7 s
+# Decode steps per batch size and llama-bench repetitions of a prompt (after its warm-up run). 4 and 2 rather than 8
+# and 3 measure seven types in the time six took; on the Zen 5 VM (q8_0 and q4_k, two interleaved rounds of each
+# setting) the two settings' figures differed by a median 11% against 9% between rounds of one setting, with no
+# sign (mean -1%): the machine's own swing, not the steps, sets a profile's spread.
+BATCHED_GENERATE = 4
+PROMPT_REPS = 2
 MIN_BYTES, MAX_BYTES = 256e6, 2**30
 PROMPT_BYTES = 48e6
 
@@ -113,7 +118,7 @@ def run(
     started = time.perf_counter()
     out: dict[str, Any] = {"build": build.found, "widths": [NARROW, WIDE], "types": {}}
     slowest = 0.0
-    with tempfile.TemporaryDirectory(prefix="roofline-llamacpp-") as folder:
+    with tempfile.TemporaryDirectory(prefix="roofline-llamacpp-", dir=scratch()) as folder:
         for kind in types:
             begun = time.perf_counter()
             if out["types"] and budget_s is not None and begun - started + slowest > budget_s:
@@ -126,6 +131,18 @@ def run(
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["machine"] = machine.record()
     return out
+
+
+def scratch(needed: float = 3 * MAX_BYTES) -> str | None:
+    """Where the probes are written: /dev/shm (memory) where it has `needed` bytes free [B], else the system's
+    temporary folder (None). In memory, a probe is written in 0.35-0.45 s instead of 0.5-0.9 s (256 MB, this
+    VM), and no disk write-back of the last probe runs beside the next timed one."""
+    import shutil
+
+    try:
+        return "/dev/shm" if shutil.disk_usage("/dev/shm").free >= needed else None
+    except OSError:
+        return None
 
 
 def measure_type(
@@ -221,13 +238,14 @@ def fixed_cost(steps: dict[int, float]) -> tuple[float, float]:
 def _curve(build, deep: tuple, shallow: tuple, per_step: float, per_layer: float, threads, passes: int = 1):
     """rows -> seconds per streamed matrix byte of one width, its fixed cost taken out: decode rows on the `deep`
     probe (the fastest of `passes` llama-batched-bench runs per row), prompts on the `shallow` one; and the repack
-    used."""
+    used. Each sequence's prompt is one token: 4 had taken 0.36 of a 1.05 s run (prefilling 4 x M tokens at each
+    M) for the same decode steps (three alternating pairs: 9.2-12.4 ms at M = 1, 53.5-55.6 at M = 16)."""
     table, repack = prompt_seconds_per_byte(build, shallow, per_step, per_layer, threads)
     a, path, streamed = deep
     fixed = per_step + a.layers * per_layer
     steps: dict[int, float] = {}
     for _ in range(passes):  # short prompts: fast
-        rows, _ = llamacpp.batched(build, path, 4, BATCHED_GENERATE, list(DECODE_ROWS), threads, repack)
+        rows, _ = llamacpp.batched(build, path, 1, BATCHED_GENERATE, list(DECODE_ROWS), threads, repack)
         for r in rows:
             steps[r["pl"]] = min(steps.get(r["pl"], math.inf), r["t_tg"] / r["tg"])
     table.update({str(m): streaming_s(step, fixed) / streamed for m, step in steps.items()})
@@ -240,7 +258,7 @@ def prompt_seconds_per_byte(
     per_step: float,
     per_layer: float,
     threads,
-    reps: int = 3,
+    reps: int = PROMPT_REPS,
     repack: bool | None = None,
     prompts: tuple[int, ...] = PROMPTS,
 ) -> tuple[dict[str, float], bool]:

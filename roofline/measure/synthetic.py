@@ -190,14 +190,21 @@ def _random(rng, np, shape: tuple[int, ...], kind: str):
         # Random bits under a fixed exponent, 3x faster than drawing normals (0.61 against 0.18 GB/s here, where the
         # profile's f16 probes are 0.6 GB): magnitudes in [2^-6, 2^-5), random signs, std 0.024, near f32's 0.02.
         keep, exponent = HALF_BITS[kind]
-        bits = rng.integers(0, 2**16, size=(rows, cols), dtype=np.uint16) & np.uint16(keep) | np.uint16(exponent)
+        bits = _bits(rng, np, rows * cols * 2).view(np.uint16).reshape(rows, cols)
+        bits = bits & np.uint16(keep) | np.uint16(exponent)
         return bits.view(np.float16) if kind == "F16" else bits.view(np.uint8)
     block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[kind]]
-    data = rng.integers(0, 256, size=(rows, cols // block, size), dtype=np.uint8)
+    data = _bits(rng, np, rows * (cols // block) * size).reshape(rows, cols // block, size)
     scale = np.array([SCALE_VALUE], dtype=np.float16).view(np.uint8)
     for at in SCALES[kind]:
         data[:, :, at : at + 2] = scale
     return data.reshape(rows, cols // block * size)
+
+
+def _bits(rng, np, count: int):
+    """`count` random bytes (uint8), drawn as 64-bit integers: 5x faster than drawing bytes one by one (256 MB in
+    0.1 s against 0.6 s here)."""
+    return rng.integers(0, 2**64, size=-(-count // 8), dtype=np.uint64).view(np.uint8)[:count]
 
 
 def _file_type(gguf, weight_type: str) -> int:
