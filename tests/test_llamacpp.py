@@ -59,6 +59,46 @@ def test_written_gguf_is_priced_by_its_exact_bytes(tmp_path):
     assert not list(tmp_path.glob("*.part"))  # written atomically
 
 
+def test_written_weights_are_finite_with_the_stated_magnitudes(tmp_path):
+    # synthetic.py's contract: f16 weights have magnitudes in [2^-6, 2^-5) (exponent fixed, random sign and
+    # mantissa); every q8_0 block (ggml-common.h block_q8_0: f16 d, then 32 int8) carries the f16 scale 1e-3.
+    np = pytest.importorskip("numpy")
+    gguf = pytest.importorskip("gguf")
+    from roofline.measure import synthetic
+
+    for kind in ("f16", "q8_0"):
+        reader = gguf.GGUFReader(synthetic.write(TINY, tmp_path / f"{kind}.gguf", kind))
+        tensor = next(t for t in reader.tensors if t.name == "blk.0.ffn_down.weight")
+        raw = np.asarray(tensor.data)
+        if kind == "f16":
+            magnitude = np.abs(raw.astype(np.float32))
+            assert magnitude.min() >= 2**-6 and magnitude.max() < 2**-5
+            assert 0.4 < (raw < 0).mean() < 0.6  # random signs
+        else:
+            blocks = raw.view(np.uint8).reshape(-1, 34)
+            assert np.all(blocks[:, :2].copy().view(np.float16) == np.float16(1e-3))
+            assert len(np.unique(blocks[:, 2:])) > 200  # the quants are random bytes
+
+
+def test_probes_go_to_memory_only_where_it_has_room(monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    from roofline.measure import llamacpp_profile
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(0, 0, 4 * 2**30))
+    assert llamacpp_profile.scratch() == "/dev/shm"  # 4 GiB free >= 3 x the 1 GiB largest probe
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(0, 0, 2**30))
+    assert llamacpp_profile.scratch() is None  # the system's temporary folder
+
+    def missing(path):
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(shutil, "disk_usage", missing)
+    assert llamacpp_profile.scratch() is None
+
+
 def test_writer_refuses_what_llama_cannot_hold(tmp_path):
     result = CliRunner().invoke(app, ["write-gguf", "-m", "gpt2", "-o", str(tmp_path / "g.gguf")])
     assert result.exit_code == 2 and "llama-layout" in result.output
