@@ -136,7 +136,7 @@ def run(
 def scratch(needed: float = 3 * MAX_BYTES) -> str | None:
     """Where the probes are written: /dev/shm (memory) where it has `needed` bytes free [B], else the system's
     temporary folder (None). In memory, a probe is written in 0.35-0.45 s instead of 0.5-0.9 s (256 MB, this
-    VM), and no disk write-back of the last probe runs beside the next timed one."""
+    VM), and no disk write-back can run beside the next timed one."""
     import shutil
 
     try:
