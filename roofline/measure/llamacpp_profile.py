@@ -133,8 +133,9 @@ def run(
     return out
 
 
-def scratch(needed: float = 3 * MAX_BYTES) -> str | None:
-    """Where the probes are written: /dev/shm (memory) where it has `needed` bytes free [B], else the system's
+def scratch(needed: float = 3 * (MAX_BYTES + PROMPT_BYTES)) -> str | None:
+    """Where the probes are written: /dev/shm (memory) where it has `needed` bytes free [B] (by default a type's
+    probes at their largest: narrow, wide and a model's own shape, each deep and shallow), else the system's
     temporary folder (None). In memory, a probe is written in 0.35-0.45 s instead of 0.5-0.9 s (256 MB, this
     VM), and no disk write-back can run beside the next timed one."""
     import shutil
