@@ -422,10 +422,11 @@ def test_tiny_cuda_run():
 
 def test_a_dtype_too_slow_for_the_budget_is_reported_at_the_probe_with_a_note():
     pytest.importorskip("torch")
-    r = bench.run("cpu", ["fp32"], plan=TINY._replace(max_call=1e-12, curve_time=1e-12))
+    r = bench.run("cpu", ["fp32"], plan=TINY._replace(max_call=1e-12, max_time=1e-12, curve_time=1e-12))
     assert r["matmul"]["fp32"]["best_shape"] == [256, 256, 256]
-    skipped = r"matmul fp32: 32x64x48 \(\S+ s\), 64x64x64 \(\S+ s\), 96x96x96 \(\S+ s\) skipped"
-    assert any(re.match(skipped, n) for n in r["notes"])
+    # The LLM shape's cap (max_time / 2) and the squares' (max_call) each get a note.
+    assert any(re.match(r"matmul fp32: 32x64x48 \(\S+ s\) skipped, over 5e-13 s", n) for n in r["notes"])
+    assert any(re.match(r"matmul fp32: 64x64x64 \(\S+ s\), 96x96x96 \(\S+ s\) skipped", n) for n in r["notes"])
     assert any("decode-shaped" in n and "skipped" in n for n in r["notes"])
 
 
@@ -498,7 +499,7 @@ def test_the_scan_narrows_llm_shapes_and_keeps_the_probe_square():
     torch = pytest.importorskip("torch")
 
     class Fixed:  # every timed call takes 1 ms: the probe's 256^3 (33.6 MFLOP) runs at 33.6 GFLOP/s
-        kind, plan = "cpu", TINY._replace(squares=(512,), shapes=((64, 256, 4096),), max_call=1.5e-3)
+        kind, plan = "cpu", TINY._replace(squares=(512,), shapes=((64, 256, 4096),), max_call=1e-3, max_time=3e-3)
 
         def times(self, fn, **_):
             fn()
@@ -508,13 +509,23 @@ def test_the_scan_narrows_llm_shapes_and_keeps_the_probe_square():
     result = measure_kernels.matmul_scan(
         torch, Fixed(), lambda *shape, dtype: torch.rand(*shape), "fp32", notes, lambda s: None
     )
-    # The cap is 1.5 ms at 33.6 GFLOP/s, 50 MFLOP a call: 512^3 (268 MFLOP) is skipped; 64 x 256 x 4096 (134 MFLOP)
-    # runs with 1024 outputs (33.6 MFLOP; 2048 would be 67); no planned square ran, so the probe's is reported.
+    # At 33.6 GFLOP/s a square's cap (max_call, 1 ms) is 33.6 MFLOP a call: 512^3 (268 MFLOP) is skipped. An LLM
+    # shape's is half its scan time (1.5 ms, 50 MFLOP): 64 x 256 x 4096 (134 MFLOP) runs with 1024 outputs (33.6
+    # MFLOP; 2048 would be 67); under max_call's cap it would fit none. No planned square ran: the probe's is reported.
     shapes = {tuple(s["shape"]): s for s in result["shapes"]}
     assert set(shapes) == {(64, 256, 1024), (256, 256, 256)}
     assert shapes[(64, 256, 1024)]["planned_shape"] == [64, 256, 4096]
-    assert any("64x256x4096 timed with 1024 outputs" in n for n in notes)
-    assert any("512x512x512 (0.008 s) skipped, over 0.0015 s per call" in n for n in notes)  # 268 MFLOP / 33.6 G
+    assert any("64x256x4096 timed with 1024 outputs, to fit 0.0015 s" in n for n in notes)
+    assert any("512x512x512 (0.008 s) skipped, over 0.001 s per call" in n for n in notes)  # 268 MFLOP / 33.6 G
+
+
+def test_the_rounds_time_again_the_first_llm_shape_whose_call_fits_a_round():
+    plan = TINY._replace(max_call=10.7e-3)  # a quick fp32 plan's round cap on a 2-core Zen 4 VM
+    # 2 x 128 x 1024 x 4096 = 1.07 GFLOP at 133 GFLOP/s: 8.1 ms, within the cap.
+    assert bench._round_prefill({"shape": [128, 1024, 4096], "best_flop_per_s": 133e9}, plan)
+    # 2 x 256 x 4096 x 2048 = 4.29 GFLOP at 160 GFLOP/s: 26.8 ms, which only the scan's own cap lets run.
+    assert not bench._round_prefill({"shape": [256, 4096, 2048], "best_flop_per_s": 160e9}, plan)
+    assert not bench._round_prefill({"shape": [512, 512, 512], "best_flop_per_s": 1e15}, plan)  # a square
 
 
 def test_every_curve_point_records_its_passes(tiny_result):

@@ -239,6 +239,13 @@ def matmul_probe(torch, kind: str, tensor, dtypes: list[str]) -> dict[str, float
     return rates
 
 
+def _round_prefill(scanned: dict[str, Any], plan) -> bool:
+    """Whether a scanned shape is an LLM shape whose call fits the rounds' cap (plan.max_call) at its scanned rate."""
+    return (
+        len(set(scanned["shape"])) > 1 and matmul_flops(*scanned["shape"]) / scanned["best_flop_per_s"] <= plan.max_call
+    )
+
+
 def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on_step, phase) -> dict[str, Any]:
     """The headline figures in interleaved rounds: each dtype's best matmul shape, then copy, read and
     weights_read, round after round, so drift in the machine's speed hits all alike. Updates `matmul` with
@@ -248,9 +255,10 @@ def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on
     kernels = Bandwidth(torch, clock, tensor, dev, size, read_dtype, plan.decode_ks[-1])
     timed = {d: m for d, m in matmul.items() if "shapes" in m}  # not the dtypes a quick run only probed
     shapes = {d: BestShape(torch, clock, tensor, d, m["best_shape"]) for d, m in timed.items()}
-    # Each dtype's first LLM-shaped result (the prefill that calibrated TTFTs rise toward): one timing of it in the
-    # scan had caught a slow moment (267 GFLOP/s against 401-407 in the next quick runs), so it is timed again too.
-    prefill = {d: next((s for s in m["shapes"] if len(set(s["shape"])) > 1), None) for d, m in timed.items()}
+    # Each dtype's first LLM-shaped result whose call fits a round (the prefill that calibrated TTFTs rise toward):
+    # one timing of it in the scan had caught a slow moment (267 GFLOP/s against 401-407 in the next quick runs), so
+    # it is timed again too. The scan lets LLM shapes take longer calls than a round's (kernels._scan).
+    prefill = {d: next((s for s in m["shapes"] if _round_prefill(s, plan)), None) for d, m in timed.items()}
     for d, scanned in prefill.items():
         if scanned:
             shapes[f"{d} prefill"] = BestShape(torch, clock, tensor, d, scanned["shape"])

@@ -64,21 +64,26 @@ class BestShape:
 
 def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) -> dict[str, Any]:
     """Shapes in increasing FLOPs; each call's time is estimated from the best rate so far (a 256^3 probe
-    first). A square whose single call would exceed the plan's max_call is skipped; an LLM shape is narrowed to fit
-    (fitting_outputs), or skipped when it cannot be. Where no planned square ran, the probe is reported as one."""
+    first). A square whose single call would exceed the plan's max_call is skipped (the rounds time the best square
+    again, within a round's time); an LLM shape is narrowed to fit half its own scan time (fitting_outputs; two
+    calls in plan.max_time), or skipped when it cannot be. An LLM shape prices prefills beyond the curve, so its cap
+    is its own: held to max_call, a quick fp32 scan on a 2-core Zen 4 VM (196 GFLOP/s) skipped 256 x 4096 x 1024 by
+    3% (11.0 against 10.7 ms) and priced 512- and 2048-token prefills at the 128-row shape's 133 GFLOP/s, 1.23-1.44x
+    slow, where 256-row shapes ran 157-161. Where no planned square ran, the probe is reported as one."""
     plan, probe = clock.plan, 256
     a, b = tensor(probe, probe, dtype=dtype), tensor(probe, probe, dtype=dtype)
     out = torch.matmul(a, b)
     verify_matmul(a, b, out, dtype, f"matmul {dtype} {probe}^3")
     probe_rate = summary(matmul_flops(probe, probe, probe), clock.times(lambda: torch.matmul(a, b, out=out)))[0]
     shapes = sorted([(n, n, n) for n in plan.squares] + list(plan.shapes), key=lambda s: matmul_flops(*s))
-    rate, results, skipped = probe_rate, [], []
+    rate, results, skipped = probe_rate, [], {}
     for m, k, n in shapes:
-        planned = (m, k, n)
-        if m != k or k != n:  # an LLM shape: narrowed to fit, since a prefill's rate is priced from it
-            n = fitting_outputs(m, k, n, rate * plan.max_call)
-        if not n or matmul_flops(m, k, n) / rate > plan.max_call:
-            skipped.append(f"{'x'.join(map(str, planned))} ({matmul_flops(*planned) / rate:.3g} s)")
+        planned, square = (m, k, n), m == k == n
+        cap = plan.max_call if square else plan.max_time / 2
+        if not square:  # an LLM shape: narrowed to fit, since a prefill's rate is priced from it
+            n = fitting_outputs(m, k, n, rate * cap)
+        if not n or matmul_flops(m, k, n) / rate > cap:
+            skipped.setdefault(cap, []).append(f"{'x'.join(map(str, planned))} ({matmul_flops(*planned) / rate:.3g} s)")
             continue
         on_step(f"matmul {dtype} {m}x{k}x{n}")
         try:
@@ -90,12 +95,12 @@ def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) ->
         if n != planned[2]:
             results[-1]["planned_shape"] = list(planned)
             notes.append(
-                f"matmul {dtype}: {'x'.join(map(str, planned))} timed with {n} outputs, to fit {plan.max_call:g} s "
+                f"matmul {dtype}: {'x'.join(map(str, planned))} timed with {n} outputs, to fit {cap:g} s "
                 f"per call at {rate / 1e9:.3g} GFLOP/s"
             )
         rate = max(rate, results[-1]["best_flop_per_s"])
-    if skipped:
-        notes.append(f"matmul {dtype}: {', '.join(skipped)} skipped, over {plan.max_call:g} s per call")
+    for cap, names in skipped.items():
+        notes.append(f"matmul {dtype}: {', '.join(names)} skipped, over {cap:g} s per call")
     if not any(len(set(r["shape"])) == 1 for r in results):  # no planned square fit the cap: report the probe's
         times = clock.times(lambda: torch.matmul(a, b, out=out))
         best, median = summary(matmul_flops(probe, probe, probe), times)
