@@ -4,7 +4,8 @@ For each shape and batch: the measured decode step (TPOT) against the calibrated
 achieved memory bandwidth against the profile's saved `memory_bandwidth` (MBU). One quick profile of this
 machine is measured first, as `roofline validate` does by default, and every shape is predicted with it.
 Checks printed at the end: no MBU above 105% (a measured read ceiling that a real decode beats is no ceiling),
-and how many decode ratios fall within the tolerance.
+and how many decode (TPOT) and prefill (TTFT) ratios fall within the tolerance, raw and times each batch's drift
+(TPOT: the decode curve's reference point; TTFT: the scan's rounds-timed LLM shape; roofline.measure.drift).
 
 Run: python benchmarks/validate_shapes.py [--dtype fp32] [--batch 1,4,16] [--shapes a,b] [--json OUT]
 Large shapes run a slice of their layers at full width (the prediction is for the same slice).
@@ -55,7 +56,7 @@ def main() -> None:
     print(
         f"{'engine':12} {'shape':16} {'layers':>6} {'batch':>5} {'TPOT':>9} {'predicted':>9} {'ratio':>6} "
         f"{'90% interval':>13} "
-        f"{'verdict':>12} {'roofline':>8} {'MBU':>5} {'x drift':>7}",
+        f"{'verdict':>12} {'roofline':>8} {'MBU':>5} {'x drift':>7} {'TTFT':>9} {'ratio':>6} {'x drift':>7}",
         flush=True,
     )
     rows = []
@@ -80,7 +81,9 @@ def main() -> None:
                     f"{row['predicted_tpot_s'] * 1e3:7.1f}ms {row['tpot_ratio']:6.2f}  [{row['tpot_ratio_low']:.2f}, "
                     f"{row['tpot_ratio_high']:.2f}] "
                     f"{row['verdict']:>12} {row['roofline_tpot_ratio']:8.2f} {row['mbu']:5.0%} "
-                    f"{row.get('drift_corrected_tpot_ratio', float('nan')):7.2f}",
+                    f"{row.get('drift_corrected_tpot_ratio', float('nan')):7.2f} "
+                    f"{row['measured_ttft_s'] * 1e3:7.1f}ms {row['ttft_ratio']:6.2f} "
+                    f"{row.get('drift_corrected_ttft_ratio', float('nan')):7.2f}",
                     flush=True,
                 )
     over = [r for r in rows if r["mbu"] > 1.05]
@@ -90,12 +93,12 @@ def main() -> None:
     )
     for engine in engines:
         mine = [r for r in rows if r["engine"] == engine]
-        within = [r for r in mine if abs(r["tpot_ratio"] - 1) <= args.tolerance]
-        corrected = [r for r in mine if abs(r.get("drift_corrected_tpot_ratio", 0) - 1) <= args.tolerance]
         verdicts = {v: sum(r["verdict"] == v for r in mine) for v in ("within", "inconclusive", "outside")}
+        near = lambda key: sum(abs(r.get(key, 0) - 1) <= args.tolerance for r in mine)  # noqa: E731
         print(
-            f"{engine}: median decode ratio within +-{args.tolerance:.0%}: {len(within)} of {len(mine)} rows "
-            f"({len(corrected)} x drift); verdicts {verdicts}"
+            f"{engine}: within +-{args.tolerance:.0%} of {len(mine)} rows: TPOT {near('tpot_ratio')} "
+            f"({near('drift_corrected_tpot_ratio')} x drift), TTFT {near('ttft_ratio')} "
+            f"({near('drift_corrected_ttft_ratio')} x prompt drift); verdicts {verdicts}"
         )
     print(f"{time.perf_counter() - started:.0f} s")
     if args.json:

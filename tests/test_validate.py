@@ -450,6 +450,20 @@ def test_the_reference_point_is_m_1_of_the_longest_layer_series():
     assert reference_point({"decode_matmul": {"fp32": curve}}, "bf16") is None and reference_point(None, "fp32") is None
 
 
+def test_the_prompt_reference_is_the_scan_shape_the_rounds_timed_again():
+    from roofline.measure.drift import prompt_point
+
+    shapes = [
+        {"shape": [1000, 1000, 1000], "best_flop_per_s": 2.0},
+        {"shape": [128, 1024, 4096], "best_flop_per_s": 1.6, "rounds": 3},
+        {"shape": [512, 4096, 1792], "best_flop_per_s": 2.0},
+    ]
+    measured = {"matmul": {"fp32": {"shapes": shapes}}}
+    assert prompt_point(measured, "fp32")["shape"] == [128, 1024, 4096]
+    assert prompt_point(measured, "bf16") is None and prompt_point(None, "fp32") is None
+    assert prompt_point({"matmul": {"fp32": {"shapes": shapes[::2]}}}, "fp32") is None  # profiles before rounds
+
+
 def test_a_curve_point_leaves_its_stalled_passes_out():
     from roofline.measure.kernels import pass_rate
 
@@ -529,6 +543,28 @@ def test_validate_reports_the_drift_since_the_profile(tiny, tmp_path):
     table = runner.invoke(app, [*args, "--batch", "1", "--prompt", "8", "--output", "4", "--repeat", "1"])
     assert table.exit_code == 0, table.stderr
     assert "TPOT ratios x drift: batch 1 TPOT" in table.stdout and "its runs' drift" in table.stdout
+    assert "prompt drift" not in table.stdout and "prompt_ratio" not in data["drift"]  # no rounds-timed shape
+
+
+def test_validate_reports_the_prompt_drift_at_the_rounds_timed_shape(tiny, tmp_path):
+    # prompt drift = the profile's best at the scan's rounds-timed LLM shape / the median rate now; TTFT ratio x it.
+    pytest.importorskip("torch")
+    scan = {"best_flop_per_s": 2e11, "best_shape": [512, 512, 512]}
+    scan["shapes"] = [{"shape": [16, 64, 128], "best_flop_per_s": 1e11, "rounds": 3}]
+    args = _validate_on(tmp_path, {**MEASURED, "matmul": {"fp32": scan}})
+    r = runner.invoke(app, [*args, "--batch", "1,2", "--prompt", "8", "--output", "4", "--repeat", "2", "--json"])
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    now = data["drift"]["prompt_now_flop_per_s"]
+    assert len(now) == 5 and data["drift"]["prompt_reference"] == {"m": 16, "k": 64, "n": 128}
+    assert data["drift"]["prompt_ratio"] == pytest.approx(1e11 / statistics.median(now))
+    around = {1: [now[0], now[1], now[3], now[4]], 2: [now[1], now[2], now[2], now[3]]}  # as the decode drift's
+    for row in data["rows"]:
+        assert row["prompt_drift"] == pytest.approx(1e11 / statistics.median(around[row["batch"]]))
+        assert row["drift_corrected_ttft_ratio"] == pytest.approx(row["ttft_ratio"] * row["prompt_drift"])
+    table = runner.invoke(app, [*args, "--batch", "1", "--prompt", "8", "--output", "4", "--repeat", "1"])
+    assert table.exit_code == 0, table.stderr
+    assert "TTFT ratios x prompt drift: batch 1 TTFT" in table.stdout
 
 
 def test_transformers_engine_on_a_two_layer_model(tiny, tmp_path):

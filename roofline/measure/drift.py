@@ -1,16 +1,19 @@
-"""This machine's drift since its profile, for `validate`: the profile's reference point of the decode curve (F.linear
-at M = 1 over cold weights of its longest row length k, the way a decode step streams) timed again before every
-timed run and after the last, so each run is bracketed by two timings.
+"""This machine's drift since its profile, for `validate`: two of the profile's kernels timed again before every timed
+run and after the last, so each run is bracketed by two timings. For decode, the reference point of the decode curve
+(F.linear at M = 1 over cold weights of its longest row length k, the way a decode step streams); for prompts, the
+scan's LLM-shaped matmul that the headline rounds timed again (128 x 1024 x 4096 in a quick CPU profile), the rate
+that prices prefill linears of its rows.
 
 drift = the profile's rate there / its rate now: 1.3 means the machine runs 30% slower now than when the profile was
 measured, and a TPOT ratio (predicted / measured) times the drift is the ratio the profile's moment would have
-given. A shared VM moves 30-45% between runs, and on the Zen 5 VM once 25-32% from one run to the next a minute
-apart; a batch's own drift is taken from the timings around its runs.
+given; a TTFT ratio times the prompt drift likewise. A shared VM moves 30-45% between runs, and on the Zen 5 VM once
+25-32% from one run to the next a minute apart; a batch's own drift is taken from the timings around its runs.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from roofline.measure.timing import STORAGE, Clock, matmul_flops
@@ -46,26 +49,24 @@ def reference_point(measured: dict[str, Any] | None, dtype: str) -> dict[str, An
     return min((p for p in layer if p["k"] == longest), key=lambda p: p["n"])
 
 
+def prompt_point(measured: dict[str, Any] | None, dtype: str) -> dict[str, Any] | None:
+    """The scan's shape the prompt drift is timed at: the LLM-shaped matmul the headline rounds timed again (its entry
+    has `rounds`; None without, as in profiles measured before it)."""
+    shapes = (((measured or {}).get("matmul") or {}).get(dtype) or {}).get("shapes") or []
+    return next((s for s in shapes if "rounds" in s), None)
+
+
 class Reference:
-    """The reference point's weights, allocated once (the cold set the profile cycled), timed again on demand."""
+    """One kernel of the profile, allocated once and timed again on demand: `call` does `flops` FLOPs, which the
+    profile saw run at `rate` [FLOP/s]."""
 
-    def __init__(self, torch, device: str, dtype: str, point: dict[str, Any], buffer_bytes: float):
-        import torch.nn.functional as F
-
-        self.F, self.clock, self.rate = F, Clock(torch, device, None), point["flop_per_s"]
-        k, n = point["k"], point["n"]
-        size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
-        count = max(2, round((point.get("buffer_bytes") or buffer_bytes) / (n * k * size)))
-        pool = torch.empty(count * n * k, dtype=getattr(torch, STORAGE[dtype]), device=device).uniform_(-1, 1)
-        self.weights = [pool[i * n * k : (i + 1) * n * k].view(n, k) for i in range(count)]
-        self.x = torch.ones(1, k, dtype=pool.dtype, device=device)
-        self.flops = matmul_flops(1, k, count * n)
+    def __init__(self, clock: Clock, call: Callable[[], Any], flops: float, rate: float):
+        self.clock, self.call, self.flops, self.rate = clock, call, flops, rate
         self.now: list[float] = []
 
     def time(self) -> None:
         """The rate now [FLOP/s]: the best of CALLS calls after a warm-up, kept in `now`."""
-        calls = self.clock.times(lambda: [self.F.linear(self.x, w) for w in self.weights], 1, CALLS, 0.0, float("inf"))
-        self.now.append(self.flops / min(calls))
+        self.now.append(self.flops / min(self.clock.times(self.call, 1, CALLS, 0.0, float("inf"))))
 
     def drift(self) -> float | None:
         """The profile's rate / the median rate now (None before any timing)."""
@@ -75,3 +76,34 @@ class Reference:
         """The drift of the runs at these positions (0 = the first timed run): the profile's rate / the median of
         the timings just before and just after each (run i lies between timings i and i + 1)."""
         return self.rate / statistics.median(self.now[j] for i in runs for j in (i, i + 1))
+
+
+def decode_reference(torch, device: str, dtype: str, point: dict[str, Any], buffer_bytes: float) -> Reference:
+    """The decode curve's reference point: F.linear at M = 1 over the cold set of weights the profile cycled."""
+    import torch.nn.functional as F
+
+    k, n = point["k"], point["n"]
+    size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
+    count = max(2, round((point.get("buffer_bytes") or buffer_bytes) / (n * k * size)))
+    pool = torch.empty(count * n * k, dtype=getattr(torch, STORAGE[dtype]), device=device).uniform_(-1, 1)
+    weights = [pool[i * n * k : (i + 1) * n * k].view(n, k) for i in range(count)]
+    x = torch.ones(1, k, dtype=pool.dtype, device=device)
+    call = lambda: [F.linear(x, w) for w in weights]  # noqa: E731
+    return Reference(Clock(torch, device, None), call, matmul_flops(1, k, count * n), point["flop_per_s"])
+
+
+def prompt_reference(torch, device: str, dtype: str, entry: dict[str, Any]) -> Reference:
+    """The scan's rounds-timed LLM shape, run as the scan runs it (torch.matmul of M x k by k x n into one output)."""
+    from roofline.measure.kernels import tf32_mode
+
+    m, k, n = entry["shape"]
+    store, clock = getattr(torch, STORAGE[dtype]), Clock(torch, device, None)
+    a = torch.empty(m, k, dtype=store, device=device).uniform_(-1, 1)
+    b = torch.empty(k, n, dtype=store, device=device).uniform_(-1, 1)
+    out = torch.empty(m, n, dtype=store, device=device)
+
+    def call() -> None:
+        with tf32_mode(torch, clock, dtype):
+            torch.matmul(a, b, out=out)
+
+    return Reference(clock, call, matmul_flops(m, k, n), entry["best_flop_per_s"])

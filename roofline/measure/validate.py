@@ -109,23 +109,27 @@ def run(
     if hardware is None:
         hardware = _quick_profile(device, dtype, on_step, engine)
     runs: dict[int, list[dict[str, Any]]] = {b: [] for b in batches}
-    point = drift.reference_point(hardware.measured, dtype)
+    point, prompt_point = drift.reference_point(hardware.measured, dtype), drift.prompt_point(hardware.measured, dtype)
     with engine_costs.grad_mode(torch, engine):
         buffer = (hardware.measured.get("plan") or {}).get("buffer_bytes", 0) if point else 0
-        reference = drift.Reference(torch, device, dtype, point, buffer) if point else None
+        reference = drift.decode_reference(torch, device, dtype, point, buffer) if point else None
+        prompts = drift.prompt_reference(torch, device, dtype, prompt_point) if prompt_point else None
+        references = [x for x in (reference, prompts) if x]
         weights, schedule = None, stats.schedule(list(batches), repeat)
         for r, batch in schedule:
-            if reference:  # before every run (and after the last, below): each run's drift is bracketed
-                on_step(f"round {r + 1} of {repeat}: the profile's reference matmul, for this machine's drift")
-                reference.time()
+            if references:  # before every run (and after the last, below): each run's drift is bracketed
+                on_step(f"round {r + 1} of {repeat}: the profile's reference matmuls, for this machine's drift")
+                for x in references:
+                    x.time()
             on_step(f"round {r + 1} of {repeat}, batch {batch}")
             decoder = build(a, dtype, device, batch, prompt + output, weights)
             weights = decoder.shared_weights()
             runs[batch].append(_time_run(torch, decoder, device, batch, prompt, output, warm_up=r == 0))
             del decoder
-        if reference:
-            on_step("after the last run: the profile's reference matmul, for this machine's drift")
-            reference.time()
+        if references:
+            on_step("after the last run: the profile's reference matmuls, for this machine's drift")
+            for x in references:
+                x.time()
     rows = []
     for batch in batches:
         predicted = estimate(
@@ -139,10 +143,14 @@ def run(
             engine=engine if hardware.measured else None,
         )  # a datasheet gives the roofline only
         rows.append(_row(batch, runs[batch], predicted, hardware, tolerance))
-    ratio = reference.drift() if reference else None
-    for row in rows if ratio else []:  # the TPOT ratio had the machine run as fast as when the profile was measured
-        row["drift"] = reference.around([i for i, (_, b) in enumerate(schedule) if b == row["batch"]])
-        row["drift_corrected_tpot_ratio"] = row["tpot_ratio"] * row["drift"]
+    for row in rows:  # the ratios had the machine run as fast as when the profile was measured
+        timed = [i for i, (_, b) in enumerate(schedule) if b == row["batch"]]
+        if reference:
+            row["drift"] = reference.around(timed)
+            row["drift_corrected_tpot_ratio"] = row["tpot_ratio"] * row["drift"]
+        if prompts:
+            row["prompt_drift"] = prompts.around(timed)
+            row["drift_corrected_ttft_ratio"] = row["ttft_ratio"] * row["prompt_drift"]
     name = torch.cuda.get_device_name(0) if device == "cuda" else machine.cpu_name()
     envelope = {
         "schema_version": SCHEMA_VERSION,
@@ -162,7 +170,13 @@ def run(
     }
     if reference:  # the profile's rate at its reference point / now (1.3: 30% slower now)
         at = {key: point[key] for key in ("m", "k", "n")}
-        envelope["drift"] = {"reference": at, "now_flop_per_s": reference.now, "ratio": ratio}
+        envelope["drift"] = {"reference": at, "now_flop_per_s": reference.now, "ratio": reference.drift()}
+    if prompts:  # likewise at the scan's rounds-timed LLM shape, which prices prefill linears
+        envelope.setdefault("drift", {"ratio": None}).update(
+            prompt_reference=dict(zip("mkn", prompt_point["shape"])),
+            prompt_now_flop_per_s=prompts.now,
+            prompt_ratio=prompts.drift(),
+        )
     slow = drift.caught_slow(point) if reference else None
     notes += [slow] if slow else []
     if hardware.measured and any(r["prediction"] == "roofline" for r in rows):

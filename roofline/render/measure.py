@@ -276,28 +276,32 @@ def _machine(record: dict[str, Any] | None) -> list:
 
 
 def _drift(result: dict[str, Any]) -> list:
-    """How fast the profile's reference (llama.cpp: its probe; torch: its decode curve's M = 1 point) ran this time
-    against the profile, and the ratios corrected for it."""
+    """How fast the profile's references (llama.cpp: its probes; torch: its decode curve's M = 1 point and the scan's
+    rounds-timed LLM shape) ran this time against the profile, and the ratios corrected for them."""
     from rich.text import Text
 
+    lines = []
     drift = (result.get("drift") or {}).get("ratio")
-    if drift is None:
-        return []
-    corrected = " · ".join(
-        f"batch {r['batch']} TPOT {r['drift_corrected_tpot_ratio']:.2f}"
-        + (f" (its runs' drift {r['drift']:.2f})" if "drift" in r else "")
-        for r in result["rows"]
-    )
-    lines = [
-        Text(
-            f"drift: the profile's reference ran at {drift:.2f}x its profile time this run; "
-            f"TPOT ratios x drift: {corrected}"
+    if drift is not None:
+        corrected = " · ".join(
+            f"batch {r['batch']} TPOT {r['drift_corrected_tpot_ratio']:.2f}"
+            + (f" (its runs' drift {r['drift']:.2f})" if "drift" in r else "")
+            for r in result["rows"]
         )
-    ]
-    prompts = result["drift"].get("prompt_ratio")
-    if prompts is not None:  # llama.cpp's prompt probe
-        corrected = " · ".join(f"batch {r['batch']} TTFT {r['drift_corrected_ttft_ratio']:.2f}" for r in result["rows"])
-        lines.append(Text(f"prompt drift: its prompts ran at {prompts:.2f}x; TTFT ratios x prompt drift: {corrected}"))
+        lines.append(
+            Text(
+                f"drift: the profile's reference ran at {drift:.2f}x its profile time this run; "
+                f"TPOT ratios x drift: {corrected}"
+            )
+        )
+    prompts = (result.get("drift") or {}).get("prompt_ratio")
+    if prompts is not None:
+        corrected = " · ".join(
+            f"batch {r['batch']} TTFT {r['drift_corrected_ttft_ratio']:.2f}"
+            + (f" (its runs' {r['prompt_drift']:.2f})" if "prompt_drift" in r else "")
+            for r in result["rows"]
+        )
+        lines.append(Text(f"prompt drift: prompts ran at {prompts:.2f}x; TTFT ratios x prompt drift: {corrected}"))
     return lines
 
 
