@@ -7,7 +7,7 @@ Checks printed at the end: no MBU above 105% (a measured read ceiling that a rea
 and how many decode (TPOT) and prefill (TTFT) ratios fall within the tolerance, raw and times each batch's drift
 (TPOT: the decode curve's reference point; TTFT: the scan's rounds-timed LLM shape; roofline.measure.drift).
 
-Run: python benchmarks/validate_shapes.py [--dtype fp32] [--batch 1,4,16] [--shapes a,b] [--json OUT]
+Run: python benchmarks/validate_shapes.py [--dtype fp32] [--batch 1,4,16] [--shapes a,b] [--json OUT] [--replay OLD]
 Large shapes run a slice of their layers at full width (the prediction is for the same slice).
 """
 
@@ -40,17 +40,25 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="also write every row here")
     parser.add_argument("--engine", default="eager", help="eager, transformers, or both")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--replay", default=None, help="predict from the profile an earlier run's --json saved, not a new quick one"
+    )
     args = parser.parse_args()
     batches = [int(b) for b in args.batch.split(",")]
     names = args.shapes.split(",") if args.shapes else sorted(p.stem for p in SHAPES.glob("*.yaml"))
     started = time.perf_counter()
     engines = ["eager", "transformers"] if args.engine == "both" else [args.engine]
-    measured = bench.run(args.device, [args.dtype], None, True, args.dtype)
+    if args.replay:  # that profile's moment again, against this machine now (its drift says how far apart they are)
+        measured = json.loads(Path(args.replay).read_text())["profile"]
+    else:
+        measured = bench.run(args.device, [args.dtype], None, True, args.dtype)
     for engine in engines[1:] if engines[0] == "eager" else engines:
-        measured["engines"][engine] = engine_costs.of(engine, measured["device"]["kind"], args.dtype, quick=True)
+        if engine not in measured["engines"]:
+            measured["engines"][engine] = engine_costs.of(engine, measured["device"]["kind"], args.dtype, quick=True)
     hardware = hardware_from_mapping(profile.hardware_spec(measured), "a quick measure of this device", "measured-here")
     print(
-        f"quick profile: {measured['device']['name']}, memory_bandwidth {hardware.memory_bandwidth / 1e9:.1f} GB/s "
+        f"{'replayed' if args.replay else 'quick'} profile: {measured['device']['name']}, "
+        f"memory_bandwidth {hardware.memory_bandwidth / 1e9:.1f} GB/s "
         f"({measured['decode_bandwidth']}), {args.dtype} matmul {hardware.peak_flops[args.dtype] / 1e9:.0f} GFLOP/s"
     )
     print(

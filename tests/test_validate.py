@@ -450,6 +450,40 @@ def test_the_reference_point_is_m_1_of_the_longest_layer_series():
     assert reference_point({"decode_matmul": {"fp32": curve}}, "bf16") is None and reference_point(None, "fp32") is None
 
 
+def test_a_batch_is_timed_at_the_curve_m_nearest_it_on_every_layer_k():
+    from roofline.measure.drift import batch_points
+
+    curve = [
+        {"m": m, "k": k, "n": n, "flop_per_s": float(m * k)}
+        for m in (1, 4, 16)
+        for k, n in ((512, 2048), (512, 65536), (4096, 4096))  # 512 x 65536: the tall weight, more rows than a layer's
+    ] + [{"m": 16, "k": 512, "n": 128, "flop_per_s": 1.0, "series": "small"}]
+    measured = {"decode_matmul": {"fp32": curve}}
+    m_of = lambda batch: {p["m"] for p in batch_points(measured, "fp32", batch)}  # noqa: E731
+    # Nearest in log2: 3 is 0.42 from 4 and 1.58 from 1; 2 lies 1 from both 1 and 4, 8 from both 4 and 16 (the
+    # smaller M taken); M = 1 is the reference point's, so batches 1 and 2 get none here.
+    assert [m_of(b) for b in (1, 2, 3, 8, 12, 64)] == [set(), set(), {4}, {4}, {16}, {16}]
+    # One point per k, the layer-sized one (smallest n): not the tall weight, not the small series.
+    assert [(p["k"], p["n"]) for p in batch_points(measured, "fp32", 16)] == [(512, 2048), (4096, 4096)]
+    assert batch_points(None, "fp32", 16) == [] and batch_points(measured, "bf16", 16) == []
+
+
+def test_a_batch_reference_runs_its_points_as_one_call_at_their_combined_rate():
+    torch = pytest.importorskip("torch")
+    from roofline.measure.drift import decode_reference
+
+    # Two M = 4 points of equal FLOPs: 4 x 64 x (2 x 128) and 4 x 128 x (2 x 64) multiply-adds, two weights each
+    # (buffer 2 x 64 x 128 x 4 B), 2 x 4 x 64 x 256 = 131072 FLOPs apiece. At 1e10 and 2e10 FLOP/s they take
+    # 13.1 and 6.55 us: 262144 FLOPs in 19.66 us is 1.333e10 FLOP/s (the harmonic mean, as times add).
+    points = [
+        {"m": 4, "k": 64, "n": 128, "flop_per_s": 1e10, "buffer_bytes": 65536},
+        {"m": 4, "k": 128, "n": 64, "flop_per_s": 2e10, "buffer_bytes": 65536},
+    ]
+    reference = decode_reference(torch, "cpu", "fp32", points, 0)
+    assert reference.flops == 262144 and reference.rate == pytest.approx(4e10 / 3)
+    assert [tuple(y.shape) for y in reference.call()] == [(4, 128), (4, 128), (4, 64), (4, 64)]
+
+
 def test_the_prompt_reference_is_the_scan_shape_the_rounds_timed_again():
     from roofline.measure.drift import prompt_point
 
@@ -544,6 +578,26 @@ def test_validate_reports_the_drift_since_the_profile(tiny, tmp_path):
     assert table.exit_code == 0, table.stderr
     assert "TPOT ratios x drift: batch 1 TPOT" in table.stdout and "its runs' drift" in table.stdout
     assert "prompt drift" not in table.stdout and "prompt_ratio" not in data["drift"]  # no rounds-timed shape
+
+
+def test_validate_times_a_batchs_drift_at_its_own_curve_m(tiny, tmp_path):
+    # Batch 4 is timed at the curve's M = 4 point (4e10 in the profile), batch 1 at the M = 1 reference (1e10).
+    pytest.importorskip("torch")
+    curve = [*MEASURED["decode_matmul"]["fp32"], {"m": 4, "k": 768, "n": 3072, "flop_per_s": 4e10}]
+    args = _validate_on(tmp_path, {**MEASURED, "decode_matmul": {"fp32": curve}})
+    r = runner.invoke(app, [*args, "--batch", "1,4", "--prompt", "8", "--output", "4", "--repeat", "2", "--json"])
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    [at_4] = data["drift"]["at_m"]
+    now, now_4 = data["drift"]["now_flop_per_s"], at_4["now_flop_per_s"]
+    assert at_4["m"] == 4 and len(now_4) == 5 and at_4["ratio"] == pytest.approx(4e10 / statistics.median(now_4))
+    rows = {row["batch"]: row for row in data["rows"]}  # runs 1, 4, then 4, 1: batch 4 between timings 1-2 and 2-3
+    around_4 = [now_4[1], now_4[2], now_4[2], now_4[3]]
+    assert rows[4]["drift_m"] == 4 and rows[4]["drift"] == pytest.approx(4e10 / statistics.median(around_4))
+    assert rows[1]["drift_m"] == 1 and rows[1]["drift"] == pytest.approx(1e10 / statistics.median(now[:2] + now[3:]))
+    table = runner.invoke(app, [*args, "--batch", "4", "--prompt", "8", "--output", "4", "--repeat", "1"])
+    assert table.exit_code == 0, table.stderr
+    assert "at M = 4)" in table.stdout
 
 
 def test_validate_reports_the_prompt_drift_at_the_rounds_timed_shape(tiny, tmp_path):

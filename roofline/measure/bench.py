@@ -226,7 +226,7 @@ def probe_entry(torch, tensor, dtype: str, rate: float) -> dict[str, Any]:
 
 def matmul_probe(torch, kind: str, tensor, dtypes: list[str]) -> dict[str, float]:
     """{dtype: FLOP/s} of a 256^3 matmul, the best of a few calls (`tensor(*shape, dtype=d)` makes the operand)."""
-    from roofline.measure.kernels import tf32_mode
+    from roofline.measure.timing import tf32_mode
 
     probe_clock = Clock(torch, kind, None)
     rates = {}

@@ -1,8 +1,9 @@
-"""This machine's drift since its profile, for `validate`: two of the profile's kernels timed again before every timed
-run and after the last, so each run is bracketed by two timings. For decode, the reference point of the decode curve
-(F.linear at M = 1 over cold weights of its longest row length k, the way a decode step streams); for prompts, the
-scan's LLM-shaped matmul that the headline rounds timed again (128 x 1024 x 4096 in a quick CPU profile), the rate
-that prices prefill linears of its rows.
+"""This machine's drift since its profile, for `validate`: the profile's kernels timed again before every timed run
+and after the last, so each run is bracketed by two timings. For decode, the reference point of the decode curve
+(F.linear at M = 1 over cold weights of its longest row length k, the way a decode step streams), and for a batch
+nearest a curve M above 1 that M's layer points at every k (batch_points); for prompts, the scan's LLM-shaped
+matmul that the headline rounds timed again (128 x 1024 x 4096 in a quick CPU profile), the rate that prices
+prefill linears of its rows.
 
 drift = the profile's rate there / its rate now: 1.3 means the machine runs 30% slower now than when the profile was
 measured, and a TPOT ratio (predicted / measured) times the drift is the ratio the profile's moment would have
@@ -12,6 +13,7 @@ given; a TTFT ratio times the prompt drift likewise. A shared VM moves 30-45% be
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -78,23 +80,53 @@ class Reference:
         return self.rate / statistics.median(self.now[j] for i in runs for j in (i, i + 1))
 
 
-def decode_reference(torch, device: str, dtype: str, point: dict[str, Any], buffer_bytes: float) -> Reference:
-    """The decode curve's reference point: F.linear at M = 1 over the cold set of weights the profile cycled."""
+def decode_reference(torch, device: str, dtype: str, points: list[dict[str, Any]], buffer_bytes: float) -> Reference:
+    """Curve points of one M (the M = 1 reference point, or a batch's layer points at every k): F.linear over the
+    cold set of weights the profile cycled, each k's weights a view of one pool, timed as one call; the profile's
+    rate is their FLOPs over the time their rates give."""
     import torch.nn.functional as F
 
-    k, n = point["k"], point["n"]
     size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
-    count = max(2, round((point.get("buffer_bytes") or buffer_bytes) / (n * k * size)))
-    pool = torch.empty(count * n * k, dtype=getattr(torch, STORAGE[dtype]), device=device).uniform_(-1, 1)
-    weights = [pool[i * n * k : (i + 1) * n * k].view(n, k) for i in range(count)]
-    x = torch.ones(1, k, dtype=pool.dtype, device=device)
-    call = lambda: [F.linear(x, w) for w in weights]  # noqa: E731
-    return Reference(Clock(torch, device, None), call, matmul_flops(1, k, count * n), point["flop_per_s"])
+    shapes = [
+        (p["m"], p["k"], p["n"], max(2, round((p.get("buffer_bytes") or buffer_bytes) / (p["n"] * p["k"] * size))))
+        for p in points
+    ]
+    pool = torch.empty(max(c * n * k for _, k, n, c in shapes), dtype=getattr(torch, STORAGE[dtype]), device=device)
+    pool.uniform_(-1, 1)
+    calls = [
+        (
+            torch.ones(m, k, dtype=pool.dtype, device=device),
+            [pool[i * n * k : (i + 1) * n * k].view(n, k) for i in range(c)],
+        )
+        for m, k, n, c in shapes
+    ]
+    flops = [matmul_flops(m, k, c * n) for m, k, n, c in shapes]
+    call = lambda: [F.linear(x, w) for x, weights in calls for w in weights]  # noqa: E731
+    rate = sum(flops) / sum(f / p["flop_per_s"] for f, p in zip(flops, points))
+    return Reference(Clock(torch, device, None), call, sum(flops), rate)
+
+
+def batch_points(measured: dict[str, Any] | None, dtype: str, batch: int) -> list[dict[str, Any]]:
+    """The curve's layer-sized points at the curve M nearest the batch (in log2; the smaller on a tie), one per k:
+    the kernels a decode step of that batch runs. Empty when that M is 1 (reference_point times it) or there is
+    no curve. A quick profile on the Zen 4 VM caught a slow moment at M = 16 alone (46-48 GFLOP/s at k = 512 and
+    1024 against 57-64 in five other profiles that day, its M = 1 and 4 points alike): only an M = 16 reference
+    sees it."""
+    curve = ((measured or {}).get("decode_matmul") or {}).get(dtype) or []
+    layer = [p for p in curve if "series" not in p and "n" in p]
+    ms = sorted({p["m"] for p in layer})
+    if not ms:
+        return []
+    m = min(ms, key=lambda x: (abs(math.log2(x / batch)), x))
+    if m == 1:
+        return []
+    at = [p for p in layer if p["m"] == m]
+    return [min((p for p in at if p["k"] == k), key=lambda p: p["n"]) for k in sorted({p["k"] for p in at})]
 
 
 def prompt_reference(torch, device: str, dtype: str, entry: dict[str, Any]) -> Reference:
     """The scan's rounds-timed LLM shape, run as the scan runs it (torch.matmul of M x k by k x n into one output)."""
-    from roofline.measure.kernels import tf32_mode
+    from roofline.measure.timing import tf32_mode
 
     m, k, n = entry["shape"]
     store, clock = getattr(torch, STORAGE[dtype]), Clock(torch, device, None)

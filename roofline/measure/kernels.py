@@ -5,7 +5,6 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from typing import Any
 
 from roofline.measure.planner import ATTENTION_SHAPES, ELEMENTWISE_KERNELS, ELEMENTWISE_WIDTH, PREFILL_ATTENTION
@@ -17,22 +16,11 @@ from roofline.measure.timing import (
     matmul_flops,
     summary,
     synchronizer,
+    tf32_mode,
     verify_close,
     verify_matmul,
 )
 from roofline.units import MiB
-
-
-@contextmanager
-def tf32_mode(torch, clock: Clock, dtype: str):
-    """On CUDA, fp32 matmuls use tensor cores (tf32) exactly when `dtype` is tf32; the setting is restored after."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    try:
-        if clock.kind == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def matmul_scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from typing import Any
 
 from roofline.errors import RooflineError, UsageError
@@ -170,3 +171,15 @@ def pick_device(torch, device: str) -> str:
     if (device == "cuda" and not cuda) or (device == "mps" and not mps):
         raise UsageError(f"--device: {device} is not available here (torch {torch.__version__})")
     return device
+
+
+@contextmanager
+def tf32_mode(torch, clock: Clock, dtype: str):
+    """On CUDA, fp32 matmuls use tensor cores (tf32) exactly when `dtype` is tf32; the setting is restored after."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        if clock.kind == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before

@@ -112,9 +112,14 @@ def run(
     point, prompt_point = drift.reference_point(hardware.measured, dtype), drift.prompt_point(hardware.measured, dtype)
     with engine_costs.grad_mode(torch, engine):
         buffer = (hardware.measured.get("plan") or {}).get("buffer_bytes", 0) if point else 0
-        reference = drift.decode_reference(torch, device, dtype, point, buffer) if point else None
+        reference = drift.decode_reference(torch, device, dtype, [point], buffer) if point else None
+        at_m = {}  # the curve M above 1 nearest each batch -> its points' reference (the M = 1 one times batch 1)
+        for batch in batches if point else []:
+            points = drift.batch_points(hardware.measured, dtype, batch)
+            if points and points[0]["m"] not in at_m:
+                at_m[points[0]["m"]] = drift.decode_reference(torch, device, dtype, points, buffer)
         prompts = drift.prompt_reference(torch, device, dtype, prompt_point) if prompt_point else None
-        references = [x for x in (reference, prompts) if x]
+        references = [x for x in (reference, *at_m.values(), prompts) if x]
         weights, schedule = None, stats.schedule(list(batches), repeat)
         for r, batch in schedule:
             if references:  # before every run (and after the last, below): each run's drift is bracketed
@@ -146,7 +151,8 @@ def run(
     for row in rows:  # the ratios had the machine run as fast as when the profile was measured
         timed = [i for i, (_, b) in enumerate(schedule) if b == row["batch"]]
         if reference:
-            row["drift"] = reference.around(timed)
+            m = next((p["m"] for p in drift.batch_points(hardware.measured, dtype, row["batch"])), 1)
+            row["drift"], row["drift_m"] = at_m.get(m, reference).around(timed), m
             row["drift_corrected_tpot_ratio"] = row["tpot_ratio"] * row["drift"]
         if prompts:
             row["prompt_drift"] = prompts.around(timed)
@@ -171,6 +177,8 @@ def run(
     if reference:  # the profile's rate at its reference point / now (1.3: 30% slower now)
         at = {key: point[key] for key in ("m", "k", "n")}
         envelope["drift"] = {"reference": at, "now_flop_per_s": reference.now, "ratio": reference.drift()}
+        if at_m:  # each batch's own M: its layer points at every k, timed as one
+            envelope["drift"]["at_m"] = [{"m": m, "now_flop_per_s": x.now, "ratio": x.drift()} for m, x in at_m.items()]
     if prompts:  # likewise at the scan's rounds-timed LLM shape, which prices prefill linears
         envelope.setdefault("drift", {"ratio": None}).update(
             prompt_reference=dict(zip("mkn", prompt_point["shape"])),

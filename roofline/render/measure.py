@@ -275,6 +275,14 @@ def _machine(record: dict[str, Any] | None) -> list:
     return [Text(f"machine: {record['cpu']} · flags {flags} · {caches or 'caches not reported'}{build}")]
 
 
+def _own(row: dict[str, Any]) -> str:
+    """A row's own decode drift, and the curve M it was timed at when above 1 ("" for llama.cpp's shared one)."""
+    if "drift" not in row:
+        return ""
+    at = f" at M = {row['drift_m']}" if row.get("drift_m", 1) > 1 else ""
+    return f" (its runs' drift {row['drift']:.2f}{at})"
+
+
 def _drift(result: dict[str, Any]) -> list:
     """How fast the profile's references (llama.cpp: its probes; torch: its decode curve's M = 1 point and the scan's
     rounds-timed LLM shape) ran this time against the profile, and the ratios corrected for them."""
@@ -284,9 +292,7 @@ def _drift(result: dict[str, Any]) -> list:
     drift = (result.get("drift") or {}).get("ratio")
     if drift is not None:
         corrected = " · ".join(
-            f"batch {r['batch']} TPOT {r['drift_corrected_tpot_ratio']:.2f}"
-            + (f" (its runs' drift {r['drift']:.2f})" if "drift" in r else "")
-            for r in result["rows"]
+            f"batch {r['batch']} TPOT {r['drift_corrected_tpot_ratio']:.2f}{_own(r)}" for r in result["rows"]
         )
         lines.append(
             Text(
