@@ -127,6 +127,51 @@ def test_decode_curve_bytes_are_weight_bytes(tiny_result):
         assert point["bytes_per_s"] == pytest.approx(point["flop_per_s"] * 4 / (2 * point["m"]))
 
 
+def test_a_pass_faster_than_the_rounds_ever_read_is_left_out():
+    from roofline.measure.kernels import fast_passes
+
+    # Rounds' best weights_read 16.0 GB/s: a pass whose reference read 20.5 is over 1.25 x 16.0 = 20.0, 19.9 is not.
+    assert fast_passes([20.5e9, 16.2e9, 16.1e9], 16.0e9) == {0}
+    assert fast_passes([19.9e9, 16.2e9, 16.1e9], 16.0e9) == set()
+    assert fast_passes([21e9, 22e9], 16.0e9) == set()  # every pass over: none left out, as none would remain
+    assert fast_passes([20.5e9, 16.2e9], None) == set()  # no rounds of this dtype's GEMV: no ceiling
+
+
+def test_the_curve_prices_without_its_fast_pass():
+    # Three passes over the layer, tall and small series at M = 1; the layer point's first call (pass 1) takes 1 ms,
+    # every other 2 ms. By the stall rule alone the layer point runs at its 1 ms rate (the 2 ms passes are 2x under
+    # it). With the rounds' ceiling at the 2 ms rate, pass 1's reference reads 2x that: pass 1 is left out of every
+    # point, and the layer point runs at its 2 ms rate from two passes.
+    torch = pytest.importorskip("torch")
+    from roofline.measure import kernels
+    from roofline.measure.timing import Clock
+
+    class Scripted(Clock):
+        calls = 0
+
+        def times(self, fn, warmup=1, min_reps=None, min_time=None, max_time=None):
+            fn()
+            self.calls += 1
+            return [1e-3 if self.calls == 1 else 2e-3]
+
+    def tensor(*shape, dtype):
+        return torch.ones(*shape, dtype=torch.float32)
+
+    plan = TINY._replace(decode_m=(1,), decode_ks=(256,), curve_time=1.0, max_call=1.0)
+    cold = 4 * 2**20  # 4 weights of 1024 x 256 fp32 (1 MiB each)
+    rates = {}
+    for ceiling in (None, cold / 2e-3):
+        notes: list[str] = []
+        clock = Scripted(torch, "cpu", plan)
+        curve, _ = kernels.decode_curve(torch, clock, tensor, "fp32", None, 1e12, cold, notes, ceiling)
+        rates[ceiling] = curve[0]
+        left_out = [n for n in notes if "left out" in n]
+        assert len(left_out) == (ceiling is not None)
+    flops = 2 * 256 * 4 * 1024  # M = 1: 2 x k x rows
+    assert rates[None]["flop_per_s"] == pytest.approx(flops / 1e-3) and rates[None]["passes"] == 3
+    assert rates[cold / 2e-3]["flop_per_s"] == pytest.approx(flops / 2e-3) and rates[cold / 2e-3]["passes"] == 2
+
+
 def test_a_curve_whose_buffer_is_too_slow_to_read_keeps_its_m_1_points():
     # The AMX VM's quick profile: the planner sized 268 MiB buffers from a cache-inflated probe, a call over them
     # took longer than the cap, and every point of every curve was skipped, so validate fell back to the bare

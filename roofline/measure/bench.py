@@ -136,7 +136,10 @@ def run(
         curve_clock = Clock(
             torch, kind, short, deadline
         )  # decode_curve opens its own window once its weights are filled
-        curve = lambda size: decode_curve(torch, curve_clock, tensor, d, matmul.get(d), read_rate, size, notes)  # noqa: E731
+        ceiling = bandwidth["weights_read"]["best_bytes_per_s"] if d == read_dtype else None  # the same GEMV's rounds
+        curve = lambda size: decode_curve(  # noqa: E731
+            torch, curve_clock, tensor, d, matmul.get(d), read_rate, size, notes, ceiling
+        )
         curves[d], entry = shrinking(torch, curve, plan.buffer_bytes, f"decode-shaped {d} weight", notes)
         if d == weight_dtype:
             gemv = entry

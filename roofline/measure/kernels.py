@@ -323,8 +323,29 @@ def pass_rate(bests: list[float]) -> float:
     return statistics.median(b for b in bests if b * SPLIT >= fastest)
 
 
+def fast_passes(reference: list[float], ceiling: float | None) -> set[int]:
+    """The curve passes to leave out of every point: those whose reference point (M = 1 at the longest k, bytes/s)
+    read more than SPLIT x `ceiling`, the best of the headline rounds' weights_read (the same GEMV, timed round after
+    round across the profile), unless that would leave none. pass_rate's stall rule keeps the fastest pass; a pass
+    faster than anything the rounds saw is no steady rate to keep: on the Zen 4 VM one full bf16 profile's passes
+    ran its M = 1 points at k = 1024 and 4096 at 18.8 and 20.5 GB/s while its rounds' best was 16.0 and five other
+    profiles' points 13.8-14.4 and 15.7-16.0; its batch-1 TPOTs were priced 23-31% apart from theirs."""
+    from roofline.measure.drift import SPLIT
+
+    fast = {j for j, rate in enumerate(reference) if ceiling and rate > SPLIT * ceiling}
+    return set() if len(fast) == len(reference) else fast
+
+
 def decode_curve(
-    torch, clock: Clock, tensor, dtype: str, matmul: dict | None, read_rate: float, buffer_bytes: int, notes: list[str]
+    torch,
+    clock: Clock,
+    tensor,
+    dtype: str,
+    matmul: dict | None,
+    read_rate: float,
+    buffer_bytes: int,
+    notes: list[str],
+    ceiling: float | None = None,
 ):
     """F.linear(x[M x k], weight[n x k]) for M in the plan and each row length k: FLOP/s and weight bytes/s.
 
@@ -335,11 +356,13 @@ def decode_curve(
     tall weight of the whole buffer (like an lm_head, whose many rows run slower at small M), and one of small
     weights of SMALL_ROWS rows (like a narrow model's K and V projections, where each call's own cost shows). Each
     point records its rows per weight n. Every point is timed in CURVE_PASSES interleaved passes; its rate is the
-    median of the passes' best calls, stalled passes left out (pass_rate). Returns (curve, the M = 1 entry of the
-    longest rows: the GEMV bandwidth).
+    median of the passes' best calls, stalled passes left out (pass_rate), and passes faster than `ceiling` (the
+    rounds' best weights_read, bytes/s) allows left out of every point (fast_passes). Returns (curve, the M = 1
+    entry of the longest rows: the GEMV bandwidth).
     """
     import torch.nn.functional as F
 
+    from roofline.measure.drift import SPLIT
     from roofline.measure.planner import curve_points, weight_rows
 
     plan = clock.plan
@@ -405,6 +428,20 @@ def decode_curve(
         notes.append(
             f"decode-shaped {dtype}: the time budget ran out within the curve's passes; points keep the passes they had"
         )
+    ref = next(
+        (i for i, (_, k, _, count, m) in enumerate(points) if m == 1 and k == plan.decode_ks[-1] and count > 1), None
+    )
+    if ref is not None and times[ref]:
+        _, k, n, count, _ = points[ref]
+        reference = [count * n * k * size / min(calls) for calls in times[ref]]
+        fast = fast_passes(reference, ceiling)
+        if fast:
+            notes.append(
+                f"decode-shaped {dtype}: pass {', '.join(str(j + 1) for j in sorted(fast))} of {len(reference)} left "
+                f"out, its M = 1 reference reading {max(reference[j] for j in fast) / 1e9:.3g} GB/s, over "
+                f"{SPLIT}x the headline rounds' best weights_read ({ceiling / 1e9:.3g} GB/s)"
+            )
+            times = [[calls for j, calls in enumerate(passes) if j not in fast] for passes in times]
     curve, first = [], None
     for (label, k, n, count, m), passes in zip(points, times):
         if not passes:
