@@ -329,7 +329,7 @@ def fast_passes(reference: list[float], ceiling: float | None) -> set[int]:
     round across the profile), unless that would leave none. pass_rate's stall rule keeps the fastest pass; a pass
     faster than anything the rounds saw is no steady rate to keep: on the Zen 4 VM one full bf16 profile's passes
     ran its M = 1 points at k = 1024 and 4096 at 18.8 and 20.5 GB/s while its rounds' best was 16.0 and five other
-    profiles' points 13.8-14.4 and 15.7-16.0; its batch-1 TPOTs were priced 23-31% apart from theirs."""
+    profiles' points 13.8-14.4 and 15.7-16.0; batch-1 TPOTs priced from the full profiles spread 13-31%."""
     from roofline.measure.drift import SPLIT
 
     fast = {j for j, rate in enumerate(reference) if ceiling and rate > SPLIT * ceiling}
