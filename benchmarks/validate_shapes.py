@@ -50,6 +50,12 @@ def main() -> None:
     engines = ["eager", "transformers"] if args.engine == "both" else [args.engine]
     if args.replay:  # that profile's moment again, against this machine now (its drift says how far apart they are)
         measured = json.loads(Path(args.replay).read_text())["profile"]
+        kind = measured["device"]["kind"]
+        if args.dtype not in measured["matmul"] or args.device not in ("auto", kind):
+            raise SystemExit(
+                f"--replay: {args.replay} is a {kind} profile of {', '.join(measured['matmul'])};"
+                f" this run asks for {args.dtype} on --device {args.device}"
+            )
     else:
         measured = bench.run(args.device, [args.dtype], None, True, args.dtype)
     for engine in engines[1:] if engines[0] == "eager" else engines:

@@ -470,18 +470,24 @@ def test_a_batch_is_timed_at_the_curve_m_nearest_it_on_every_layer_k():
 
 def test_a_batch_reference_runs_its_points_as_one_call_at_their_combined_rate():
     torch = pytest.importorskip("torch")
-    from roofline.measure.drift import decode_reference
+    from roofline.measure.drift import decode_references, prompt_reference
 
-    # Two M = 4 points of equal FLOPs: 4 x 64 x (2 x 128) and 4 x 128 x (2 x 64) multiply-adds, two weights each
-    # (buffer 2 x 64 x 128 x 4 B), 2 x 4 x 64 x 256 = 131072 FLOPs apiece. At 1e10 and 2e10 FLOP/s they take
-    # 13.1 and 6.55 us: 262144 FLOPs in 19.66 us is 1.333e10 FLOP/s (the harmonic mean, as times add).
+    # Two M = 4 points, two weights each (buffer 2 x 64 x 128 x 4 B = 65536): 4 x 64 x (2 x 128) multiply-adds,
+    # 131072 FLOPs at 1e10 FLOP/s = 13.1072 us; 4 x 32 x (2 x 256), 131072... made unequal: the second at k = 32,
+    # n = 512 with one weight's worth less, buffer 32 x 512 x 4 x 4 = 262144 B -> 4 weights: 2 x 4 x 32 x 2048 =
+    # 524288 FLOPs at 2e10 = 26.2144 us. Together 655360 FLOPs in 39.3216 us: 1.6667e10 FLOP/s (the FLOP-weighted
+    # harmonic mean; the plain harmonic mean of 1e10 and 2e10 would be 1.333e10).
     points = [
         {"m": 4, "k": 64, "n": 128, "flop_per_s": 1e10, "buffer_bytes": 65536},
-        {"m": 4, "k": 128, "n": 64, "flop_per_s": 2e10, "buffer_bytes": 65536},
+        {"m": 4, "k": 32, "n": 512, "flop_per_s": 2e10, "buffer_bytes": 262144},
     ]
-    reference = decode_reference(torch, "cpu", "fp32", points, 0)
-    assert reference.flops == 262144 and reference.rate == pytest.approx(4e10 / 3)
-    assert [tuple(y.shape) for y in reference.call()] == [(4, 128), (4, 128), (4, 64), (4, 64)]
+    both, alone = decode_references(torch, "cpu", "fp32", [points, points[:1]], 0)
+    assert both.flops == 655360 and both.rate == pytest.approx(655360 / 39.3216e-6)
+    assert alone.flops == 131072 and alone.rate == pytest.approx(1e10)
+    assert [tuple(y.shape) for y in both.call()] == [(4, 128)] * 2 + [(4, 512)] * 4
+    # The prompt reference: 16 x 64 by 64 x 128 is 2 x 16 x 64 x 128 = 262144 FLOPs, at the entry's best rate.
+    prompt = prompt_reference(torch, "cpu", "fp32", {"shape": [16, 64, 128], "best_flop_per_s": 3e10})
+    assert prompt.flops == 262144 and prompt.rate == 3e10
 
 
 def test_the_prompt_reference_is_the_scan_shape_the_rounds_timed_again():

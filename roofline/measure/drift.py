@@ -80,30 +80,39 @@ class Reference:
         return self.rate / statistics.median(self.now[j] for i in runs for j in (i, i + 1))
 
 
-def decode_reference(torch, device: str, dtype: str, points: list[dict[str, Any]], buffer_bytes: float) -> Reference:
-    """Curve points of one M (the M = 1 reference point, or a batch's layer points at every k): F.linear over the
-    cold set of weights the profile cycled, each k's weights a view of one pool, timed as one call; the profile's
-    rate is their FLOPs over the time their rates give."""
+def decode_references(
+    torch, device: str, dtype: str, groups: list[list[dict[str, Any]]], buffer_bytes: float
+) -> list[Reference]:
+    """One Reference per group of curve points of one M (the M = 1 reference point; a batch's layer points at every
+    k): F.linear over the cold set of weights the profile cycled, each k's weights a view of one pool that all the
+    groups share (one buffer held beside the model, not one per group), timed as one call; the profile's rate is
+    their FLOPs over the time their rates give."""
     import torch.nn.functional as F
 
     size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
     shapes = [
-        (p["m"], p["k"], p["n"], max(2, round((p.get("buffer_bytes") or buffer_bytes) / (p["n"] * p["k"] * size))))
-        for p in points
+        [
+            (p["m"], p["k"], p["n"], max(2, round((p.get("buffer_bytes") or buffer_bytes) / (p["n"] * p["k"] * size))))
+            for p in points
+        ]
+        for points in groups
     ]
-    pool = torch.empty(max(c * n * k for _, k, n, c in shapes), dtype=getattr(torch, STORAGE[dtype]), device=device)
-    pool.uniform_(-1, 1)
-    calls = [
-        (
-            torch.ones(m, k, dtype=pool.dtype, device=device),
-            [pool[i * n * k : (i + 1) * n * k].view(n, k) for i in range(c)],
-        )
-        for m, k, n, c in shapes
-    ]
-    flops = [matmul_flops(m, k, c * n) for m, k, n, c in shapes]
-    call = lambda: [F.linear(x, w) for x, weights in calls for w in weights]  # noqa: E731
-    rate = sum(flops) / sum(f / p["flop_per_s"] for f, p in zip(flops, points))
-    return Reference(Clock(torch, device, None), call, sum(flops), rate)
+    largest = max(c * n * k for group in shapes for _, k, n, c in group)
+    pool = torch.empty(largest, dtype=getattr(torch, STORAGE[dtype]), device=device).uniform_(-1, 1)
+    references = []
+    for points, group in zip(groups, shapes):
+        calls = [
+            (
+                torch.ones(m, k, dtype=pool.dtype, device=device),
+                [pool[i * n * k : (i + 1) * n * k].view(n, k) for i in range(c)],
+            )
+            for m, k, n, c in group
+        ]
+        flops = [matmul_flops(m, k, c * n) for m, k, n, c in group]
+        call = lambda calls=calls: [F.linear(x, w) for x, weights in calls for w in weights]  # noqa: E731
+        rate = sum(flops) / sum(f / p["flop_per_s"] for f, p in zip(flops, points))
+        references.append(Reference(Clock(torch, device, None), call, sum(flops), rate))
+    return references
 
 
 def batch_points(measured: dict[str, Any] | None, dtype: str, batch: int) -> list[dict[str, Any]]:
@@ -117,7 +126,7 @@ def batch_points(measured: dict[str, Any] | None, dtype: str, batch: int) -> lis
     ms = sorted({p["m"] for p in layer})
     if not ms:
         return []
-    m = min(ms, key=lambda x: (abs(math.log2(x / batch)), x))
+    m = min(ms, key=lambda x: (abs(math.log2(x) - math.log2(batch)), x))
     if m == 1:
         return []
     at = [p for p in layer if p["m"] == m]

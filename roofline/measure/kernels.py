@@ -357,8 +357,9 @@ def decode_curve(
     weights of SMALL_ROWS rows (like a narrow model's K and V projections, where each call's own cost shows). Each
     point records its rows per weight n. Every point is timed in CURVE_PASSES interleaved passes; its rate is the
     median of the passes' best calls, stalled passes left out (pass_rate), and passes faster than `ceiling` (the
-    rounds' best weights_read, bytes/s) allows left out of every point (fast_passes). Returns (curve, the M = 1
-    entry of the longest rows: the GEMV bandwidth).
+    rounds' best weights_read, bytes/s, over the same buffer) allows left out of every point that keeps a pass
+    (fast_passes; not when the cold set shrank below the buffer, whose reads may then hit the cache). Returns
+    (curve, the M = 1 entry of the longest rows: the GEMV bandwidth).
     """
     import torch.nn.functional as F
 
@@ -434,14 +435,14 @@ def decode_curve(
     if ref is not None and times[ref]:
         _, k, n, count, _ = points[ref]
         reference = [count * n * k * size / min(calls) for calls in times[ref]]
-        fast = fast_passes(reference, ceiling)
+        fast = fast_passes(reference, ceiling if cold == buffer_bytes else None)  # a smaller cold set may hit cache
         if fast:
             notes.append(
                 f"decode-shaped {dtype}: pass {', '.join(str(j + 1) for j in sorted(fast))} of {len(reference)} left "
                 f"out, its M = 1 reference reading {max(reference[j] for j in fast) / 1e9:.3g} GB/s, over "
                 f"{SPLIT}x the headline rounds' best weights_read ({ceiling / 1e9:.3g} GB/s)"
             )
-            times = [[calls for j, calls in enumerate(passes) if j not in fast] for passes in times]
+            times = [[calls for j, calls in enumerate(passes) if j not in fast] or passes for passes in times]
     curve, first = [], None
     for (label, k, n, count, m), passes in zip(points, times):
         if not passes:

@@ -112,12 +112,14 @@ def run(
     point, prompt_point = drift.reference_point(hardware.measured, dtype), drift.prompt_point(hardware.measured, dtype)
     with engine_costs.grad_mode(torch, engine):
         buffer = (hardware.measured.get("plan") or {}).get("buffer_bytes", 0) if point else 0
-        reference = drift.decode_reference(torch, device, dtype, [point], buffer) if point else None
-        at_m = {}  # the curve M above 1 nearest each batch -> its points' reference (the M = 1 one times batch 1)
-        for batch in batches if point else []:
+        groups = {1: [point]} if point else {}  # curve M -> its points: M = 1's reference point, and for each
+        for batch in batches if point else []:  # batch nearest a curve M above 1, that M's layer points at every k
             points = drift.batch_points(hardware.measured, dtype, batch)
-            if points and points[0]["m"] not in at_m:
-                at_m[points[0]["m"]] = drift.decode_reference(torch, device, dtype, points, buffer)
+            if points:
+                groups.setdefault(points[0]["m"], points)
+        found = drift.decode_references(torch, device, dtype, list(groups.values()), buffer) if groups else []
+        at_m = dict(zip(groups, found))
+        reference = at_m.pop(1, None)
         prompts = drift.prompt_reference(torch, device, dtype, prompt_point) if prompt_point else None
         references = [x for x in (reference, *at_m.values(), prompts) if x]
         weights, schedule = None, stats.schedule(list(batches), repeat)

@@ -304,7 +304,7 @@ def _drift(result: dict[str, Any]) -> list:
     if prompts is not None:
         corrected = " · ".join(
             f"batch {r['batch']} TTFT {r['drift_corrected_ttft_ratio']:.2f}"
-            + (f" (its runs' {r['prompt_drift']:.2f})" if "prompt_drift" in r else "")
+            + (f" (its runs' prompt drift {r['prompt_drift']:.2f})" if "prompt_drift" in r else "")
             for r in result["rows"]
         )
         lines.append(Text(f"prompt drift: prompts ran at {prompts:.2f}x; TTFT ratios x prompt drift: {corrected}"))
