@@ -137,12 +137,10 @@ def test_a_pass_faster_than_the_rounds_ever_read_is_left_out():
     assert fast_passes([20.5e9, 16.2e9], None) == set()  # no rounds of this dtype's GEMV: no ceiling
 
 
-def test_the_curve_prices_without_its_fast_pass():
-    # Three passes over the layer, tall and small series at M = 1; the layer point's first call (pass 1) takes 1 ms,
-    # every other 2 ms. By the stall rule alone the layer point runs at its 1 ms rate (the 2 ms passes are 2x under
-    # it). With the rounds' ceiling at the 2 ms rate, pass 1's reference reads 2x that: pass 1 is left out of every
-    # point, and the layer point runs at its 2 ms rate from two passes.
-    torch = pytest.importorskip("torch")
+def _scripted_curve(torch, ceiling: float | None, spent_after: int | None = None):
+    """decode_curve over the layer, tall and small series at M = 1 (k = 256, a 4 MiB cold set: 4 weights of 1024
+    rows), on a clock whose first call takes 1 ms and every other 2 ms, the budget spent after call `spent_after`.
+    Returns (curve, notes)."""
     from roofline.measure import kernels
     from roofline.measure.timing import Clock
 
@@ -152,56 +150,47 @@ def test_the_curve_prices_without_its_fast_pass():
         def times(self, fn, warmup=1, min_reps=None, min_time=None, max_time=None):
             fn()
             self.calls += 1
+            if self.calls == spent_after:
+                self.deadline = 0.0
             return [1e-3 if self.calls == 1 else 2e-3]
 
     def tensor(*shape, dtype):
         return torch.ones(*shape, dtype=torch.float32)
 
     plan = TINY._replace(decode_m=(1,), decode_ks=(256,), curve_time=1.0, max_call=1.0)
-    cold = 4 * 2**20  # 4 weights of 1024 x 256 fp32 (1 MiB each)
-    rates, curves = {}, {}
-    for ceiling in (None, cold / 2e-3):
-        notes: list[str] = []
-        clock = Scripted(torch, "cpu", plan)
-        curve, _ = kernels.decode_curve(torch, clock, tensor, "fp32", None, 1e12, cold, notes, ceiling)
-        rates[ceiling], curves[ceiling] = curve[0], curve
-        left_out = [n for n in notes if "left out" in n]
-        assert len(left_out) == (ceiling is not None)
-    flops = 2 * 256 * 4 * 1024  # M = 1: 2 x k x rows
-    assert rates[None]["flop_per_s"] == pytest.approx(flops / 1e-3)
-    assert rates[cold / 2e-3]["flop_per_s"] == pytest.approx(flops / 2e-3)
-    assert [p["passes"] for p in curves[None]] == [3, 3, 3] and [p["passes"] for p in curves[cold / 2e-3]] == [2, 2, 2]
+    notes: list[str] = []
+    curve, _ = kernels.decode_curve(
+        torch, Scripted(torch, "cpu", plan), tensor, "fp32", None, 1e12, COLD, notes, ceiling
+    )
+    return curve, notes
+
+
+COLD = 4 * 2**20  # _scripted_curve's cold set
+LAYER_FLOPS = 2 * 256 * 4 * 1024  # its layer point at M = 1: 2 x k x rows (4 weights of 1024 x 256)
+
+
+def test_the_curve_prices_without_its_fast_pass():
+    # Three passes; the layer point's first call (pass 1) takes 1 ms, every other 2 ms. By the stall rule alone the
+    # layer point runs at its 1 ms rate (the 2 ms passes are 2x under it). With the rounds' ceiling at the 2 ms rate,
+    # pass 1's reference reads 2x that: pass 1 is left out of every point, and the layer point runs at its 2 ms rate
+    # from two passes.
+    torch = pytest.importorskip("torch")
+    curve, notes = _scripted_curve(torch, None)
+    assert curve[0]["flop_per_s"] == pytest.approx(LAYER_FLOPS / 1e-3)
+    assert [p["passes"] for p in curve] == [3, 3, 3] and not any("left out" in n for n in notes)
+    curve, notes = _scripted_curve(torch, COLD / 2e-3)
+    assert curve[0]["flop_per_s"] == pytest.approx(LAYER_FLOPS / 2e-3)
+    assert [p["passes"] for p in curve] == [2, 2, 2] and sum("left out" in n for n in notes) == 1
 
 
 def test_a_point_with_only_the_fast_pass_keeps_it():
-    # The budget ends after the first pass's points and the second pass's layer point: the layer point has passes
-    # 1 (1 ms, fast) and 2; the tall and small points pass 1 only. Pass 1 is left out of the layer point, while
-    # the tall and small points keep it (their only pass) instead of dropping out of the curve.
+    # The budget is spent once the second pass's first point ran (call 4): the layer point has passes 1 (1 ms, fast)
+    # and 2; the tall and small points pass 1 only. Pass 1 is left out of the layer point, while the tall and small
+    # points keep it (their only pass) instead of dropping out of the curve.
     torch = pytest.importorskip("torch")
-    from roofline.measure import kernels
-    from roofline.measure.timing import Clock
-
-    class Scripted(Clock):
-        calls = 0
-
-        def times(self, fn, warmup=1, min_reps=None, min_time=None, max_time=None):
-            fn()
-            self.calls += 1
-            if self.calls == 4:
-                self.deadline = 0.0  # the budget is spent once the second pass's first point ran
-            return [1e-3 if self.calls == 1 else 2e-3]
-
-    def tensor(*shape, dtype):
-        return torch.ones(*shape, dtype=torch.float32)
-
-    plan = TINY._replace(decode_m=(1,), decode_ks=(256,), curve_time=1.0, max_call=1.0)
-    cold = 4 * 2**20
-    notes: list[str] = []
-    curve, _ = kernels.decode_curve(
-        torch, Scripted(torch, "cpu", plan), tensor, "fp32", None, 1e12, cold, notes, cold / 2e-3
-    )
+    curve, _ = _scripted_curve(torch, COLD / 2e-3, spent_after=4)
     assert [p["passes"] for p in curve] == [1, 1, 1]  # layer: pass 2 alone; tall, small: pass 1, their only one
-    assert curve[0]["flop_per_s"] == pytest.approx(2 * 256 * 4 * 1024 / 2e-3)
+    assert curve[0]["flop_per_s"] == pytest.approx(LAYER_FLOPS / 2e-3)
 
 
 def test_a_curve_whose_buffer_is_too_slow_to_read_keeps_its_m_1_points():

@@ -472,11 +472,10 @@ def test_a_batch_reference_runs_its_points_as_one_call_at_their_combined_rate():
     torch = pytest.importorskip("torch")
     from roofline.measure.drift import decode_references, prompt_reference
 
-    # Two M = 4 points, two weights each (buffer 2 x 64 x 128 x 4 B = 65536): 4 x 64 x (2 x 128) multiply-adds,
-    # 131072 FLOPs at 1e10 FLOP/s = 13.1072 us; 4 x 32 x (2 x 256), 131072... made unequal: the second at k = 32,
-    # n = 512 with one weight's worth less, buffer 32 x 512 x 4 x 4 = 262144 B -> 4 weights: 2 x 4 x 32 x 2048 =
-    # 524288 FLOPs at 2e10 = 26.2144 us. Together 655360 FLOPs in 39.3216 us: 1.6667e10 FLOP/s (the FLOP-weighted
-    # harmonic mean; the plain harmonic mean of 1e10 and 2e10 would be 1.333e10).
+    # Two M = 4 points of unequal FLOPs. k = 64, n = 128, buffer 65536 B = 2 fp32 weights of 64 x 128:
+    # 2 x 4 x 64 x 256 = 131072 FLOPs, at 1e10 FLOP/s 13.1072 us. k = 32, n = 512, buffer 262144 B = 4 weights of
+    # 32 x 512: 2 x 4 x 32 x 2048 = 524288 FLOPs, at 2e10 26.2144 us. Together 655360 FLOPs in 39.3216 us:
+    # 1.6667e10 FLOP/s (FLOP-weighted; the plain harmonic mean of 1e10 and 2e10 would be 1.333e10).
     points = [
         {"m": 4, "k": 64, "n": 128, "flop_per_s": 1e10, "buffer_bytes": 65536},
         {"m": 4, "k": 32, "n": 512, "flop_per_s": 2e10, "buffer_bytes": 262144},

@@ -113,10 +113,11 @@ def run(
     with engine_costs.grad_mode(torch, engine):
         buffer = (hardware.measured.get("plan") or {}).get("buffer_bytes", 0) if point else 0
         groups = {1: [point]} if point else {}  # curve M -> its points: M = 1's reference point, and for each
-        for batch in batches if point else []:  # batch nearest a curve M above 1, that M's layer points at every k
+        own_m = {}  # batch nearest a curve M above 1, that M's layer points at every k
+        for batch in batches if point else []:
             points = drift.batch_points(hardware.measured, dtype, batch)
-            if points:
-                groups.setdefault(points[0]["m"], points)
+            own_m[batch] = points[0]["m"] if points else 1
+            groups.setdefault(own_m[batch], points or [point])
         found = drift.decode_references(torch, device, dtype, list(groups.values()), buffer) if groups else []
         at_m = dict(zip(groups, found))
         reference = at_m.pop(1, None)
@@ -153,7 +154,7 @@ def run(
     for row in rows:  # the ratios had the machine run as fast as when the profile was measured
         timed = [i for i, (_, b) in enumerate(schedule) if b == row["batch"]]
         if reference:
-            m = next((p["m"] for p in drift.batch_points(hardware.measured, dtype, row["batch"])), 1)
+            m = own_m[row["batch"]]
             row["drift"], row["drift_m"] = at_m.get(m, reference).around(timed), m
             row["drift_corrected_tpot_ratio"] = row["tpot_ratio"] * row["drift"]
         if prompts:
