@@ -100,6 +100,8 @@ def test_tiny_run_json_contract(tiny_result):
         assert b["best_bytes_per_s"] >= b["median_bytes_per_s"] * 0.999
     for m in (m for m in r["matmul"].values() if not m.get("probe_only")):  # a slow dtype (no native bf16): probed
         assert m["rounds"] == 3 and m["unstable"] == (m["cv"] > 0.10)
+        for s in (s for s in m["shapes"] if "rounds" in s):  # the LLM shape the rounds time again, for prefills
+            assert s["rounds"] == 3 and s["best_flop_per_s"] >= s["median_flop_per_s"] > 0
     assert (
         r["bandwidth"]["copy"]["counts"] == "read + write" and r["bandwidth"]["weights_read"]["counts"] == "weight read"
     )

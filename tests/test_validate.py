@@ -175,7 +175,7 @@ def test_a_series_cut_short_rises_as_its_nearest_full_series_does():
 def test_scan_anchors_are_the_llm_shaped_matmuls():
     from roofline.calc.calibrate import scan_anchors
 
-    # A square's M is no prompt's: the LLM-shaped results, the best at each M, sorted by M.
+    # A square's M is no prompt's: the LLM-shaped results, the fastest at each M, sorted by M.
     shapes = [
         {"shape": [1536, 1536, 1536], "best_flop_per_s": 9.0},
         {"shape": [256, 4096, 4096], "best_flop_per_s": 7.0},
@@ -190,9 +190,25 @@ def test_scan_anchors_are_the_llm_shaped_matmuls():
     # its rate relative to the square of the same moment kept.
     faster = {**matmul, "best_flop_per_s": 12.0}
     assert scan_anchors(faster) == [(128.0, pytest.approx(5.0 * 12 / 9)), (256.0, pytest.approx(8.0 * 12 / 9))]
-    # A shape the rounds timed again keeps its own best (the rounds' best or the scan's, whichever is higher).
+    # A shape the rounds timed again keeps its own rate, not the square's level.
     timed = [*shapes[:2], {**shapes[2], "best_flop_per_s": 6.0, "rounds": 3}, shapes[3]]
     assert scan_anchors({**faster, "shapes": timed}) == [(128.0, 6.0), (256.0, pytest.approx(8.0 * 12 / 9))]
+
+
+def test_scan_anchors_price_the_typical_call_not_the_fastest():
+    from roofline.calc.calibrate import scan_anchors
+
+    # A machine that runs at two speeds (the AMX VM: 1536^3 best 2017 GFLOP/s, median 748): every rate is the
+    # median of its calls. The scan's square median 3, the rounds' median 2.4: level 2.4 / 3 = 0.8, so the
+    # 256-row shape (median 4) anchors at 3.2; the rounds-timed 128-row shape keeps its own median, 2.
+    shapes = [
+        {"shape": [1536, 1536, 1536], "best_flop_per_s": 9.0, "median_flop_per_s": 3.0},
+        {"shape": [128, 1024, 4096], "best_flop_per_s": 5.0, "median_flop_per_s": 2.0, "rounds": 3},
+        {"shape": [256, 4096, 14336], "best_flop_per_s": 8.0, "median_flop_per_s": 4.0},
+    ]
+    matmul = {"best_shape": [1536, 1536, 1536], "best_flop_per_s": 9.0, "median_flop_per_s": 2.4, "shapes": shapes}
+    assert scan_anchors(matmul) == [(128.0, 2.0), (256.0, pytest.approx(3.2))]
+    assert scan_anchors({**matmul, "shapes": shapes[:1]}) == [(1536.0, 2.4)]  # no LLM shape: the square's median
 
 
 def test_prefill_attention_rate_by_prompt_length():
@@ -484,9 +500,12 @@ def test_a_batch_reference_runs_its_points_as_one_call_at_their_combined_rate():
     assert both.flops == 655360 and both.rate == pytest.approx(655360 / 39.3216e-6)
     assert alone.flops == 131072 and alone.rate == pytest.approx(1e10)
     assert [tuple(y.shape) for y in both.call()] == [(4, 128)] * 2 + [(4, 512)] * 4
-    # The prompt reference: 16 x 64 by 64 x 128 is 2 x 16 x 64 x 128 = 262144 FLOPs, at the entry's best rate.
+    # The prompt reference: 16 x 64 by 64 x 128 is 2 x 16 x 64 x 128 = 262144 FLOPs, at the entry's typical
+    # (median) rate, the one that priced prefills; an entry without a median at its best.
     prompt = prompt_reference(torch, "cpu", "fp32", {"shape": [16, 64, 128], "best_flop_per_s": 3e10})
     assert prompt.flops == 262144 and prompt.rate == 3e10
+    entry = {"shape": [16, 64, 128], "best_flop_per_s": 3e10, "median_flop_per_s": 2e10}
+    assert prompt_reference(torch, "cpu", "fp32", entry).rate == 2e10
 
 
 def test_the_prompt_reference_is_the_scan_shape_the_rounds_timed_again():

@@ -114,27 +114,40 @@ def _rises(points: list[tuple[float, float]], anchor: tuple[float, float]) -> bo
     return anchor[0] > points[-1][0] and anchor[1] > points[-1][1]
 
 
+def typical(entry: dict[str, Any]) -> float:
+    """A matmul entry's typical rate [FLOP/s]: the median of its calls (or rounds), else its best."""
+    return entry.get("median_flop_per_s") or entry["best_flop_per_s"]
+
+
 def scan_anchors(matmul: dict[str, Any]) -> list[tuple[float, float]]:
     """(M, FLOP/s) points the decode curve rises toward beyond its largest M: the shape scan's LLM-shaped matmuls
-    (M tokens x k in x n out, as a prefill runs), the best at each M, else its best square. A square's M is no
-    prompt's: a 1536^3 matmul ran 2.85 TFLOP/s in bf16 on an AMX VM, the 256 x 4096 x 4096 one 2.14.
+    (M tokens x k in x n out, as a prefill runs), each at its typical rate (the median of its calls), the fastest
+    at each M, else its best square's. A square's M is no prompt's: a 1536^3 matmul ran 2.85 TFLOP/s in bf16 on an
+    AMX VM, the 256 x 4096 x 4096 one 2.14.
 
-    The scan times each shape once, at one moment; the interleaved rounds time its best square again, and the
-    profile keeps the best of all (`best_flop_per_s`). Each shape keeps its rate relative to the square timed in
-    the same scan and takes the square's best level: a quick bf16 scan on a 2-core Zen 5 VM caught a slow moment
-    (square 306 GFLOP/s, 128 x 1024 x 4096 276) that its rounds did not (best 426), where a run minutes before
-    had 433 and 403. A shape the rounds timed too (`rounds` in its entry: the first LLM shape) keeps its own best."""
+    Typical, not best: a prefill is priced at the rate it will most likely run at. On a 2-core AMX Xeon VM
+    (2026-12-06) bf16 matmul switched between two speeds every 0.5-3 s (1536^3: ~700 and ~2000 GFLOP/s, the slow
+    one most of the time); a quick profile's best calls caught the fast one (1536^3 best 2017, median 748;
+    128 x 1024 x 4096 1095 and 648) and priced 23 of 24 held-out prefills 1.1-2.3x fast, 13 of 24 within 15% from
+    the medians. Where a machine is steady the two differ by the rounds' few percent.
+
+    The scan times each shape once, at one moment; the interleaved rounds time its best square again. Each shape
+    keeps its rate relative to the square timed in the same scan and takes the rounds' level (their median over
+    the square's median in the scan): a quick bf16 scan on a 2-core Zen 5 VM caught a slow moment (square 306
+    GFLOP/s, 128 x 1024 x 4096 276) that its rounds did not (426), where a run minutes before had 433 and 403. A
+    shape the rounds timed too (`rounds` in its entry: the first LLM shape) keeps its own median over scan and
+    rounds."""
     shapes = matmul.get("shapes") or []
-    square = next((s["best_flop_per_s"] for s in shapes if s["shape"] == matmul["best_shape"]), None)
-    level = matmul["best_flop_per_s"] / square if square else 1.0
-    best: dict[float, float] = {}
+    square = next((typical(s) for s in shapes if s["shape"] == matmul["best_shape"]), None)
+    level = typical(matmul) / square if square else 1.0
+    anchors: dict[float, float] = {}
     for s in shapes:
         if len(set(s["shape"])) > 1:
             m = float(s["shape"][0])
-            best[m] = max(best.get(m, 0.0), s["best_flop_per_s"] * (1.0 if "rounds" in s else level))
-    if best:
-        return sorted(best.items())
-    return [(float(matmul["best_shape"][0]), matmul["best_flop_per_s"])]
+            anchors[m] = max(anchors.get(m, 0.0), typical(s) * (1.0 if "rounds" in s else level))
+    if anchors:
+        return sorted(anchors.items())
+    return [(float(matmul["best_shape"][0]), typical(matmul))]
 
 
 def prefill_attention_rate(kernel: dict[str, Any], prompt: float, fallback: float) -> float:

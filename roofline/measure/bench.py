@@ -4,6 +4,7 @@ roofline.measure.timing)."""
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -278,8 +279,13 @@ def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on
             break
     for d, scanned in prefill.items():
         if scanned and rates[f"{d} prefill"]:
-            s = stability([b for b, _ in rates[f"{d} prefill"]], [m for _, m in rates[f"{d} prefill"]])
-            scanned.update(best_flop_per_s=max(scanned["best_flop_per_s"], s["best_bytes_per_s"]), rounds=s["rounds"])
+            again = rates[f"{d} prefill"]
+            scanned.update(
+                best_flop_per_s=max(scanned["best_flop_per_s"], *(b for b, _ in again)),
+                # the typical rate that prices prefills (calibrate.typical): scan and rounds, spread over the run
+                median_flop_per_s=statistics.median([scanned["median_flop_per_s"], *(m for _, m in again)]),
+                rounds=len(again),
+            )
     for d in timed:
         s = stability([b for b, _ in rates[d]], [m for _, m in rates[d]])
         best = max(matmul[d]["best_flop_per_s"], s["best_bytes_per_s"])

@@ -18,6 +18,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from roofline.calc.calibrate import typical
 from roofline.measure.timing import STORAGE, Clock, matmul_flops
 
 CALLS = 3  # timed calls per timing, after one warm-up: the best is kept
@@ -134,7 +135,8 @@ def batch_points(measured: dict[str, Any] | None, dtype: str, batch: int) -> lis
 
 
 def prompt_reference(torch, device: str, dtype: str, entry: dict[str, Any]) -> Reference:
-    """The scan's rounds-timed LLM shape, run as the scan runs it (torch.matmul of M x k by k x n into one output)."""
+    """The scan's rounds-timed LLM shape, run as the scan runs it (torch.matmul of M x k by k x n into one output),
+    against the typical rate that priced prefills (calibrate.typical)."""
     from roofline.measure.timing import tf32_mode
 
     m, k, n = entry["shape"]
@@ -147,4 +149,4 @@ def prompt_reference(torch, device: str, dtype: str, entry: dict[str, Any]) -> R
         with tf32_mode(torch, clock, dtype):
             torch.matmul(a, b, out=out)
 
-    return Reference(clock, call, matmul_flops(m, k, n), entry["best_flop_per_s"])
+    return Reference(clock, call, matmul_flops(m, k, n), typical(entry))
