@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from roofline.calc import llamacpp as price
 from roofline.cli import app
-from roofline.errors import UsageError
+from roofline.errors import RooflineError, UsageError
 from roofline.measure import llamacpp
 from roofline.specs.params import Architecture
 
@@ -158,6 +158,53 @@ def test_a_malformed_llamacpp_profile_names_the_field(tmp_path):
         (tmp_path / "h.yaml").write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": bad}}))
         result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "h.yaml")])
         assert result.exit_code != 0 and "Traceback" not in result.output and "at_width" in result.output
+
+
+def test_a_deep_probe_stays_within_llamas_layer_limit():
+    from roofline.measure.llamacpp_profile import deep_layers, probe
+
+    # The 512-wide probe (MLP 1536): 2 x 512 x 512 + 2 x 512 x 128 + 3 x 512 x 1536 = 3,014,656 weights a layer,
+    # 1,695,744 B at Q4_K's 4.5 bits. A 300 MiB cache asks for 4x, capped at 2^30 B: 1,073,741,824 / 1,695,744 =
+    # 633.2, so 634 layers, over llama.cpp's LLAMA_MAX_LAYERS (512, src/llama-hparams.h), which aborts the load.
+    assert deep_layers(probe(512, 1), "Q4_K", 300 * 2**20) == 512
+    # A 32 MiB cache: 4x is under MIN_BYTES, so 256e6 / 1,695,744 = 150.97, 151 layers.
+    assert deep_layers(probe(512, 1), "Q4_K", 32 * 2**20) == 151
+
+
+def test_a_server_that_dies_repacking_is_started_again_without(tmp_path):
+    import urllib.request
+
+    # A stand-in llama-server: SIGILL at start unless --no-repack (Q8_0 on the AMX Xeons), else /health answers.
+    (tmp_path / "llama-bench").write_text("#!/bin/sh\n")
+    (tmp_path / "llama-bench").chmod(0o755)
+    tool = tmp_path / "llama-server"
+    tool.write_text(
+        f"#!{sys.executable}\n"
+        "import http.server, os, signal, sys\n"
+        "if '--no-repack' not in sys.argv: os.kill(os.getpid(), signal.SIGILL)\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self): self.send_response(200); self.end_headers()\n"
+        "    def log_message(self, *a): pass\n"
+        "http.server.HTTPServer(('127.0.0.1', int(sys.argv[sys.argv.index('--port') + 1])), H).serve_forever()\n"
+    )
+    tool.chmod(0o755)
+    build = llamacpp.find(str(tmp_path))
+    with llamacpp.server(build, tmp_path / "m.gguf", 4, 4096) as url:
+        assert urllib.request.urlopen(url + "/health", timeout=5).status == 200
+    with pytest.raises(RooflineError, match="SIGILL"), llamacpp.server(build, tmp_path / "m.gguf", 4, 4096, True):
+        pass
+
+
+def test_a_crash_names_the_assert_not_the_backtrace(tmp_path):
+    # llama.cpp's abort prints the failed GGML_ASSERT, then a backtrace whose last line says nothing.
+    tool = tmp_path / "llama-bench"
+    tool.write_text(
+        "#!/bin/sh\necho 'src/llama-model.cpp:1330: GGML_ASSERT(hparams.n_layer_all <= LLAMA_MAX_LAYERS) failed' >&2\n"
+        "echo '360\t../csu/libc-start.c: No such file or directory.' >&2\nkill -ABRT $$\n"
+    )
+    tool.chmod(0o755)
+    with pytest.raises(llamacpp.Crashed, match=r"SIGABRT.*GGML_ASSERT\(hparams.n_layer_all"):
+        llamacpp.bench(llamacpp.find(str(tmp_path)), tmp_path / "m.gguf", [8], 0)
 
 
 def test_a_crash_is_retried_without_repacking(tmp_path):

@@ -121,8 +121,11 @@ def _signal(code: int) -> str:
 
 
 def _tail(done: subprocess.CompletedProcess) -> str:
-    lines = [line for line in (done.stderr or done.stdout or "").strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "no output"
+    """The line that says why a tool failed: its last GGML_ASSERT or error line (a crash's backtrace follows it,
+    ending in lines such as "360 ../csu/libc-start.c: No such file or directory."), else its last line."""
+    lines = [line.strip() for line in (done.stderr or done.stdout or "").strip().splitlines() if line.strip()]
+    said = [line for line in lines if "GGML_ASSERT" in line or "error" in line.lower()]
+    return (said or lines or ["no output"])[-1]
 
 
 def bench(
@@ -165,30 +168,49 @@ def batched(
 
 
 @contextlib.contextmanager
-def server(build: Build, model: Path, slots: int, context: int) -> Iterator[str]:
+def server(build: Build, model: Path, slots: int, context: int, repack: bool | None = None) -> Iterator[str]:
     """llama-server serving `model` on 127.0.0.1 at a free port with `slots` parallel sequences and `context` tokens
-    of KV in all: its base URL once /health answers (within 60 s), the process stopped on exit."""
+    of KV in all: its base URL once /health answers (within 60 s), the process stopped on exit. `repack` None
+    tries the default first and, if the server dies on a signal before serving (weight repacking on the AMX Xeons:
+    SIGILL for Q8_0 in its warm-up), `--no-repack`."""
     tool = build.tool("llama-server")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    command = [str(tool), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--parallel", str(slots)]
-    process = subprocess.Popen(
-        [*command, "-c", str(context)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(str(tool))
-    )
-    url = f"http://127.0.0.1:{port}"
+    tries = [repack] if repack is not None else [True, False]
+    for i, attempt in enumerate(tries):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        command = [str(tool), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--parallel", str(slots)]
+        command += ["-c", str(context), *([] if attempt else _no_repack("llama-server"))]
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(str(tool)))
+        url = f"http://127.0.0.1:{port}"
+        try:
+            if _serving(process, url) or process.returncode >= 0 or i == len(tries) - 1:
+                break
+        except BaseException:
+            _stop(process)
+            raise
+    if process.returncode is not None:
+        died = _signal(process.returncode) if process.returncode < 0 else f"exit {process.returncode}"
+        raise RooflineError(f"llama-server exited ({died}) before serving {model.name}")
     try:
-        for _ in range(300):
-            with contextlib.suppress(OSError, urllib.error.URLError):
-                with urllib.request.urlopen(url + "/health", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            if process.poll() is not None:
-                raise RooflineError(f"llama-server exited ({process.returncode}) before serving {model.name}")
-            time.sleep(0.2)
-        else:
-            raise RooflineError("llama-server did not answer /health within 60 s")
         yield url
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        _stop(process)
+
+
+def _serving(process: subprocess.Popen, url: str) -> bool:
+    """Whether the server answers /health within 60 s: False if it died on a signal first."""
+    for _ in range(300):
+        with contextlib.suppress(OSError, urllib.error.URLError):
+            with urllib.request.urlopen(url + "/health", timeout=5) as response:
+                if response.status == 200:
+                    return True
+        if process.poll() is not None:
+            return False
+        time.sleep(0.2)
+    raise RooflineError("llama-server did not answer /health within 60 s")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    process.wait(timeout=30)

@@ -45,6 +45,9 @@ GENERATE = 16
 BATCHED_GENERATE = 4
 PROMPT_REPS = 2
 MIN_BYTES, MAX_BYTES = 256e6, 2**30
+# llama.cpp refuses a model deeper than this (src/llama-hparams.h, LLAMA_MAX_LAYERS: GGML_ASSERT, SIGABRT). 4x a
+# 300 MiB last-level cache in Q4_K at width 512 asked for 635 layers on an AMX Xeon VM (2026-12-06).
+MAX_LAYERS = 512
 PROMPT_BYTES = 48e6
 
 
@@ -82,8 +85,8 @@ def deep_layers(a: Architecture, kind: str, cache_bytes: float) -> int:
 
 
 def layers_for(a: Architecture, kind: str, target: float) -> int:
-    """Layers (at least 2) of a probe of `a`'s layer shape with `target` bytes of matrices."""
-    return max(2, math.ceil(target / _layer_bytes(a, kind)))
+    """Layers (2 to MAX_LAYERS) of a probe of `a`'s layer shape with `target` bytes of matrices."""
+    return min(MAX_LAYERS, max(2, math.ceil(target / _layer_bytes(a, kind))))
 
 
 def _layer_bytes(a: Architecture, kind: str) -> float:
