@@ -195,6 +195,19 @@ def test_a_server_that_dies_repacking_is_started_again_without(tmp_path):
         pass
 
 
+def test_deep_probes_follow_the_cache_the_read_ladder_found():
+    from roofline.measure.llamacpp_profile import probe_cache
+
+    # The AMX Xeon VM: sysfs 300 MiB, the ladder's reads at memory speed from 128 MiB, so its cache is 64 MiB.
+    ladder = {"cache_bytes": 64 * 2**20, "knee_bytes": 128 * 2**20, "reached": True}
+    measured = {"bandwidth": {"read": {"by_working_set": ladder}}}
+    assert probe_cache(measured, 300 * 2**20) == (64 * 2**20, "the read ladder")
+    # A ladder still falling at its buffer's end (no plateau), or no torch profile at all: what the OS reports.
+    still = {"bandwidth": {"read": {"by_working_set": {**ladder, "reached": False}}}}
+    assert probe_cache(still, 300 * 2**20) == (300 * 2**20, "the OS")
+    assert probe_cache(None, 32 * 2**20) == (32 * 2**20, "the OS")
+
+
 def test_a_crash_names_the_assert_not_the_backtrace(tmp_path):
     # llama.cpp's abort prints the failed GGML_ASSERT, then a backtrace whose last line says nothing.
     tool = tmp_path / "llama-bench"

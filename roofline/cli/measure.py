@@ -196,9 +196,11 @@ def _measure_llamacpp(types, threads, save, datasheet, folder, model, as_json, a
     build = llamacpp.find(text_value(folder, "--llama-cpp"))
     _need("gguf", "numpy")
     base = load_hardware(save) if save and Path(save).is_file() else datasheet
+    cache, source = llamacpp_profile.probe_cache(base.measured if base else None, machine.cpu_cache())
+    err(f"roofline: deep probes sized to 4x the {cache / 2**20:.0f} MiB last-level cache {source} gives")
     with _Progress() as step:
         budget = None if types else llamacpp_profile.BUDGET_S  # types asked for are all measured
-        result = llamacpp_profile.run(build, machine.cpu_cache(), kinds, threads, step, budget, shape)
+        result = llamacpp_profile.run(build, cache, kinds, threads, step, budget, shape)
     if result.get("skipped"):
         skipped = ",".join(k.lower() for k in result["skipped"])
         err(

@@ -84,6 +84,17 @@ def deep_layers(a: Architecture, kind: str, cache_bytes: float) -> int:
     return layers_for(a, kind, min(max(4 * cache_bytes, MIN_BYTES), MAX_BYTES))
 
 
+def probe_cache(measured: dict[str, Any] | None, reported: float) -> tuple[float, str]:
+    """The last-level cache [B] the deep probes are sized by, and where it came from: the cache the read ladder of
+    a torch profile found (`measured.bandwidth.read.by_working_set`, where its curve reached memory speed), else
+    what the OS `reported`. On a 2-core AMX Xeon VM sysfs said 300 MiB and the ladder 64 MiB (reads fell to memory
+    speed from 128 MiB): sized by sysfs, each deep probe was 1 GiB and the default run measured one type in 60 s."""
+    ladder = ((measured or {}).get("bandwidth") or {}).get("read", {}).get("by_working_set") or {}
+    if ladder.get("reached") and ladder.get("cache_bytes"):
+        return float(ladder["cache_bytes"]), "the read ladder"
+    return reported, "the OS"
+
+
 def layers_for(a: Architecture, kind: str, target: float) -> int:
     """Layers (2 to MAX_LAYERS) of a probe of `a`'s layer shape with `target` bytes of matrices."""
     return min(MAX_LAYERS, max(2, math.ceil(target / _layer_bytes(a, kind))))
@@ -119,7 +130,7 @@ def run(
     model's own layer shape (`at_width`). With `budget_s`, a type is begun only while the time so far plus the
     slowest type's so far fits in it; the rest are listed under `skipped`."""
     started = time.perf_counter()
-    out: dict[str, Any] = {"build": build.found, "widths": [NARROW, WIDE], "types": {}}
+    out: dict[str, Any] = {"build": build.found, "widths": [NARROW, WIDE], "types": {}, "cache_bytes": cache_bytes}
     slowest = 0.0
     with tempfile.TemporaryDirectory(prefix="roofline-llamacpp-", dir=scratch()) as folder:
         for kind in types:
