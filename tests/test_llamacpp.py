@@ -200,12 +200,14 @@ def test_deep_probes_follow_the_cache_the_read_ladder_found():
 
     # The AMX Xeon VM: sysfs 300 MiB, the ladder's reads at memory speed from 128 MiB, so its cache is 64 MiB.
     ladder = {"cache_bytes": 64 * 2**20, "knee_bytes": 128 * 2**20, "reached": True}
-    measured = {"bandwidth": {"read": {"by_working_set": ladder}}}
+    measured = {"device": {"kind": "cpu"}, "bandwidth": {"read": {"by_working_set": ladder}}}
     assert probe_cache(measured, 300 * 2**20) == (64 * 2**20, "the read ladder")
     # A ladder still falling at its buffer's end (no plateau), or no torch profile at all: what the OS reports.
-    still = {"bandwidth": {"read": {"by_working_set": {**ladder, "reached": False}}}}
+    still = {**measured, "bandwidth": {"read": {"by_working_set": {**ladder, "reached": False}}}}
     assert probe_cache(still, 300 * 2**20) == (300 * 2**20, "the OS")
     assert probe_cache(None, 32 * 2**20) == (32 * 2**20, "the OS")
+    # A GPU profile's ladder reads the GPU's caches: not the CPU's.
+    assert probe_cache({**measured, "device": {"kind": "cuda"}}, 300 * 2**20) == (300 * 2**20, "the OS")
 
 
 def test_a_crash_names_the_assert_not_the_backtrace(tmp_path):

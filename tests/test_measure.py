@@ -40,6 +40,21 @@ def tiny_result():
     return bench.run("cpu", ["fp32", "bf16"], plan=TINY)
 
 
+def test_a_shape_timed_again_in_the_rounds_keeps_the_median_over_scan_and_rounds():
+    from roofline.measure.bench import timed_again
+
+    # Scan: best 4, median 3; three rounds of (best, median) (2.5, 2), (2.6, 2.4), (6, 5): best of all 6; the
+    # median of [3, 2, 2.4, 5] is (2.4 + 3) / 2 = 2.7.
+    scanned = {"shape": [128, 1024, 4096], "best_flop_per_s": 4.0, "median_flop_per_s": 3.0, "calls": 9}
+    again = timed_again(scanned, [(2.5, 2.0), (2.6, 2.4), (6.0, 5.0)])
+    assert again == {
+        "best_flop_per_s": 6.0,
+        "median_flop_per_s": pytest.approx(2.7),
+        "median_over": "scan and rounds",
+        "rounds": 3,
+    }
+
+
 def test_accounting_by_hand():
     # 2 x 2 x 3 x 4 = 48 FLOP: 2 x 4 outputs, 3 multiply-adds each.
     assert timing.matmul_flops(2, 3, 4) == 48

@@ -191,7 +191,8 @@ def test_scan_anchors_are_the_llm_shaped_matmuls():
     faster = {**matmul, "best_flop_per_s": 12.0}
     assert scan_anchors(faster) == [(128.0, pytest.approx(5.0 * 12 / 9)), (256.0, pytest.approx(8.0 * 12 / 9))]
     # A shape the rounds timed again keeps its own rate, not the square's level.
-    timed = [*shapes[:2], {**shapes[2], "best_flop_per_s": 6.0, "rounds": 3}, shapes[3]]
+    again = {**shapes[2], "best_flop_per_s": 6.0, "rounds": 3, "median_over": "scan and rounds"}
+    timed = [*shapes[:2], again, shapes[3]]
     assert scan_anchors({**faster, "shapes": timed}) == [(128.0, 6.0), (256.0, pytest.approx(8.0 * 12 / 9))]
 
 
@@ -203,7 +204,13 @@ def test_scan_anchors_price_the_typical_call_not_the_fastest():
     # 256-row shape (median 4) anchors at 3.2; the rounds-timed 128-row shape keeps its own median, 2.
     shapes = [
         {"shape": [1536, 1536, 1536], "best_flop_per_s": 9.0, "median_flop_per_s": 3.0},
-        {"shape": [128, 1024, 4096], "best_flop_per_s": 5.0, "median_flop_per_s": 2.0, "rounds": 3},
+        {
+            "shape": [128, 1024, 4096],
+            "best_flop_per_s": 5.0,
+            "median_flop_per_s": 2.0,
+            "rounds": 3,
+            "median_over": "scan and rounds",
+        },
         {"shape": [256, 4096, 14336], "best_flop_per_s": 8.0, "median_flop_per_s": 4.0},
     ]
     matmul = {"best_shape": [1536, 1536, 1536], "best_flop_per_s": 9.0, "median_flop_per_s": 2.4, "shapes": shapes}

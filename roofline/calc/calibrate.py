@@ -8,13 +8,14 @@ model being predicted:
   for tall weights (the lm_head) by the measured tall series and for small ones (narrow K/V projections) by
   the small series; a row length whose larger M the budget skipped rises as the nearest full one does; and
   beyond the curve's largest M toward the shape scan's LLM-shaped matmuls (tokens x
-  hidden x out, as a prefill runs, the best at each M; its best square where none lies beyond the curve); a
+  hidden x out, as a prefill runs, each at its typical rate, the fastest at each M; its best square's typical rate
+  where none lies beyond the curve); a
   decode step's linears are then carried from the curve's cold set to the step's own working set by the read ladder
   (roofline.calc.cache.carried) and never priced faster than their FLOPs at the best square-matmul rate;
 - attention with the measured decode attention kernel (SDPA with one query): max(FLOPs / its FLOP/s, KV
   bytes / its bytes/s), FLOP/s from a 4:1 GQA shape and bytes/s from an MHA shape;
 - prefill attention (many queries at once) at the measured causal prefill attention rate for the prompt's length
-  (older profiles: the best square-matmul rate), and its elementwise kernels over every prompt token at their
+  (older profiles: the best square's typical rate), and its elementwise kernels over every prompt token at their
   measured bytes/s (roofline.calc.elementwise; older profiles: not priced);
 - every other kernel (norms, rotary, cache writes, activations, residual adds, the linears' own dispatch, ...)
   as the engine's fixed cost per layer and per step (a prefill pays it once too), measured by timing the
@@ -65,7 +66,8 @@ def curve_index(
     """The curve as layer-sized series {k: [(M, FLOP/s), ...]} with their rows per weight, the tall series (a
     larger n at one k) and the small one (points marked series: small) when measured; beyond each layer
     series' largest M the rate rises toward the shape scan's `anchors` (M, FLOP/s; scan_anchors), each one
-    beyond the last point and faster than it, or toward `fallback` (the best square) where none is: a full CPU
+    beyond the last point and faster than it, or toward `fallback` (the best square, at its typical rate) where
+    none is: a full CPU
     curve reaches M = 256, where the scan's only LLM shape that fit the budget may sit."""
     series: dict[tuple[int, int], list[tuple[float, float]]] = {}
     small: dict[tuple[int, int], list[tuple[float, float]]] = {}
@@ -122,8 +124,8 @@ def typical(entry: dict[str, Any]) -> float:
 def scan_anchors(matmul: dict[str, Any]) -> list[tuple[float, float]]:
     """(M, FLOP/s) points the decode curve rises toward beyond its largest M: the shape scan's LLM-shaped matmuls
     (M tokens x k in x n out, as a prefill runs), each at its typical rate (the median of its calls), the fastest
-    at each M, else its best square's. A square's M is no prompt's: a 1536^3 matmul ran 2.85 TFLOP/s in bf16 on an
-    AMX VM, the 256 x 4096 x 4096 one 2.14.
+    at each M, else its best square's typical rate. A square's M is no prompt's: a 1536^3 matmul ran 2.85 TFLOP/s
+    in bf16 on an AMX VM, the 256 x 4096 x 4096 one 2.14.
 
     Typical, not best: a prefill is priced at the rate it will most likely run at. On a 2-core AMX Xeon VM
     (2026-12-06) bf16 matmul switched between two speeds every 0.5-3 s (1536^3: ~700 and ~2000 GFLOP/s, the slow
@@ -136,7 +138,9 @@ def scan_anchors(matmul: dict[str, Any]) -> list[tuple[float, float]]:
     the square's median in the scan): a quick bf16 scan on a 2-core Zen 5 VM caught a slow moment (square 306
     GFLOP/s, 128 x 1024 x 4096 276) that its rounds did not (426), where a run minutes before had 433 and 403. A
     shape the rounds timed too (`rounds` in its entry: the first LLM shape) keeps its own median over scan and
-    rounds."""
+    rounds (`median_over`; in a profile saved before 2026-12-06 the scan's median alone). Scaling it by the
+    square's level instead priced the second AMX run's prefills 0.58-0.97 (3 of 24 within 15%, 17 unscaled): on a
+    machine at two speeds the square's scan and rounds can land in different speeds (354 against 639 GFLOP/s)."""
     shapes = matmul.get("shapes") or []
     square = next((typical(s) for s in shapes if s["shape"] == matmul["best_shape"]), None)
     level = typical(matmul) / square if square else 1.0
@@ -258,7 +262,7 @@ def predict(
     ops = (a.layers * ops_per_layer(a) + OPS_PER_STEP) * overhead
     fixed = engine_cost(measured, a, batch) if measured else ops
     best = profile.get("matmul", {}).get(dtype)
-    square = (best["best_shape"][0], best["best_flop_per_s"]) if best else None
+    square = (best["best_shape"][0], typical(best)) if best else None
     index = curve_index(curve, scan_anchors(best) if best else [], square)
     decode_linear = linear_seconds(index, a, batch, batch, conv1d_factor(measured, engine, a, batch))
     params = a.layers * sum(k * n for k, n in linears(a)) + a.hidden_size * a.vocab_size
@@ -267,7 +271,7 @@ def predict(
     decode_linear = max(carried_s, 2 * params * batch / best["best_flop_per_s"]) if best else carried_s
     attention = max(attention_flops_per_step / kernel["flop_per_s"], kv_bytes_per_step / kernel["bytes_per_s"])
     # Prefill attention runs many queries at once: priced at the measured causal prefill kernel's rate.
-    prefill_rate = prefill_attention_rate(kernel, prompt, best["best_flop_per_s"] if best else kernel["flop_per_s"])
+    prefill_rate = prefill_attention_rate(kernel, prompt, typical(best) if best else kernel["flop_per_s"])
     # A prefill runs the decode step's kernels once (their fixed cost: the engine's where measured) and its
     # elementwise kernels over every prompt token (at the profile's measured rates, where it has them).
     rates = (profile.get("elementwise") or {}).get(dtype)

@@ -250,6 +250,18 @@ def _round_prefill(scanned: dict[str, Any], plan) -> bool:
     )
 
 
+def timed_again(scanned: dict[str, Any], rounds: list[tuple[float, float]]) -> dict[str, Any]:
+    """A scanned shape's figures once the headline rounds timed it again ((best, median) FLOP/s a round): the best
+    of all calls, and the typical rate that prices prefills (calibrate.typical), the median over the scan's median
+    and each round's, spread over the run."""
+    return {
+        "best_flop_per_s": max(scanned["best_flop_per_s"], *(b for b, _ in rounds)),
+        "median_flop_per_s": statistics.median([scanned["median_flop_per_s"], *(m for _, m in rounds)]),
+        "median_over": "scan and rounds",
+        "rounds": len(rounds),
+    }
+
+
 def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on_step, phase) -> dict[str, Any]:
     """The headline figures in interleaved rounds: each dtype's best matmul shape, then copy, read and
     weights_read, round after round, so drift in the machine's speed hits all alike. Updates `matmul` with
@@ -279,13 +291,7 @@ def _rounds(torch, clock, tensor, dev, size, read_dtype, plan, matmul, notes, on
             break
     for d, scanned in prefill.items():
         if scanned and rates[f"{d} prefill"]:
-            again = rates[f"{d} prefill"]
-            scanned.update(
-                best_flop_per_s=max(scanned["best_flop_per_s"], *(b for b, _ in again)),
-                # the typical rate that prices prefills (calibrate.typical): scan and rounds, spread over the run
-                median_flop_per_s=statistics.median([scanned["median_flop_per_s"], *(m for _, m in again)]),
-                rounds=len(again),
-            )
+            scanned.update(timed_again(scanned, rates[f"{d} prefill"]))
     for d in timed:
         s = stability([b for b, _ in rates[d]], [m for _, m in rates[d]])
         best = max(matmul[d]["best_flop_per_s"], s["best_bytes_per_s"])

@@ -124,8 +124,9 @@ def _tail(done: subprocess.CompletedProcess) -> str:
     """The line that says why a tool failed: its last GGML_ASSERT or error line (a crash's backtrace follows it,
     ending in lines such as "360 ../csu/libc-start.c: No such file or directory."), else its last line."""
     lines = [line.strip() for line in (done.stderr or done.stdout or "").strip().splitlines() if line.strip()]
-    said = [line for line in lines if "GGML_ASSERT" in line or "error" in line.lower()]
-    return (said or lines or ["no output"])[-1]
+    asserted = [line for line in lines if "GGML_ASSERT" in line]
+    said = [line for line in lines if "error" in line.lower()]
+    return (asserted or said or lines or ["no output"])[-1]
 
 
 def bench(
@@ -199,7 +200,7 @@ def server(build: Build, model: Path, slots: int, context: int, repack: bool | N
 
 
 def _serving(process: subprocess.Popen, url: str) -> bool:
-    """Whether the server answers /health within 60 s: False if it died on a signal first."""
+    """Whether the server answers /health within 60 s: False if it exited first."""
     for _ in range(300):
         with contextlib.suppress(OSError, urllib.error.URLError):
             with urllib.request.urlopen(url + "/health", timeout=5) as response:
@@ -213,4 +214,8 @@ def _serving(process: subprocess.Popen, url: str) -> bool:
 
 def _stop(process: subprocess.Popen) -> None:
     process.terminate()
-    process.wait(timeout=30)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -46,7 +46,7 @@ BATCHED_GENERATE = 4
 PROMPT_REPS = 2
 MIN_BYTES, MAX_BYTES = 256e6, 2**30
 # llama.cpp refuses a model deeper than this (src/llama-hparams.h, LLAMA_MAX_LAYERS: GGML_ASSERT, SIGABRT). 4x a
-# 300 MiB last-level cache in Q4_K at width 512 asked for 635 layers on an AMX Xeon VM (2026-12-06).
+# 300 MiB last-level cache in Q4_K at width 512 asked for 634 layers on an AMX Xeon VM (2026-12-06).
 MAX_LAYERS = 512
 PROMPT_BYTES = 48e6
 
@@ -89,9 +89,14 @@ def probe_cache(measured: dict[str, Any] | None, reported: float) -> tuple[float
     a torch profile found (`measured.bandwidth.read.by_working_set`, where its curve reached memory speed), else
     what the OS `reported`. On a 2-core AMX Xeon VM sysfs said 300 MiB and the ladder 64 MiB (reads fell to memory
     speed from 128 MiB): sized by sysfs, each deep probe was 1 GiB and the default run measured one type in 60 s."""
-    ladder = ((measured or {}).get("bandwidth") or {}).get("read", {}).get("by_working_set") or {}
-    if ladder.get("reached") and ladder.get("cache_bytes"):
-        return float(ladder["cache_bytes"]), "the read ladder"
+    measured = measured or {}
+    ladder = ((measured.get("bandwidth") or {}).get("read") or {}).get("by_working_set") or {}
+    on_cpu = (measured.get("device") or {}).get("kind") == "cpu"  # a GPU profile's ladder is the GPU's caches
+    cache = ladder.get("cache_bytes") or ladder.get(
+        "knee_bytes"
+    )  # no cache_bytes: the smallest set read at memory speed
+    if on_cpu and ladder.get("reached") and cache:
+        return float(cache), "the read ladder"
     return reported, "the OS"
 
 
@@ -317,7 +322,8 @@ def spec(entry: dict[str, Any], base: Any = None) -> dict[str, Any]:
         mapping = hardware_to_mapping(base)
         engines = mapping.get("engines") or {}
         before = engines.get("llamacpp") or {}
-        if before.get("widths") == entry["widths"] and before.get("build") == entry["build"]:
+        same = all(before.get(key) == entry.get(key) for key in ("widths", "build", "cache_bytes"))
+        if same:
             # the same probes and build: types measured before and not now are kept, and so are a type's own-width
             # probes of other models
             types = {**before.get("types", {}), **entry["types"]}

@@ -129,7 +129,8 @@ def _quick_profile(build, hardware: Hardware | None, model: Model, on_step, thre
 
     main = _main_type(model)
     on_step(f"measuring llama.cpp's {main.lower()} costs here")
-    measured = llamacpp_profile.run(build, machine.cpu_cache(), (main,), threads, on_step)
+    cache, _ = llamacpp_profile.probe_cache(hardware.measured if hardware else None, machine.cpu_cache())
+    measured = llamacpp_profile.run(build, cache, (main,), threads, on_step)
     return llamacpp_profile.as_hardware(measured, hardware)
 
 
