@@ -117,6 +117,7 @@ def test_tiny_run_json_contract(tiny_result):
         assert m["rounds"] == 3 and m["unstable"] == (m["cv"] > 0.10)
         for s in (s for s in m["shapes"] if "rounds" in s):  # the LLM shape the rounds time again, for prefills
             assert s["rounds"] == 3 and s["best_flop_per_s"] >= s["median_flop_per_s"] > 0
+            assert s["median_over"] == "scan and rounds"  # its median is the scan's and the rounds', not the scan's
     assert (
         r["bandwidth"]["copy"]["counts"] == "read + write" and r["bandwidth"]["weights_read"]["counts"] == "weight read"
     )

@@ -69,7 +69,7 @@ class Crashed(RooflineError):
 def run_json(build: Build, tool: str, args: list[str], repack: bool | None = None, timeout: float = 600) -> tuple:
     """(parsed output, repack used): `tool` with `args`; `repack` None tries the default first and, on a crash,
     weight repacking off. Output lines that are JSON objects are collected (llama-bench prints one array)."""
-    tries = [repack] if repack is not None else [True, False]
+    tries = _tries(repack)
     for i, attempt in enumerate(tries):
         flags = [] if attempt else _no_repack(tool)
         done = _run([str(build.tool(tool)), *args, *flags], timeout)
@@ -80,6 +80,11 @@ def run_json(build: Build, tool: str, args: list[str], repack: bool | None = Non
     if done.returncode != 0:
         raise RooflineError(f"{tool} failed (exit {done.returncode}): {_tail(done)}")
     return _parse(done.stdout, tool), attempt
+
+
+def _tries(repack: bool | None) -> list[bool]:
+    """The repack settings to try in order: the one asked for, else llama.cpp's default, then repacking off."""
+    return [repack] if repack is not None else [True, False]
 
 
 def _no_repack(tool: str) -> list[str]:
@@ -175,7 +180,7 @@ def server(build: Build, model: Path, slots: int, context: int, repack: bool | N
     tries the default first and, if the server dies on a signal before serving (weight repacking on the AMX Xeons:
     SIGILL for Q8_0 in its warm-up), `--no-repack`."""
     tool = build.tool("llama-server")
-    tries = [repack] if repack is not None else [True, False]
+    tries = _tries(repack)
     for i, attempt in enumerate(tries):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))

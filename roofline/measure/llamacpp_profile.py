@@ -92,9 +92,8 @@ def probe_cache(measured: dict[str, Any] | None, reported: float) -> tuple[float
     measured = measured or {}
     ladder = ((measured.get("bandwidth") or {}).get("read") or {}).get("by_working_set") or {}
     on_cpu = (measured.get("device") or {}).get("kind") == "cpu"  # a GPU profile's ladder is the GPU's caches
-    cache = ladder.get("cache_bytes") or ladder.get(
-        "knee_bytes"
-    )  # no cache_bytes: the smallest set read at memory speed
+    # without cache_bytes even the smallest working set read at memory speed: the knee is then that smallest set
+    cache = ladder.get("cache_bytes") or ladder.get("knee_bytes")
     if on_cpu and ladder.get("reached") and cache:
         return float(cache), "the read ladder"
     return reported, "the OS"
@@ -322,8 +321,7 @@ def spec(entry: dict[str, Any], base: Any = None) -> dict[str, Any]:
         mapping = hardware_to_mapping(base)
         engines = mapping.get("engines") or {}
         before = engines.get("llamacpp") or {}
-        same = all(before.get(key) == entry.get(key) for key in ("widths", "build", "cache_bytes"))
-        if same:
+        if all(before.get(key) == entry.get(key) for key in ("widths", "build", "cache_bytes")):
             # the same probes and build: types measured before and not now are kept, and so are a type's own-width
             # probes of other models
             types = {**before.get("types", {}), **entry["types"]}
