@@ -232,6 +232,28 @@ def test_a_curve_whose_buffer_is_too_slow_to_read_keeps_its_m_1_points():
     assert any("cold weights of 16 MiB, not the 64 MiB buffer" in n for n in notes)
 
 
+def test_the_read_ladders_knee_caps_the_curves_cold_set():
+    # The AMX VM's quick profile: buffers of 176 MiB (sized from sysfs's 300 MiB L3, capped by time), the ladder's
+    # knee at 128 MiB, and the curve got one or two passes per point. Past the knee every call streams from memory
+    # by the ladder's own measurement, so the cold set stops there: a 64 MiB buffer with a 32 MiB knee cycles 32 MiB
+    # (32 layer weights of 1024 x 256 fp32 = 1 MiB each; one tall weight of 32768 rows; 256 small ones of 128 rows),
+    # and a 4 MiB knee stops at MIN_COLD (16 MiB), never under it.
+    torch = pytest.importorskip("torch")
+    from roofline.measure import kernels
+    from roofline.measure.timing import Clock
+
+    def tensor(*shape, dtype):
+        return torch.ones(*shape, dtype=torch.float32)
+
+    plan = TINY._replace(max_call=1.0, curve_time=0.01, decode_m=(1,), decode_ks=(256,))
+    for knee, cold in ((32 * 2**20, 32 * 2**20), (4 * 2**20, 16 * 2**20), (None, 64 * 2**20)):
+        notes: list[str] = []
+        curve, _ = kernels.decode_curve(
+            torch, Clock(torch, "cpu", plan), tensor, "fp32", None, 1e12, 64 * 2**20, notes, None, knee
+        )
+        assert [p["buffer_bytes"] for p in curve] == [cold] * 3, knee
+
+
 def test_a_curve_begun_past_the_deadline_still_times_its_m_1_points():
     # A quick validate here (bf16, 2026-12-01): the phases before the curve spent the budget (the first torch call
     # took 1.6 s of a 5 s one), the curve's passes never began, the profile had no curve and validate printed bare

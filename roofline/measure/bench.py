@@ -118,6 +118,8 @@ def run(
         notes,
     )
     read_rate = max(bandwidth["read"]["best_bytes_per_s"], bandwidth["weights_read"]["best_bytes_per_s"])
+    ladder = bandwidth["read"].get("by_working_set") or {}
+    knee_bytes = ladder.get("knee_bytes") if ladder.get("reached") else None  # the curve's cold set need go no further
 
     phase("curve")
     curves, gemv = {}, None
@@ -139,7 +141,7 @@ def run(
         )  # decode_curve opens its own window once its weights are filled
         ceiling = bandwidth["weights_read"]["best_bytes_per_s"] if d == read_dtype else None  # the same GEMV's rounds
         curve = lambda size: decode_curve(  # noqa: E731
-            torch, curve_clock, tensor, d, matmul.get(d), read_rate, size, notes, ceiling
+            torch, curve_clock, tensor, d, matmul.get(d), read_rate, size, notes, ceiling, knee_bytes
         )
         curves[d], entry = shrinking(torch, curve, plan.buffer_bytes, f"decode-shaped {d} weight", notes)
         if d == weight_dtype:

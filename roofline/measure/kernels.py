@@ -346,6 +346,7 @@ def decode_curve(
     buffer_bytes: int,
     notes: list[str],
     ceiling: float | None = None,
+    knee_bytes: float | None = None,
 ):
     """F.linear(x[M x k], weight[n x k]) for M in the plan and each row length k: FLOP/s and weight bytes/s.
 
@@ -358,8 +359,12 @@ def decode_curve(
     point records its rows per weight n. Every point is timed in CURVE_PASSES interleaved passes; its rate is the
     median of the passes' best calls, stalled passes left out (pass_rate), and passes faster than `ceiling` (the
     rounds' best weights_read, bytes/s, over the same buffer) allows left out of every point that keeps a pass
-    (fast_passes; not when the cold set shrank below the buffer, whose reads may then hit the cache). Returns
-    (curve, the M = 1 entry of the longest rows: the GEMV bandwidth).
+    (fast_passes; not when the cold set is under both the buffer and the knee, whose reads may then hit the cache).
+    `knee_bytes` (the read ladder's smallest working set at memory speed, where it found one) caps the cold set:
+    past it every call streams from memory by the ladder's own measurement, and a smaller set leaves time for
+    the passes (on a 2-core AMX VM the sysfs-sized buffer was 176 MiB, the knee 128 MiB, and a quick run's
+    curve got one or two passes per point). Returns (curve, the M = 1 entry of the longest rows: the GEMV
+    bandwidth).
     """
     import torch.nn.functional as F
 
@@ -373,7 +378,11 @@ def decode_curve(
     # The cold set: the buffer, or what one call reads within the cap at the measured read rate (the planner sized
     # the buffer with a probe that a cache can inflate; a curve with no points would leave no calibration at all).
     cold = min(buffer_bytes, max(MIN_COLD, int(cap * read_rate)))
-    if cold < buffer_bytes:
+    streams = cold == buffer_bytes or bool(knee_bytes and cold >= knee_bytes)  # no cache hits, by the ladder
+    if knee_bytes and knee_bytes < cold:
+        cold = max(int(knee_bytes), min(MIN_COLD, cold))
+        streams = True
+    elif cold < buffer_bytes:
         notes.append(
             f"decode-shaped {dtype}: cold weights of {cold // MiB} MiB, not the {buffer_bytes // MiB} MiB buffer, "
             f"so that one call fits {cap:.3g} s at the measured {read_rate / 1e9:.3g} GB/s"
@@ -412,10 +421,12 @@ def decode_curve(
             weights = [pool[j * n * k : (j + 1) * n * k].view(n, k) for j in range(count)]
             x = inputs.setdefault((m, k), tensor(m, k, dtype=dtype))
             out = {}
+            if done == 0:  # the shape's first call (a kernel's setup): one weight, not the cycle, is enough
+                F.linear(x, weights[0])
             times[i].append(
                 clock.times(
                     lambda: out.__setitem__("y", [F.linear(x, w) for w in weights]),
-                    warmup=1 if done == 0 else 0,
+                    warmup=0,
                     min_reps=max(1, plan.curve_reps // CURVE_PASSES),
                     min_time=plan.curve_time / CURVE_PASSES,
                     max_time=plan.curve_time / CURVE_PASSES,
@@ -435,7 +446,7 @@ def decode_curve(
     if ref is not None and times[ref]:
         _, k, n, count, _ = points[ref]
         reference = [count * n * k * size / min(calls) for calls in times[ref]]
-        fast = fast_passes(reference, ceiling if cold == buffer_bytes else None)  # a smaller cold set may hit cache
+        fast = fast_passes(reference, ceiling if streams else None)  # a smaller cold set may hit cache
         if fast:
             notes.append(
                 f"decode-shaped {dtype}: pass {', '.join(str(j + 1) for j in sorted(fast))} of {len(reference)} left "
