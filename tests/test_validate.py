@@ -271,6 +271,39 @@ def test_engine_fixed_costs_fit_and_price_by_hand():
     )  # learned: zero intercept, linear
 
 
+def test_engine_depths_are_timed_alternately_so_a_slow_moment_hits_both(monkeypatch):
+    # A machine at two speeds: a decode step of L layers costs (100 + 10 L) us, doubled for the first 8 decode calls
+    # (the 4 warm-ups and the first 4 timed steps). Alternating d2 d8 / d8 d2 over 4 steps, each depth gets 2 slow
+    # and 2 fast steps: medians 1.5 x 120 = 180 us and 1.5 x 180 = 270 us, so 15 us a layer and 150 us a step (the
+    # true 10 and 100, both scaled alike). Timed one depth after the other, depth 2 had been all slow (240) and
+    # depth 8 all fast (180): a negative slope, clamped to 0 a layer.
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from roofline.measure import engine_costs
+
+    clock = {"now": 0.0, "calls": 0}
+
+    class Engine:
+        device = "cpu"
+
+        def __init__(self, layers):
+            self.layers = layers
+
+        def prefill(self, tokens):
+            return tokens[:, -1:]
+
+        def decode(self, token, position):
+            clock["calls"] += 1
+            clock["now"] += (100 + 10 * self.layers) * 1e-6 * (2 if clock["calls"] <= 8 else 1)
+            return token
+
+    monkeypatch.setattr(engine_costs, "time", SimpleNamespace(perf_counter=lambda: clock["now"]))
+    timed = engine_costs.step_times(torch, "cpu", lambda arch, batch, tokens: Engine(arch.layers), steps=4)
+    per_step, per_layer = engine_costs.fit(timed(engine_costs.archetypes()["rope"], 1))
+    assert per_layer == pytest.approx(15e-6) and per_step == pytest.approx(150e-6)
+
+
 def test_a_profile_with_engine_costs_prices_the_fixed_cost_with_them(tmp_path):
     engine = {
         "archetypes": {
@@ -407,24 +440,45 @@ def test_the_tall_ratio_is_held_beyond_the_tall_series():
     assert linear_rate(curve_index(curve), 16, 1024, 100_000) == pytest.approx(80.0)
 
 
-def test_small_weights_scale_toward_the_small_series_by_size():
-    # The small series (k 512, 128 rows) runs at 0.25x the layer series (k 512, 2048 rows) at M = 1. A weight of
-    # 512 x 512 = 2^18 values is halfway from the small size (2^16) to the layer size (2^20) in log size: 0.25^0.5 =
-    # 0.5x. At or below the small size the whole ratio; at the layer size none. Beyond the small series' M = 1 its
-    # ratio is held: at M = 16, 160 x 0.5. The size counts, not the rows: 4096 x 64 is 2^18 values too.
+def test_a_small_weight_pays_the_small_series_call_cost_plus_its_values_at_the_layer_pace():
+    # Layer series: k 512, 2048 rows (E_l = 2^20 values), M = 1 at 10 FLOP/s: t_l = 2 x 2^20 / 10 = 209715.2 s.
+    # Small series: 128 rows (E_s = 2^16), 2.5 FLOP/s: t_s = 2 x 2^16 / 2.5 = 52428.8 s. A call's own cost:
+    # t_s - E_s (t_l - t_s) / (E_l - E_s) = 52428.8 - 65536 x 157286.4 / 983040 = 52428.8 - 10485.76 = 41943.04 s.
+    # 512 x 512 (2^18 values): 41943.04 + (209715.2 - 41943.04) / 4 = 83886.08 s for 2 x 2^18 FLOPs: 6.25 FLOP/s.
+    # The small size itself comes back at 2.5; 512 x 64 (2^15): 41943.04 + 167772.16 / 32 = 47185.92 s: 65536 /
+    # 47185.92 = 1.38889 (a call's cost over fewer values); the layer size at 10. At M = 16 (layer 160 FLOP/s, the
+    # call cost held at the small series' only M): 41943.04 + (2^20 x 32 / 160 - 41943.04) / 4 = 83886.08 s for
+    # 2 x 16 x 2^18 FLOPs: 100. Row length 4096 (rows held at 2048, E_l = 2^23, 10 FLOP/s: 1677721.6 s): 4096 x 64
+    # takes 41943.04 + 1635778.56 / 32 = 93061.12 s: 524288 / 93061.12 = 5.63380 FLOP/s.
+    from roofline.calc.calibrate import call_seconds
+
     curve = [
         {"m": 1, "k": 512, "n": 2048, "flop_per_s": 10.0},
         {"m": 16, "k": 512, "n": 2048, "flop_per_s": 160.0},
         {"m": 1, "k": 512, "n": 128, "flop_per_s": 2.5, "series": "small"},
     ]
     index = curve_index(curve)
-    assert linear_rate(index, 1, 512, 512) == pytest.approx(5.0)
-    assert linear_rate(index, 1, 512, 128) == pytest.approx(2.5) and linear_rate(index, 1, 512, 64) == pytest.approx(
-        2.5
-    )
+    assert call_seconds(index, 1) == pytest.approx(41943.04) and call_seconds(index, 16) == pytest.approx(41943.04)
+    assert linear_rate(index, 1, 512, 512) == pytest.approx(6.25)
+    assert linear_rate(index, 1, 512, 128) == pytest.approx(2.5)
+    assert linear_rate(index, 1, 512, 64) == pytest.approx(65536 / 47185.92)
     assert linear_rate(index, 1, 512, 2048) == pytest.approx(10.0)
-    assert linear_rate(index, 16, 512, 512) == pytest.approx(80.0)
-    assert linear_rate(index, 1, 4096, 64) == pytest.approx(5.0)
+    assert linear_rate(index, 16, 512, 512) == pytest.approx(100.0)
+    assert linear_rate(index, 1, 4096, 64) == pytest.approx(524288 / 93061.12)
+
+
+def test_a_small_series_faster_than_the_layer_pace_costs_no_call():
+    # Noise can time the small weights faster per value than the layer ones: 2^16 values at 20 FLOP/s take 6553.6 s,
+    # less than their share of the layer's 209715.2 s (13107.2): the call cost floors at 0 and a small weight
+    # runs at the layer pace, 10 FLOP/s.
+    from roofline.calc.calibrate import call_seconds
+
+    curve = [
+        {"m": 1, "k": 512, "n": 2048, "flop_per_s": 10.0},
+        {"m": 1, "k": 512, "n": 128, "flop_per_s": 20.0, "series": "small"},
+    ]
+    index = curve_index(curve)
+    assert call_seconds(index, 1) == 0.0 and linear_rate(index, 1, 512, 256) == pytest.approx(10.0)
 
 
 def test_validate_rounds_interval_and_verdict_in_the_json(tiny, tmp_path):

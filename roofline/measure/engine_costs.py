@@ -66,9 +66,12 @@ def fit(step_seconds: dict[int, float]) -> tuple[float, float]:
 
 
 def measure(
-    step_time: Callable[[Any, int, int], float], deadline: float = float("inf"), batches: tuple[int, ...] = BATCHES
+    step_times: Callable[[Any, int], dict[int, float]],
+    deadline: float = float("inf"),
+    batches: tuple[int, ...] = BATCHES,
 ) -> dict[str, Any]:
-    """Fixed costs per archetype and batch; `step_time(arch, depth, batch)` times one engine's decode step.
+    """Fixed costs per archetype and batch; `step_times(arch, batch)` times one engine's decode step at each of
+    DEPTHS ({depth: seconds}).
     The smallest and largest batches are always measured (the batch scaling needs both); the others only
     before `deadline`."""
     out: dict[str, Any] = {"width": WIDTH, "depths": list(DEPTHS), "archetypes": {}}
@@ -78,8 +81,7 @@ def measure(
         for batch in sorted(batches, key=lambda b: b not in ends):
             if batch not in ends and time.perf_counter() > deadline:
                 break
-            times = {d: step_time(arch._replace(layers=d), d, batch) for d in DEPTHS}
-            per_step[str(batch)], per_layer[str(batch)] = fit(times)
+            per_step[str(batch)], per_layer[str(batch)] = fit(step_times(arch, batch))
         order = lambda table: {b: table[b] for b in sorted(table, key=int)}  # noqa: E731
         out["archetypes"][name] = {"per_step_s": order(per_step), "per_layer_s": order(per_layer)}
     return out
@@ -94,7 +96,7 @@ def of(engine: str, kind: str, dtype: str, quick: bool = False, deadline: float 
         from roofline.measure.hf_decoder import TransformersDecoder as build
     else:
         from roofline.measure.decoder import Decoder as build
-    timed = step_time(
+    timed = step_times(
         torch,
         kind,
         lambda arch, batch, tokens: build(arch, dtype, kind, batch, tokens),
@@ -159,29 +161,36 @@ def grad_mode(torch, engine: str):
     return torch.no_grad() if engine == "transformers" else torch.inference_mode()
 
 
-def step_time(
+def step_times(
     torch, kind: str, build: Callable[[Any, int, int], Any], steps: int = 12, mode: Callable[[], Any] | None = None
-) -> Callable[[Any, int, int], float]:
-    """step_time(arch, depth, batch) for `measure`: the median of `steps` decode steps of the engine that
-    `build(arch, batch, max_tokens)` makes (any object with prefill, decode and device), after two warm-up steps,
-    built and run under `mode()` (inference_mode by default)."""
+) -> Callable[[Any, int], dict[int, float]]:
+    """step_times(arch, batch) for `measure`: at each of DEPTHS, the median of `steps` decode steps of the engine
+    that `build(arch, batch, max_tokens)` makes (any object with prefill, decode and device), after two warm-up
+    steps, built and run under `mode()` (inference_mode by default). The depths' engines are built side by side
+    and their steps timed alternately, so a slow moment of a shared machine lands on both depths alike: timed one
+    depth after the other (8 steps each, a quick run), the rope archetype's bf16 cost per layer came out 286-551 us
+    in six runs on a 2-core AMX Xeon VM, and one quick profile's 660 us priced SmolLM2-135M's decode 1.3x slow."""
     from roofline.measure.timing import synchronizer
 
     sync = synchronizer(torch, kind)
 
-    def timed(arch, depth: int, batch: int) -> float:
+    def timed(arch, batch: int) -> dict[int, float]:
         with (mode or torch.inference_mode)():
-            engine = build(arch, batch, PROMPT + steps + 4)
-            token = engine.prefill(torch.randint(0, arch.vocab_size, (batch, PROMPT)).to(engine.device))
+            engines = {d: build(arch._replace(layers=d), batch, PROMPT + steps + 4) for d in DEPTHS}
+            tokens = {
+                d: e.prefill(torch.randint(0, arch.vocab_size, (batch, PROMPT)).to(e.device))
+                for d, e in engines.items()
+            }
             for j in range(2):
-                token = engine.decode(token, PROMPT + j)
+                tokens = {d: e.decode(tokens[d], PROMPT + j) for d, e in engines.items()}
             sync()
-            times = []
+            times: dict[int, list[float]] = {d: [] for d in DEPTHS}
             for j in range(steps):
-                start = time.perf_counter()
-                token = engine.decode(token, PROMPT + 2 + j)
-                sync()
-                times.append(time.perf_counter() - start)
-        return statistics.median(times)
+                for d in DEPTHS if j % 2 == 0 else DEPTHS[::-1]:
+                    start = time.perf_counter()
+                    tokens[d] = engines[d].decode(tokens[d], PROMPT + 2 + j)
+                    sync()
+                    times[d].append(time.perf_counter() - start)
+        return {d: statistics.median(t) for d, t in times.items()}
 
     return timed
