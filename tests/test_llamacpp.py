@@ -210,6 +210,36 @@ def test_deep_probes_follow_the_cache_the_read_ladder_found():
     assert probe_cache({**measured, "device": {"kind": "cuda"}}, 300 * 2**20) == (300 * 2**20, "the OS")
 
 
+def test_a_bare_run_sizes_its_probes_by_its_own_ladders_knee(monkeypatch):
+    from roofline.measure import llamacpp_profile
+
+    # One numpy thread on the AMX Xeon VM (GB/s by MiB): 11 up to 8, 9.5 at 16, then 6.8, 6.0, 6.0. Within 1.25x of
+    # the largest set's 6.0 (7.5) from 32 MiB on: the knee is 32 MiB. Asked for 4x a 300 MiB sysfs cache, capped at
+    # MAX_BYTES (1 GiB).
+    MiB = 2**20
+    rates = {1: 11.0, 2: 11.0, 4: 11.0, 8: 11.0, 16: 9.5, 32: 6.8, 64: 6.0, 128: 6.0}
+    asked = []
+
+    def ladder(total, seconds):
+        asked.append(total)
+        return [{"bytes": float(m * MiB), "bytes_per_s": r * 1e9} for m, r in rates.items()]
+
+    monkeypatch.setattr(llamacpp_profile, "numpy_ladder", ladder)
+    assert llamacpp_profile.ladder_cache(300 * MiB) == 32 * MiB and asked == [2**30]
+    # Only the largest set at the plateau (16 MiB at 9.5 is over 1.25x 64 MiB's 6.0): no knee, so the OS's cache.
+    rates = {1: 11.0, 16: 9.5, 64: 6.0}
+    assert llamacpp_profile.ladder_cache(300 * MiB) is None
+
+
+def test_the_numpy_ladder_stops_before_a_fill_past_its_time():
+    from roofline.measure.llamacpp_profile import numpy_ladder
+
+    # No time at all: the first working set (1 MiB) is measured, and the next fill would pass the deadline.
+    points = numpy_ladder(64 * 2**20, 0.0)
+    assert [p["bytes"] for p in points] == [2**20.0] and points[0]["bytes_per_s"] > 0
+    assert [p["bytes"] for p in numpy_ladder(4 * 2**20, 60.0)] == [2**20, 2**21, 2**22]
+
+
 def test_a_crash_names_the_assert_not_the_backtrace(tmp_path):
     # llama.cpp's abort prints the failed GGML_ASSERT, then a backtrace whose last line says nothing.
     tool = tmp_path / "llama-bench"

@@ -99,6 +99,48 @@ def probe_cache(measured: dict[str, Any] | None, reported: float) -> tuple[float
     return reported, "the OS"
 
 
+LADDER_S = 3.0  # at most, of BUDGET_S: the read ladder a bare run times when no profile's ladder sizes its probes
+
+
+def ladder_cache(reported: float, seconds: float = LADDER_S) -> float | None:
+    """The cache [B] a bare run sizes its deep probes by when no profile's ladder says: the knee (the smallest
+    working set read at memory speed, kernels.knee) of numpy's read bandwidth by working set (numpy_ladder: one
+    thread, 1 MiB doubling up to 4x the `reported` cache, within MAX_BYTES; each the best of three sums after one;
+    stopping before a fill that the fills so far say would pass `seconds`), or None where it never reached memory
+    speed. One numpy thread read 9-11 GB/s up to 16 MiB and about 6 from 32 MiB on a 2-core AMX Xeon VM (knee 32
+    MiB; torch's two-thread ladder put its knee at 64-128 MiB): the probes' 256 MB floor is past both. Sized by
+    sysfs's 300 MiB the probes were 1.2 GB and a default run measured one type; with this ladder, three in 44 s."""
+    from roofline.measure.kernels import knee
+
+    found = knee(numpy_ladder(int(min(max(4 * reported, 64 * 2**20), MAX_BYTES)), seconds))
+    return found["knee_bytes"] if found["reached"] else None
+
+
+def numpy_ladder(total: int, seconds: float) -> list[dict[str, float]]:
+    """ladder_cache's points: {bytes, bytes_per_s} per working set, 1 MiB doubling up to `total` bytes."""
+    import numpy as np
+
+    values = np.empty(total // 4, dtype=np.float32)  # reserved, touched as the ladder climbs
+    deadline = time.perf_counter() + seconds
+    points, size, filled, fill_s = [], 2**20, 0, 0.0
+    while size <= total:
+        if filled and (size - filled) * fill_s / filled > deadline - time.perf_counter():
+            break
+        begin = time.perf_counter()
+        values[filled // 4 : size // 4] = 1.0
+        fill_s, filled = fill_s + time.perf_counter() - begin, size
+        view = values[: size // 4]
+        view.sum()
+        times = []
+        for _ in range(3):
+            begin = time.perf_counter()
+            view.sum()
+            times.append(time.perf_counter() - begin)
+        points.append({"bytes": float(size), "bytes_per_s": size / min(times)})
+        size *= 2
+    return points
+
+
 def layers_for(a: Architecture, kind: str, target: float) -> int:
     """Layers (2 to MAX_LAYERS) of a probe of `a`'s layer shape with `target` bytes of matrices."""
     return min(MAX_LAYERS, max(2, math.ceil(target / _layer_bytes(a, kind))))
