@@ -522,6 +522,13 @@ def test_saving_into_a_profile_keeps_the_types_measured_before():
     assert sorted(merged) == ["F16", "Q5_0", "Q8_0"] and merged["F16"] is q5  # remeasured F16 replaces the old
     other = llamacpp_profile.spec({**entry, "build": "another"}, base)["engines"]["llamacpp"]["types"]
     assert sorted(other) == ["F16", "Q5_0"]  # another build: its types alone
+    # Probes sized by caches of 8 and 32 MiB are alike (4x either is under the 256 MB floor): the types are kept.
+    # 128 MiB asks for 512 MiB probes: those measured under 8 MiB's are not the same, so the new types alone.
+    small = hardware_from_mapping({**spec, "engines": {"llamacpp": {**PROFILE, "cache_bytes": 8 * 2**20}}}, "t", "t")
+    kept = llamacpp_profile.spec({**entry, "cache_bytes": 32 * 2**20}, small)["engines"]["llamacpp"]["types"]
+    assert sorted(kept) == ["F16", "Q5_0", "Q8_0"]
+    anew = llamacpp_profile.spec({**entry, "cache_bytes": 128 * 2**20}, small)["engines"]["llamacpp"]["types"]
+    assert sorted(anew) == ["F16", "Q5_0"]
     # A type's own-width probes of other models are kept when it is remeasured with another model's, or none.
     at = {"576": {"shape": "hidden 576", "seconds_per_byte": {"1": 3e-10}}}
     before = {**PROFILE, "types": {"Q8_0": {**PROFILE["types"]["Q8_0"], "at_width": at}}}

@@ -80,8 +80,13 @@ def own_layers(shape: Architecture, kind: str) -> int:
 
 
 def deep_layers(a: Architecture, kind: str, cache_bytes: float) -> int:
-    """Layers of a probe of `a`'s layer shape whose weights are 4x the cache, within MIN_BYTES..MAX_BYTES."""
-    return layers_for(a, kind, min(max(4 * cache_bytes, MIN_BYTES), MAX_BYTES))
+    """Layers of a probe of `a`'s layer shape whose weights are probe_bytes(cache_bytes)."""
+    return layers_for(a, kind, probe_bytes(cache_bytes))
+
+
+def probe_bytes(cache_bytes: float | None) -> float | None:
+    """The deep probes' weights [B] for a last-level cache: 4x it, within MIN_BYTES..MAX_BYTES (None: unknown)."""
+    return None if cache_bytes is None else min(max(4 * cache_bytes, MIN_BYTES), MAX_BYTES)
 
 
 def probe_cache(measured: dict[str, Any] | None, reported: float) -> tuple[float, str]:
@@ -363,9 +368,11 @@ def spec(entry: dict[str, Any], base: Any = None) -> dict[str, Any]:
         mapping = hardware_to_mapping(base)
         engines = mapping.get("engines") or {}
         before = engines.get("llamacpp") or {}
-        if all(before.get(key) == entry.get(key) for key in ("widths", "build", "cache_bytes")):
+        same_probes = probe_bytes(before.get("cache_bytes")) == probe_bytes(entry.get("cache_bytes"))
+        if same_probes and all(before.get(key) == entry.get(key) for key in ("widths", "build")):
             # the same probes and build: types measured before and not now are kept, and so are a type's own-width
-            # probes of other models
+            # probes of other models (caches whose probes come out alike count as the same: a bare run's ladder put
+            # the AMX Xeon VM's at 2-32 MiB, all under the probes' 256 MB floor)
             types = {**before.get("types", {}), **entry["types"]}
             for kind, new in entry["types"].items():
                 kept = (before.get("types", {}).get(kind) or {}).get("at_width") or {}
