@@ -231,6 +231,36 @@ def test_a_bare_run_sizes_its_probes_by_its_own_ladders_knee(monkeypatch):
     assert llamacpp_profile.ladder_cache(300 * MiB) is None
 
 
+def test_a_run_adding_types_to_a_save_probes_as_the_save_did(tmp_path, monkeypatch):
+    pytest.importorskip("gguf")
+    import yaml
+
+    from roofline.measure import llamacpp_profile, machine
+
+    # The AMX Xeon VM: a bare run's ladder said 32, 64 and 128 MiB in three runs, so a second run adding the types
+    # the first skipped (--dtype) had probed at another size, and the save dropped the first run's types. With a
+    # save whose llama.cpp entry names its cache (128 MiB here), the run probes by it; without, by its own ladder.
+    sized = []
+    monkeypatch.setattr(llamacpp, "find", lambda folder=None: llamacpp.Build(Path("/nowhere"), "test"))
+    monkeypatch.setattr(machine, "cpu_cache", lambda: 300 * 2**20)
+    monkeypatch.setattr(llamacpp_profile, "ladder_cache", lambda reported: 32 * 2**20)
+
+    def run(build, cache, kinds, threads, step, budget, shape):
+        sized.append(cache)
+        return {**PROFILE, "types": {k: PROFILE["types"]["Q8_0"] for k in kinds}, "cache_bytes": cache, "seconds": 1}
+
+    monkeypatch.setattr(llamacpp_profile, "run", run)
+    save = tmp_path / "here.yaml"
+    spec = {"name": "t", "source": "t", "memory_capacity": 1e9, "memory_bandwidth": 1e10, "peak_flops": {"fp32": 1e11}}
+    save.write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": {**PROFILE, "cache_bytes": 128 * 2**20}}}))
+    done = CliRunner().invoke(app, ["measure", "--engine", "llamacpp", "--dtype", "q4_0", "--save", str(save)])
+    assert done.exit_code == 0, done.output
+    assert sized == [128 * 2**20] and "earlier llama.cpp run" in done.stderr
+    assert sorted(yaml.safe_load(save.read_text())["engines"]["llamacpp"]["types"]) == ["F16", "Q4_0", "Q8_0"]
+    done = CliRunner().invoke(app, ["measure", "--engine", "llamacpp", "--dtype", "q4_0"])
+    assert done.exit_code == 0 and sized[-1] == 32 * 2**20 and "this run's read ladder" in done.stderr
+
+
 def test_the_numpy_ladder_stops_before_a_fill_past_its_time():
     from roofline.measure.llamacpp_profile import numpy_ladder
 
@@ -522,11 +552,13 @@ def test_saving_into_a_profile_keeps_the_types_measured_before():
     assert sorted(merged) == ["F16", "Q5_0", "Q8_0"] and merged["F16"] is q5  # remeasured F16 replaces the old
     other = llamacpp_profile.spec({**entry, "build": "another"}, base)["engines"]["llamacpp"]["types"]
     assert sorted(other) == ["F16", "Q5_0"]  # another build: its types alone
-    # Probes sized by caches of 8 and 32 MiB are alike (4x either is under the 256 MB floor): the types are kept.
-    # 128 MiB asks for 512 MiB probes: those measured under 8 MiB's are not the same, so the new types alone.
+    # Probes sized by caches of 8 and 32 MiB are alike (4x either is under the 256 MB floor): the types are kept;
+    # so are 64 MiB's (268.4 MB, 1.05x the floor, within the ladder's 1.25). 128 MiB asks for 536.9 MB (2.1x): not
+    # the same probes, so the new types alone.
     small = hardware_from_mapping({**spec, "engines": {"llamacpp": {**PROFILE, "cache_bytes": 8 * 2**20}}}, "t", "t")
-    kept = llamacpp_profile.spec({**entry, "cache_bytes": 32 * 2**20}, small)["engines"]["llamacpp"]["types"]
-    assert sorted(kept) == ["F16", "Q5_0", "Q8_0"]
+    for cache in (32, 64):
+        kept = llamacpp_profile.spec({**entry, "cache_bytes": cache * 2**20}, small)["engines"]["llamacpp"]["types"]
+        assert sorted(kept) == ["F16", "Q5_0", "Q8_0"], cache
     anew = llamacpp_profile.spec({**entry, "cache_bytes": 128 * 2**20}, small)["engines"]["llamacpp"]["types"]
     assert sorted(anew) == ["F16", "Q5_0"]
     # A type's own-width probes of other models are kept when it is remeasured with another model's, or none.

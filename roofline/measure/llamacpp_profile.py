@@ -84,9 +84,21 @@ def deep_layers(a: Architecture, kind: str, cache_bytes: float) -> int:
     return layers_for(a, kind, probe_bytes(cache_bytes))
 
 
-def probe_bytes(cache_bytes: float | None) -> float | None:
-    """The deep probes' weights [B] for a last-level cache: 4x it, within MIN_BYTES..MAX_BYTES (None: unknown)."""
-    return None if cache_bytes is None else min(max(4 * cache_bytes, MIN_BYTES), MAX_BYTES)
+def probe_bytes(cache_bytes: float) -> float:
+    """The deep probes' weights [B] for a last-level cache: 4x it, within MIN_BYTES..MAX_BYTES."""
+    return min(max(4 * cache_bytes, MIN_BYTES), MAX_BYTES)
+
+
+def same_probes(before: float | None, now: float | None) -> bool:
+    """Whether the deep probes of two runs sized by these caches [B] are alike: within the read ladder's plateau
+    factor (kernels.PLATEAU) of each other, as two working sets read at memory speed are. A bare run's own ladder put
+    the AMX Xeon VM's cache at 2-64 MiB from run to run: probes of 256 MB (the floor) or 268 MB (4x 64 MiB)."""
+    from roofline.measure.kernels import PLATEAU
+
+    if before is None or now is None:
+        return before == now
+    small, large = sorted((probe_bytes(before), probe_bytes(now)))
+    return large <= PLATEAU * small
 
 
 def probe_cache(measured: dict[str, Any] | None, reported: float) -> tuple[float, str]:
@@ -368,11 +380,11 @@ def spec(entry: dict[str, Any], base: Any = None) -> dict[str, Any]:
         mapping = hardware_to_mapping(base)
         engines = mapping.get("engines") or {}
         before = engines.get("llamacpp") or {}
-        same_probes = probe_bytes(before.get("cache_bytes")) == probe_bytes(entry.get("cache_bytes"))
-        if same_probes and all(before.get(key) == entry.get(key) for key in ("widths", "build")):
+        if same_probes(before.get("cache_bytes"), entry.get("cache_bytes")) and all(
+            before.get(key) == entry.get(key) for key in ("widths", "build")
+        ):
             # the same probes and build: types measured before and not now are kept, and so are a type's own-width
-            # probes of other models (caches whose probes come out alike count as the same: a bare run's ladder put
-            # the AMX Xeon VM's at 2-32 MiB, all under the probes' 256 MB floor)
+            # probes of other models
             types = {**before.get("types", {}), **entry["types"]}
             for kind, new in entry["types"].items():
                 kept = (before.get("types", {}).get(kind) or {}).get("at_width") or {}
