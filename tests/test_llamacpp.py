@@ -208,6 +208,12 @@ def test_deep_probes_follow_the_cache_the_read_ladder_found():
     assert probe_cache(None, 32 * 2**20) == (32 * 2**20, "the OS")
     # A GPU profile's ladder reads the GPU's caches: not the CPU's.
     assert probe_cache({**measured, "device": {"kind": "cuda"}}, 300 * 2**20) == (300 * 2**20, "the OS")
+    # Then an earlier llama.cpp run into the same save (128 MiB), then a ladder timed now (32 MiB), then the OS.
+    now = lambda reported: 32 * 2**20  # noqa: E731
+    assert probe_cache(measured, 300 * 2**20, 128 * 2**20, now)[0] == 64 * 2**20
+    assert probe_cache(None, 300 * 2**20, 128 * 2**20, now)[0] == 128 * 2**20
+    assert probe_cache(still, 300 * 2**20, None, now)[0] == 32 * 2**20
+    assert probe_cache(None, 300 * 2**20, None, lambda reported: None) == (300 * 2**20, "the OS")
 
 
 def test_a_bare_run_sizes_its_probes_by_its_own_ladders_knee(monkeypatch):

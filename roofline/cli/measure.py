@@ -198,12 +198,10 @@ def _measure_llamacpp(types, threads, save, datasheet, folder, model, as_json, a
     _need("gguf", "numpy")
     base = load_hardware(save) if save and Path(save).is_file() else datasheet
     started = time.perf_counter()
-    cache, source = llamacpp_profile.probe_cache(base.measured if base else None, machine.cpu_cache())
     earlier = ((base.engines or {}).get("llamacpp") or {}).get("cache_bytes") if base else None
-    if source == "the OS" and earlier:  # a run adding types to a save probes as the save's did
-        cache, source = earlier, f"{save}'s earlier llama.cpp run"
-    elif source == "the OS" and (found := llamacpp_profile.ladder_cache(cache)):
-        cache, source = found, "this run's read ladder (one numpy thread: where reads reach memory speed)"
+    cache, source = llamacpp_profile.probe_cache(
+        base.measured if base else None, machine.cpu_cache(), earlier, llamacpp_profile.ladder_cache
+    )
     err(f"roofline: deep probes sized to 4x the {cache / 2**20:.0f} MiB last-level cache {source} gives")
     with _Progress() as step:
         spent = time.perf_counter() - started  # the ladder counts against the budget

@@ -378,15 +378,14 @@ def decode_curve(
     # The cold set: the buffer, or what one call reads within the cap at the measured read rate (the planner sized
     # the buffer with a probe that a cache can inflate; a curve with no points would leave no calibration at all).
     cold = min(buffer_bytes, max(MIN_COLD, int(cap * read_rate)))
-    streams = cold == buffer_bytes or bool(knee_bytes and cold >= knee_bytes)  # no cache hits, by the ladder
     if knee_bytes and knee_bytes < cold:
         cold = max(int(knee_bytes), min(MIN_COLD, cold))
-        streams = True
     elif cold < buffer_bytes:
         notes.append(
             f"decode-shaped {dtype}: cold weights of {cold // MiB} MiB, not the {buffer_bytes // MiB} MiB buffer, "
             f"so that one call fits {cap:.3g} s at the measured {read_rate / 1e9:.3g} GB/s"
         )
+    streams = cold == buffer_bytes or bool(knee_bytes and cold >= knee_bytes)  # no cache hits, by the ladder
     short = plan.decode_ks[0]  # the tall weight: the whole cold set, and at least 8x a layer's rows, like an lm_head
     tall = (short, max(8 * weight_rows(short, size), cold // (short * size) // 256 * 256), 1)
     series = [

@@ -101,18 +101,29 @@ def same_probes(before: float | None, now: float | None) -> bool:
     return large <= PLATEAU * small
 
 
-def probe_cache(measured: dict[str, Any] | None, reported: float) -> tuple[float, str]:
-    """The last-level cache [B] the deep probes are sized by, and where it came from: the cache the read ladder of
-    a torch profile found (`measured.bandwidth.read.by_working_set`, where its curve reached memory speed), else
-    what the OS `reported`. On a 2-core AMX Xeon VM sysfs said 300 MiB and the ladder 64 MiB (reads fell to memory
-    speed from 128 MiB): sized by sysfs, each deep probe was 1 GiB and the default run measured one type in 60 s."""
+def probe_cache(
+    measured: dict[str, Any] | None,
+    reported: float,
+    earlier: float | None = None,
+    ladder: Callable[[float], float | None] | None = None,
+) -> tuple[float, str]:
+    """The last-level cache [B] the deep probes are sized by, and where it came from, first found of: the cache the
+    read ladder of a torch profile found (`measured.bandwidth.read.by_working_set`, where its curve reached memory
+    speed); the cache an `earlier` llama.cpp run into the same save was sized by (its types then join this run's);
+    what `ladder(reported)` (ladder_cache, timed now) finds; what the OS `reported`. On a 2-core AMX Xeon VM sysfs
+    said 300 MiB and the ladder 64 MiB (reads fell to memory speed from 128 MiB): sized by sysfs, each deep probe
+    was 1 GiB and the default run measured one type in 60 s."""
     measured = measured or {}
-    ladder = ((measured.get("bandwidth") or {}).get("read") or {}).get("by_working_set") or {}
+    found = ((measured.get("bandwidth") or {}).get("read") or {}).get("by_working_set") or {}
     on_cpu = (measured.get("device") or {}).get("kind") == "cpu"  # a GPU profile's ladder is the GPU's caches
     # without cache_bytes even the smallest working set read at memory speed: the knee is then that smallest set
-    cache = ladder.get("cache_bytes") or ladder.get("knee_bytes")
-    if on_cpu and ladder.get("reached") and cache:
+    cache = found.get("cache_bytes") or found.get("knee_bytes")
+    if on_cpu and found.get("reached") and cache:
         return float(cache), "the read ladder"
+    if earlier:
+        return float(earlier), "the save's earlier llama.cpp run"
+    if ladder and (now := ladder(reported)):
+        return now, "this run's read ladder (one numpy thread: where reads reach memory speed)"
     return reported, "the OS"
 
 
