@@ -237,6 +237,21 @@ def test_a_bare_run_sizes_its_probes_by_its_own_ladders_knee(monkeypatch):
     assert llamacpp_profile.ladder_cache(300 * MiB) is None
 
 
+def test_validates_quick_profile_sizes_its_probes_as_a_bare_measure_does(monkeypatch):
+    from roofline.measure import llamacpp_profile, machine, validate_llamacpp
+
+    # Without -H, validate's own profile had sized its probes by sysfs (300 MiB on the AMX Xeon VM: 1.2 GB probes)
+    # while a bare `measure --engine llamacpp` sized them by its read ladder (32 MiB there).
+    sized = []
+    monkeypatch.setattr(machine, "cpu_cache", lambda: 300 * 2**20)
+    monkeypatch.setattr(llamacpp_profile, "ladder_cache", lambda reported: 32 * 2**20)
+    monkeypatch.setattr(llamacpp_profile, "run", lambda build, cache, *rest: sized.append(cache) or {})
+    monkeypatch.setattr(llamacpp_profile, "as_hardware", lambda measured, hardware: hardware)
+    monkeypatch.setattr(validate_llamacpp, "_main_type", lambda model: "Q8_0")
+    validate_llamacpp._quick_profile(None, None, None, lambda step: None, 2)
+    assert sized == [32 * 2**20]
+
+
 def test_a_run_adding_types_to_a_save_probes_as_the_save_did(tmp_path, monkeypatch):
     pytest.importorskip("gguf")
     import yaml

@@ -246,21 +246,42 @@ def read_ladder(torch, clock: Clock, dev, total: int, min_time: float, smallest:
     src = torch.empty(total // 4, dtype=torch.float32, device=dev)  # reserved, not yet touched
     sync = synchronizer(torch, dev.type)
     out: dict[str, Any] = {}
+
+    def fill(lo: int, hi: int) -> None:
+        src[lo // 4 : hi // 4].fill_(1.0)
+        sync()
+
+    def read_s(size: int) -> float:
+        view = src[: size // 4]
+        return min(clock.times(lambda: out.__setitem__("part", view.sum()), 2, 3, min_time, 2 * min_time))
+
+    points = climb(fill, read_s, total, smallest, clock.left)
+    if out and out["part"].item() != points[-1]["bytes"] // 4:
+        raise MeasureError(f"read ladder: the sum {out['part'].item():.9g} differs from {points[-1]['bytes'] // 4:.0f}")
+    return points
+
+
+def climb(
+    fill: Callable[[int, int], None],
+    read_s: Callable[[int], float],
+    total: int,
+    smallest: int,
+    left: Callable[[], float],
+) -> list[dict[str, float]]:
+    """A read ladder's loop (torch's read_ladder, numpy's llamacpp_profile.numpy_ladder): working sets from
+    `smallest` doubling up to `total` bytes (the last one `total` itself), each first-touched as it is reached
+    (`fill(lo, hi)` writes bytes lo to hi) and then read (`read_s(size)`: the best call's seconds). It stops before
+    a fill that the rate of the fills so far says would pass `left()` seconds."""
     points, size, filled, fill_s = [], smallest, 0, 0.0
-    while size <= src.numel() * 4:
-        if filled and (size - filled) * fill_s / filled > clock.left():
+    while size <= total:
+        if filled and (size - filled) * fill_s / filled > left():
             break
         begin = time.perf_counter()
-        src[filled // 4 : size // 4].fill_(1.0)
-        sync()
+        fill(filled, size)
         chunk_s = time.perf_counter() - begin
         fill_rate, filled, fill_s = (size - filled) / max(chunk_s, 1e-9), size, fill_s + chunk_s
-        view = src[: size // 4]
-        times = clock.times(lambda: out.__setitem__("part", view.sum()), 2, 3, min_time, 2 * min_time)
-        points.append({"bytes": float(size), "bytes_per_s": size / min(times), "fill_bytes_per_s": fill_rate})
+        points.append({"bytes": float(size), "bytes_per_s": size / read_s(size), "fill_bytes_per_s": fill_rate})
         size = size * 2 if size * 2 <= total or size == total else total
-    if out and out["part"].item() != filled // 4:
-        raise MeasureError(f"read ladder: the sum {out['part'].item():.9g} differs from {filled // 4}")
     return points
 
 

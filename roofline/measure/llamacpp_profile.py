@@ -145,18 +145,19 @@ def ladder_cache(reported: float, seconds: float = LADDER_S) -> float | None:
 
 
 def numpy_ladder(total: int, seconds: float) -> list[dict[str, float]]:
-    """ladder_cache's points: {bytes, bytes_per_s} per working set, 1 MiB doubling up to `total` bytes."""
+    """ladder_cache's points: kernels.climb's loop from 1 MiB up to `total` bytes, one numpy thread's sums, each
+    the best of three after one."""
     import numpy as np
+
+    from roofline.measure.kernels import climb
 
     values = np.empty(total // 4, dtype=np.float32)  # reserved, touched as the ladder climbs
     deadline = time.perf_counter() + seconds
-    points, size, filled, fill_s = [], 2**20, 0, 0.0
-    while size <= total:
-        if filled and (size - filled) * fill_s / filled > deadline - time.perf_counter():
-            break
-        begin = time.perf_counter()
-        values[filled // 4 : size // 4] = 1.0
-        fill_s, filled = fill_s + time.perf_counter() - begin, size
+
+    def fill(lo: int, hi: int) -> None:
+        values[lo // 4 : hi // 4] = 1.0
+
+    def read_s(size: int) -> float:
         view = values[: size // 4]
         view.sum()
         times = []
@@ -164,9 +165,9 @@ def numpy_ladder(total: int, seconds: float) -> list[dict[str, float]]:
             begin = time.perf_counter()
             view.sum()
             times.append(time.perf_counter() - begin)
-        points.append({"bytes": float(size), "bytes_per_s": size / min(times)})
-        size *= 2
-    return points
+        return min(times)
+
+    return climb(fill, read_s, total, 2**20, lambda: deadline - time.perf_counter())
 
 
 def layers_for(a: Architecture, kind: str, target: float) -> int:

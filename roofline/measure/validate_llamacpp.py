@@ -124,12 +124,14 @@ def run(
 
 def _quick_profile(build, hardware: Hardware | None, model: Model, on_step, threads) -> Hardware:
     """A profile carrying llama.cpp's costs for the file's main weight type, measured now (on `hardware`'s
-    figures when given, else this machine's read by llama.cpp itself)."""
+    figures when given, else this machine's read by llama.cpp itself), its probes sized as a bare `measure --engine
+    llamacpp` sizes them (llamacpp_profile.probe_cache: `hardware`'s read ladder, else one timed now, else the OS)."""
     from roofline.measure import machine
 
     main = _main_type(model)
     on_step(f"measuring llama.cpp's {main.lower()} costs here")
-    cache, _ = llamacpp_profile.probe_cache(hardware.measured if hardware else None, machine.cpu_cache())
+    measured = hardware.measured if hardware else None
+    cache, _ = llamacpp_profile.probe_cache(measured, machine.cpu_cache(), ladder=llamacpp_profile.ladder_cache)
     measured = llamacpp_profile.run(build, cache, (main,), threads, on_step)
     return llamacpp_profile.as_hardware(measured, hardware)
 
