@@ -20,7 +20,7 @@ from pathlib import Path
 from llamacpp_widths import small_probe_cost
 
 from roofline.calc.llamacpp import BITS
-from roofline.measure import llamacpp, machine, synthetic
+from roofline.measure import llamacpp, llamacpp_profile, machine, synthetic
 from roofline.measure.llamacpp_profile import PROMPT_BYTES, PROMPTS, _matrix_params, _median_s, _per_byte, streaming_s
 from roofline.specs.catalog import load_model
 from roofline.specs.checkpoint import gguf_model
@@ -34,8 +34,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     options = parser.parse_args()
     kind = options.type.upper()
-    build, cache = llamacpp.find(), machine.cpu_cache()
-    print(f"{machine.cpu_name()}, last-level cache {cache / 2**20:.0f} MiB, {build.found}, {kind.lower()}\n")
+    build = llamacpp.find()
+    cache, source = llamacpp_profile.probe_cache(None, machine.cpu_cache(), ladder=llamacpp_profile.ladder_cache)
+    print(f"{machine.cpu_name()}, last-level cache {cache / 2**20:.0f} MiB ({source}), {build.found}, {kind.lower()}\n")
     layer = load_model(str(SHAPE)).arch._replace(vocab_size=1024, layers=1)
     per_layer_bytes = _matrix_params(layer) * BITS[kind] / 8
     depths = {

@@ -1,11 +1,11 @@
-"""How llama.cpp's time per weight byte moves with a model's hidden size, here: the experiment behind the width rule
-of roofline/calc/llamacpp.py and the one tried against it (docs/guides/llamacpp.md). Probes of one shape (head_dim
-64, 4:1 KV, MLP 3x) at eight widths, each 4x the last-level cache deep, decode M = 1, 2, 4, 8 rows
-(llama-batched-bench), and on shallow ones (the profile's 48 MB) prompts of 128 and 512 tokens (llama-bench), in
-interleaved rounds; the fixed cost of a step (the small probes of `measure --engine llamacpp`) is taken out, and
-from prompts their attention. Prints the median time per byte [ps] with its spread per width, then how three rules
-predict the other widths from the 512- and 1024-wide probes: log-log in width held beyond them (the rule),
-a + b / width, log-log not held.
+"""How llama.cpp's time per weight byte moves with a model's hidden size, here: the experiment behind the width rule of
+roofline/calc/llamacpp.py and the one tried against it (docs/guides/llamacpp.md). Probes of one shape (head_dim 64,
+4:1 KV, MLP 3x) at eight widths, each 4x deep the cache a bare `measure --engine llamacpp` sizes its probes by,
+decode M = 1, 2, 4, 8 rows (llama-batched-bench), and on shallow ones (the profile's 48 MB) prompts of 128 and 512
+tokens (llama-bench), in interleaved rounds; the fixed cost of a step (the small probes of `measure --engine
+llamacpp`) is taken out, and from prompts their attention. Prints the median time per byte [ps] with its spread per
+width, then how three rules predict the other widths from the 512- and 1024-wide probes: log-log in width held beyond
+them (the rule), a + b / width, log-log not held.
 
     python benchmarks/llamacpp_widths.py [--types q8_0,q4_0] [--rounds 3]
 
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from roofline.calc.llamacpp import width_rule
-from roofline.measure import llamacpp, machine, synthetic
+from roofline.measure import llamacpp, llamacpp_profile, machine, synthetic
 from roofline.measure.llamacpp_profile import (
     BATCHED_GENERATE,
     DEPTHS,
@@ -81,8 +81,9 @@ def main() -> None:
     parser.add_argument("--types", default="q8_0,q4_0")
     parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
-    build, cache = llamacpp.find(), machine.cpu_cache()
-    print(f"{machine.cpu_name()}, last-level cache {cache / 2**20:.0f} MiB, {build.found}\n")
+    build = llamacpp.find()
+    cache, source = llamacpp_profile.probe_cache(None, machine.cpu_cache(), ladder=llamacpp_profile.ladder_cache)
+    print(f"{machine.cpu_name()}, last-level cache {cache / 2**20:.0f} MiB ({source}), {build.found}\n")
     with tempfile.TemporaryDirectory(prefix="roofline-widths-") as name:
         folder = Path(name)
         for kind in (k.upper() for k in options.types.split(",")):

@@ -252,6 +252,26 @@ def test_validates_quick_profile_sizes_its_probes_as_a_bare_measure_does(monkeyp
     assert sized == [32 * 2**20]
 
 
+def test_validates_batch_one_generates_after_the_prompt(monkeypatch):
+    from roofline.measure import validate_llamacpp
+
+    # llama-bench's tg test starts from an empty cache; the row is priced at the prompt's context, as batched-bench
+    # runs batches above 1: so the generation test runs at depth -d P. TTFT: the pp test's 50 ms; TPOT: 31 steps
+    # in 310 ms.
+    calls = []
+
+    def bench(build, path, prompts, generate, threads=None, reps=3, repack=None, depth=0):
+        calls.append((prompts, generate, depth))
+        if prompts:
+            return [{"n_prompt": prompts[0], "n_gen": 0, "samples_ns": [50e6], "n_threads": 2}], True
+        return [{"n_prompt": 0, "n_gen": generate, "samples_ns": [310e6], "n_threads": 2}], True
+
+    monkeypatch.setattr(llamacpp, "bench", bench)
+    measured, info = validate_llamacpp._time_run(None, Path("m.gguf"), 1, 128, 32, None)
+    assert calls == [([128], 0, 0), ([], 31, 128)]
+    assert measured == {"ttft_s": pytest.approx(0.05), "steps_s": [pytest.approx(0.01)]} and info["n_threads"] == 2
+
+
 def test_a_run_adding_types_to_a_save_probes_as_the_save_did(tmp_path, monkeypatch):
     pytest.importorskip("gguf")
     import yaml

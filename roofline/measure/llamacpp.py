@@ -142,11 +142,14 @@ def bench(
     threads: int | None = None,
     reps: int = 3,
     repack: bool | None = None,
+    depth: int = 0,
 ) -> tuple[list[dict[str, Any]], bool]:
     """llama-bench's tests of one model: prompt processing of each of `prompts` tokens and, with `generate` > 0,
-    token generation. Each result has n_prompt, n_gen, samples_ns (its repetitions after a warm-up run), n_threads,
-    build_commit; returned with the repack setting used. `threads` None: llama.cpp's default."""
+    token generation, each after `depth` tokens of context (-d; 0: from an empty cache). Each result has n_prompt,
+    n_gen, samples_ns (its repetitions after a warm-up run), n_threads, build_commit; returned with the repack
+    setting used. `threads` None: llama.cpp's default."""
     args = ["-m", str(model), "-p", ",".join(map(str, prompts)) or "0", "-n", str(generate), "-r", str(reps)]
+    args += ["-d", str(depth)] if depth else []
     args += ["-o", "json", *(["-t", str(threads)] if threads else [])]
     results, used = run_json(build, "llama-bench", args, repack)
     results = [r for r in results if r.get("n_prompt") or r.get("n_gen")]

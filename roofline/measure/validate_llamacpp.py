@@ -2,7 +2,8 @@
 
 The model is a GGUF file given with -m, or a model's shape written as one (roofline.measure.synthetic) in the
 weight type asked. In R rounds, each running every batch once in a rotated order: batch 1 by llama-bench (a prompt
-processing test of P tokens and a token generation test of O - 1 tokens, one repetition after its warm-up run),
+processing test of P tokens, and a token generation test of O - 1 tokens after P tokens of context, `-d P`: its
+steps attend over the prompt as a served request's do; each one repetition after its warm-up run),
 larger batches by llama-batched-bench (B prompts prefilled together, then O - 1 steps of B tokens). TTFT is the
 prompt's time, TPOT a generated step's mean. The prediction is the profile's (roofline.calc.llamacpp) for that very
 file; rows, intervals and verdicts are those of the other engines (roofline.measure.validate).
@@ -145,9 +146,10 @@ def _main_type(model: Model) -> str:
 def _time_run(build, path: Path, batch: int, prompt: int, output: int, threads) -> tuple[dict[str, Any], dict]:
     """One round of one batch: TTFT [s] and the mean decode step [s] (as a one-step list for the row's pooling)."""
     steps = output - 1
-    if batch == 1:
-        results, repack = llamacpp.bench(build, path, [prompt], steps, threads, reps=1)
+    if batch == 1:  # the steps after the prompt, as batched-bench and the prediction have them: -d prompt
+        results, repack = llamacpp.bench(build, path, [prompt], 0, threads, reps=1)
         pp = next(r for r in results if r["n_prompt"])
+        results, repack = llamacpp.bench(build, path, [], steps, threads, reps=1, repack=repack, depth=prompt)
         tg = next(r for r in results if r["n_gen"])
         info = {"n_threads": pp["n_threads"], "build_commit": pp.get("build_commit"), "repack": repack}
         return {"ttft_s": pp["samples_ns"][0] / 1e9, "steps_s": [tg["samples_ns"][0] / 1e9 / steps]}, info
