@@ -31,13 +31,15 @@ MODELS = {  # checkpoint -> (bundled model, weight dtype other than the model's 
     "openai/gpt-oss-20b": ("gpt-oss-20b", None),
     "openai/gpt-oss-120b": ("gpt-oss-120b", None),
 }
-LEFT_OUT = ("SPECULATIVE", "SAME RUN", "DATA PARALLEL", "EXPERT PARALLEL", "PIPELINE", "-pp", "--data-parallel")
+LEFT_OUT = ("SPECULATIVE", "SAME RUN", "DATA PARALLEL", "EXPERT PARALLEL", "PIPELINE")  # the file's flags in notes
 
 
 def hardware(stated: str) -> str | None:
-    if "A100 SXM 80GB" in stated:
+    """The bundled device a run's card is, from what its page says (before the extraction's own remarks)."""
+    card = stated.split(" (")[0]
+    if card.startswith("NVIDIA A100 SXM 80GB"):
         return "a100-80gb-sxm"
-    if "H100 SXM" in stated:
+    if card.startswith("NVIDIA H100 SXM"):
         return "h100-sxm"
     return None  # an A100 of unstated memory, an RTX 4090, an Ascend NPU, ...
 
@@ -47,7 +49,7 @@ def cases(engine: str) -> list[dict]:
     for c in json.loads(DATA.read_text())["cases"]:
         device = hardware(c["hardware"])
         lengths = (c["input_tokens"], c["output_tokens"])
-        if c["engine"] != engine or c["model"] not in MODELS or device is None or c["tp"] != 1:
+        if c["engine"] != engine or c["model"] not in MODELS or device is None or c["tp"] != 1 or c["pp"] != 1:
             continue
         if any(flag in c["notes"] for flag in LEFT_OUT) or not all(isinstance(n, (int, float)) for n in lengths):
             continue
@@ -91,4 +93,7 @@ def main(engines: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main([a for a in sys.argv[1:]] or ["vllm", "sglang"])
+    asked = sys.argv[1:] or ["vllm", "sglang"]
+    if not set(asked) <= {"vllm", "sglang"}:
+        sys.exit(f"candidates.py: expected vllm and/or sglang, got {' '.join(asked)}")
+    main(asked)

@@ -1,6 +1,6 @@
 """How llama.cpp's time per weight byte moves with a model's hidden size, here: the experiment behind the width rule of
 roofline/calc/llamacpp.py and the one tried against it (docs/guides/llamacpp.md). Probes of one shape (head_dim 64,
-4:1 KV, MLP 3x) at eight widths, each 4x deep the cache a bare `measure --engine llamacpp` sizes its probes by,
+4:1 KV, MLP 3x) at eight widths, each as deep as a bare `measure --engine llamacpp` makes its probes (probe_bytes),
 decode M = 1, 2, 4, 8 rows (llama-batched-bench), and on shallow ones (the profile's 48 MB) prompts of 128 and 512
 tokens (llama-bench), in interleaved rounds; the fixed cost of a step (the small probes of `measure --engine
 llamacpp`) is taken out, and from prompts their attention. Prints the median time per byte [ps] with its spread per

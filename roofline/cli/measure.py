@@ -292,7 +292,8 @@ def validate(
         typer.Option(
             "--engine",
             help="eager (roofline's own decoder), transformers (Hugging Face's; pip install 'roofline[engines]') "
-            "or llamacpp (llama-bench; pip install 'roofline[llamacpp]').",
+            "or llamacpp (batch 1: llama-bench's prompt test, then its generation test after the prompt, -d; larger "
+            "batches: llama-batched-bench; pip install 'roofline[llamacpp]').",
         ),
     ] = "eager",
     weight_type: Annotated[

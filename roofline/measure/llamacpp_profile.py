@@ -145,8 +145,8 @@ def ladder_cache(reported: float, seconds: float = LADDER_S) -> float | None:
 
 
 def numpy_ladder(total: int, seconds: float) -> list[dict[str, float]]:
-    """ladder_cache's points: kernels.climb's loop from 1 MiB up to `total` bytes, one numpy thread's sums, each
-    the best of three after one."""
+    """ladder_cache's points: kernels.climb's loop from 1 MiB doubling up to `total` bytes (not past the largest
+    doubling within it), one numpy thread's sums, each the best of three after one."""
     import numpy as np
 
     from roofline.measure.kernels import climb
@@ -167,7 +167,8 @@ def numpy_ladder(total: int, seconds: float) -> list[dict[str, float]]:
             times.append(time.perf_counter() - begin)
         return min(times)
 
-    return climb(fill, read_s, total, 2**20, lambda: deadline - time.perf_counter())
+    top = 2 ** (max(total, 2**20).bit_length() - 1)  # doubling from 1 MiB: the largest such set within `total`
+    return climb(fill, read_s, top, 2**20, lambda: deadline - time.perf_counter())
 
 
 def layers_for(a: Architecture, kind: str, target: float) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 from roofline.calc.estimate import estimate
 from roofline.calc.inputs import engine_costs
 from roofline.calc.llamacpp import measured_type
-from roofline.errors import UsageError
+from roofline.errors import RooflineError, UsageError
 from roofline.measure import llamacpp, llamacpp_profile, stats, synthetic
 from roofline.report import Report
 from roofline.specs.records import Hardware, Model
@@ -149,7 +149,13 @@ def _time_run(build, path: Path, batch: int, prompt: int, output: int, threads) 
     if batch == 1:  # the steps after the prompt, as batched-bench and the prediction have them: -d prompt
         results, repack = llamacpp.bench(build, path, [prompt], 0, threads, reps=1)
         pp = next(r for r in results if r["n_prompt"])
-        results, repack = llamacpp.bench(build, path, [], steps, threads, reps=1, repack=repack, depth=prompt)
+        try:
+            results, repack = llamacpp.bench(build, path, [], steps, threads, reps=1, repack=repack, depth=prompt)
+        except RooflineError as e:
+            raise RooflineError(
+                f"{e}; validate's batch 1 generates after the prompt with llama-bench -d (n_depth, in llama.cpp since "
+                "2025): with an older build, run batches above 1 only (--batch 2,4)"
+            ) from None
         tg = next(r for r in results if r["n_gen"])
         info = {"n_threads": pp["n_threads"], "build_commit": pp.get("build_commit"), "repack": repack}
         return {"ttft_s": pp["samples_ns"][0] / 1e9, "steps_s": [tg["samples_ns"][0] / 1e9 / steps]}, info
