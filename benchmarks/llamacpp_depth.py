@@ -7,7 +7,7 @@ cache between passes. Prompts of 128 and 512 tokens (llama-bench), interleaved r
 and the attention taken out as the profile does. Prints the median time per byte [ps] with its range, and each
 depth's ratio to the shallow one per round.
 
-    python benchmarks/llamacpp_depth.py [--type q8_0] [--rounds 4]
+    python benchmarks/llamacpp_depth.py [--type q8_0] [--rounds 4] [--cache MiB]
 
 Needs a llama.cpp build (pip install '.[llamacpp]'); ~3 minutes on a 2-core VM.
 """
@@ -32,10 +32,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--type", default="q8_0")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument(
+        "--cache",
+        type=float,
+        help="the cache [MiB] to size probes by [default: a bare measure's: its ladder, else the OS]",
+    )
     options = parser.parse_args()
     kind = options.type.upper()
     build = llamacpp.find()
-    cache, source = llamacpp_profile.probe_cache(None, machine.cpu_cache(), ladder=llamacpp_profile.ladder_cache)
+    if options.cache:  # a run to compare with another sizes its probes as that one did
+        cache, source = options.cache * 2**20, "--cache"
+    else:
+        cache, source = llamacpp_profile.probe_cache(None, machine.cpu_cache(), ladder=llamacpp_profile.ladder_cache)
     print(f"{machine.cpu_name()}, last-level cache {cache / 2**20:.0f} MiB ({source}), {build.found}, {kind.lower()}\n")
     layer = load_model(str(SHAPE)).arch._replace(vocab_size=1024, layers=1)
     per_layer_bytes = _matrix_params(layer) * BITS[kind] / 8

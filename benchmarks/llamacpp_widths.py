@@ -7,7 +7,7 @@ llamacpp`) is taken out, and from prompts their attention. Prints the median tim
 width, then how three rules predict the other widths from the 512- and 1024-wide probes: log-log in width held beyond
 them (the rule), a + b / width, log-log not held.
 
-    python benchmarks/llamacpp_widths.py [--types q8_0,q4_0] [--rounds 3]
+    python benchmarks/llamacpp_widths.py [--types q8_0,q4_0] [--rounds 3] [--cache MiB]
 
 Needs a llama.cpp build (pip install '.[llamacpp]'); ~3 minutes on a 2-core VM.
 """
@@ -80,10 +80,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--types", default="q8_0,q4_0")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--cache",
+        type=float,
+        help="the cache [MiB] to size probes by [default: a bare measure's: its ladder, else the OS]",
+    )
     options = parser.parse_args()
     build = llamacpp.find()
-    cache, source = llamacpp_profile.probe_cache(None, machine.cpu_cache(), ladder=llamacpp_profile.ladder_cache)
-    print(f"{machine.cpu_name()}, last-level cache {cache / 2**20:.0f} MiB ({source}), {build.found}\n")
+    if options.cache:  # a run to compare with another sizes its probes as that one did
+        cache, source = options.cache * 2**20, "--cache"
+    else:
+        cache, source = llamacpp_profile.probe_cache(None, machine.cpu_cache(), ladder=llamacpp_profile.ladder_cache)
+    deep = llamacpp_profile.probe_bytes(cache) / 1e6
+    print(f"{machine.cpu_name()}, cache {cache / 2**20:.0f} MiB ({source}): deep probes {deep:.0f} MB, {build.found}\n")
     with tempfile.TemporaryDirectory(prefix="roofline-widths-") as name:
         folder = Path(name)
         for kind in (k.upper() for k in options.types.split(",")):
