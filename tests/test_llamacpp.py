@@ -340,6 +340,23 @@ def test_a_crash_is_retried_without_repacking(tmp_path):
         llamacpp.bench(llamacpp.find(str(tmp_path)), tmp_path / "m.gguf", [8], 0)
 
 
+def test_a_batched_run_that_prints_nothing_is_run_again(tmp_path):
+    # On the AMX Xeon VM, one 4-row llama-batched-bench run in 5-6 exited 0 having printed nothing. A stand-in that
+    # prints nothing on its first run and the row on its second; then one that never prints.
+    (tmp_path / "llama-bench").write_text("#!/bin/sh\n")
+    tool = tmp_path / "llama-batched-bench"
+    row = '{"pl": 4, "pp": 1, "tg": 4, "t_pp": 0.001, "t_tg": 0.008}'
+    tool.write_text(f"#!/bin/sh\nif [ -e {tmp_path}/ran ]; then echo '{row}'; else touch {tmp_path}/ran; fi\n")
+    for t in (tool, tmp_path / "llama-bench"):
+        t.chmod(0o755)
+    build = llamacpp.find(str(tmp_path))
+    rows, _ = llamacpp.batched(build, tmp_path / "m.gguf", 1, 4, [4], repack=True)
+    assert [r["pl"] for r in rows] == [4] and rows[0]["t_tg"] == 0.008
+    tool.write_text("#!/bin/sh\n")
+    with pytest.raises(RooflineError, match="no row for 4 sequences in 3 runs"):
+        llamacpp.batched(build, tmp_path / "m.gguf", 1, 4, [4], repack=True)
+
+
 PROFILE = {
     "build": "test",
     "widths": [512, 1024],
