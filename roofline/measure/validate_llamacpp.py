@@ -131,10 +131,10 @@ def _quick_profile(build, hardware: Hardware | None, model: Model, on_step, thre
 
     main = _main_type(model)
     on_step(f"measuring llama.cpp's {main.lower()} costs here")
-    measured = hardware.measured if hardware else None
-    cache, _ = llamacpp_profile.probe_cache(measured, machine.cpu_cache(), ladder=llamacpp_profile.ladder_cache)
-    measured = llamacpp_profile.run(build, cache, (main,), threads, on_step)
-    return llamacpp_profile.as_hardware(measured, hardware)
+    torch_profile = hardware.measured if hardware else None
+    cache, _ = llamacpp_profile.probe_cache(torch_profile, machine.cpu_cache(), ladder=llamacpp_profile.ladder_cache)
+    entry = llamacpp_profile.run(build, cache, (main,), threads, on_step)
+    return llamacpp_profile.as_hardware(entry, hardware)
 
 
 def _main_type(model: Model) -> str:
@@ -151,6 +151,8 @@ def _time_run(build, path: Path, batch: int, prompt: int, output: int, threads) 
         pp = next(r for r in results if r["n_prompt"])
         try:
             results, repack = llamacpp.bench(build, path, [], steps, threads, reps=1, repack=repack, depth=prompt)
+        except llamacpp.Crashed:
+            raise  # a crash names its own cause; the hint below is for a build that refuses -d
         except RooflineError as e:
             raise RooflineError(
                 f"{e}; validate's batch 1 generates after the prompt with llama-bench -d (n_depth, in llama.cpp since "
