@@ -355,6 +355,16 @@ def test_a_batched_run_that_prints_nothing_is_run_again(tmp_path):
     tool.write_text("#!/bin/sh\n")
     with pytest.raises(RooflineError, match="no row for 4 sequences in 3 runs"):
         llamacpp.batched(build, tmp_path / "m.gguf", 1, 4, [4], repack=True)
+    # The first batch runs again last (its run's last line is the one sometimes lost), and that repeat is dropped:
+    # a stand-in printing the rows of the -npl it is given, the repeat with another time.
+    lines = [f'{{"pl": {b}, "tg": 4, "t_tg": {t}}}' for b, t in ((1, 0.004), (4, 0.008), (1, 0.005))]
+    echo = "".join(f"echo '{line}'\n" for line in lines)
+    tool.write_text(f'#!/bin/sh\n{echo}echo "$@" > {tmp_path}/args\n')
+    rows, _ = llamacpp.batched(build, tmp_path / "m.gguf", 1, 4, [1, 4], repack=True)
+    assert [(r["pl"], r["t_tg"]) for r in rows] == [(1, 0.004), (4, 0.008)]
+    assert "-npl 1,4,1" in (tmp_path / "args").read_text()
+    tool.write_text("#!/bin/sh\n" + "".join(f"echo '{line}'\n" for line in lines[:2]))  # the repeat lost
+    assert [r["pl"] for r in llamacpp.batched(build, tmp_path / "m.gguf", 1, 4, [1, 4], repack=True)[0]] == [1, 4]
 
 
 PROFILE = {
