@@ -2,7 +2,7 @@
 then `validate --engine llamacpp` shapes and weight types the profile never ran, and print predicted / measured,
 raw and corrected for the machine's drift since the profile (its probes rerun each round: decode and prompts).
 
-    python benchmarks/llamacpp_table.py [--profile here.yaml] [--repeat 3]
+    python benchmarks/llamacpp_table.py [--profile here.yaml] [--repeat 3] [--prompt 128]
 
 Needs a llama.cpp build (pip install '.[llamacpp]'); ~2 minutes on a 2-core VM.
 """
@@ -41,6 +41,7 @@ def main() -> None:
     parser.add_argument("--profile", help="an existing profile with engines.llamacpp [default: measure one now]")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--batch", default="1,4")
+    parser.add_argument("--prompt", default="128", help="prompt tokens (384: one row's cache view past 256 cells)")
     options = parser.parse_args()
     profile = options.profile
     if profile is None:
@@ -51,7 +52,7 @@ def main() -> None:
     print("| --- " * 14 + "|")
     for shape, layers, kind in CASES:
         args = ["validate", "--engine", "llamacpp", "-m", str(SHAPES / f"{shape}.yaml"), "--type", kind, "-H", profile]
-        args += ["--batch", options.batch, "--prompt", "128", "--output", "32", "--repeat", str(options.repeat)]
+        args += ["--batch", options.batch, "--prompt", options.prompt, "--output", "32", "--repeat", str(options.repeat)]
         args += ["--layers", str(layers)] if layers else []
         report = cli([*args, "--json"])
         for r in report["rows"]:

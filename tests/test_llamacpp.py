@@ -453,6 +453,67 @@ def test_a_prompt_is_priced_at_the_depth_of_the_models_weights():
     assert s(deep, "Q8_0", 128, 1024, 48e6) == pytest.approx(2e-9)
 
 
+def test_decode_attention_rows_and_cells_follow_ggmls_thread_split():
+    # ggml/src/ggml-cpu/ops.cpp (ggml_compute_forward_flash_attn_ext_f16): query rows in chunks of
+    # ceil(rows / (4 x threads)), taken in turn; fewer chunks than threads: ceil(rows / threads) each. By hand:
+    # 9 rows, 2 threads: chunks of 2 (5 chunks), thread 0 takes chunks 0, 2, 4 = 2 + 2 + 1 = 5 rows.
+    assert price.busiest_rows(9, 2) == 5
+    assert price.busiest_rows(36, 2) == 20  # chunks of 5 (8 chunks): 0, 2, 4, 6 = 20 (thread 1: 5 + 5 + 5 + 1)
+    assert price.busiest_rows(32, 2) == 16
+    assert price.busiest_rows(3, 4) == 1  # 3 chunks < 4 threads: one row each
+    assert price.busiest_rows(7, 1) == 7
+    cells = price.busiest_cells  # (heads, threads, rows, keys over rows and layers, layers)
+    # one row at 200 cells (view 256, under the split): 5 of 9 heads x 200 x 30 layers
+    assert cells(9, 2, 1, 30 * 200, 30) == 5 * 200 * 30
+    # one row at 300 cells: the view is 512, split in two shares of 256; thread 0 runs all 9 heads over its 256
+    assert cells(9, 2, 1, 30 * 300, 30) == 9 * 256 * 30
+    assert cells(9, 2, 4, 4 * 30 * 200, 30) == 20 * 200 * 30  # 4 rows: 20 of 36 query rows, 200 cells each
+    assert cells(9, 2, 0, 0.0, 30) == 0.0
+    # a run of one row from 250 cells bends where the view grows past 256: at step 7 (cells 257)
+    assert price.attention_breaks(1, 30 * 250, 30, 20, 30) == [7]
+    assert price.attention_breaks(1, 30 * 256, 30, 20, 30) == [1]
+    assert price.attention_breaks(4, 4 * 30 * 250, 4 * 30, 20, 30) == []  # several rows: linear throughout
+    assert price.series(lambda j: j if j < 7 else 100, 10, [7]) == 0 + 1 + 2 + 3 + 4 + 5 + 6 + 3 * 100
+
+
+def test_estimate_prices_decode_attention_by_the_busiest_threads_cells(tmp_path):
+    pytest.importorskip("gguf")
+    import yaml
+
+    from roofline.measure import synthetic
+
+    path = synthetic.write(TINY, tmp_path / "t.gguf", "q8_0")
+    attention = {"seconds_per_head_cell": 1e-6, "head_dim": 64, "threads": 2, "rows": 4}
+    spec = {"name": "t", "source": "t", "memory_capacity": 16e9, "memory_bandwidth": 1e10}
+    spec |= {"peak_flops": {"fp32": 1e11}, "engines": {"llamacpp": {**PROFILE, "attention": attention}}}
+    (tmp_path / "h.yaml").write_text(yaml.safe_dump(spec))
+    args = ["estimate", "-m", str(path), "-H", str(tmp_path / "h.yaml"), "--engine", "llamacpp", "--json"]
+    # Derived by a helper from the kernel's rules (not the code): TINY has 4 heads, 2 layers, head_dim 64; two
+    # threads; 1e-6 s a head-cell. A step's other parts are test_estimate_with_a_llamacpp_profile's (4.30298e-4 s
+    # at 1 row, 6.60083e-4 at 4) and the KV read, 1,024 B a token at 1e-10 s/B at the mean context.
+    for batch, prompt, output, tpot in (
+        (1, 300, 2, 2.50912e-3),  # 301 cells: view 512, split: 4 heads x 256 x 2 layers = 2,048 head-cells
+        (1, 200, 2, 1.25488e-3),  # 201 cells: 2 of 4 heads on thread 0: 804 head-cells
+        (4, 200, 2, 3.95841e-3),  # 16 query rows, 8 on thread 0: 3,216 head-cells
+        (1, 250, 12, 1.94051e-3),  # 11 steps from 251 cells: 6 under the view of 256, 5 split: mean 1,484
+    ):
+        out = CliRunner().invoke(app, [*args, "--prompt", str(prompt), "--output", str(output), "-b", str(batch)])
+        assert json.loads(out.stdout)["engine"]["tpot_s"] == pytest.approx(tpot, rel=1e-4), (batch, prompt)
+    # With the split path measured apart at 2e-6 s a head-cell: (a) 2,048 split head-cells at 2e-6 instead of 1e-6;
+    # (d) 6 steps' 6,084 head-cells at 1e-6 and 5 x 2,048 split ones at 2e-6, over 11 steps: 2.41491e-3 s.
+    split = {**attention, "split_seconds_per_head_cell": 2e-6}
+    spec["engines"] = {"llamacpp": {**PROFILE, "attention": split}}
+    (tmp_path / "h.yaml").write_text(yaml.safe_dump(spec))
+    for batch, prompt, output, tpot in ((1, 300, 2, 4.55712e-3), (1, 250, 12, 2.87142e-3), (1, 200, 2, 1.25488e-3)):
+        out = CliRunner().invoke(app, [*args, "--prompt", str(prompt), "--output", str(output), "-b", str(batch)])
+        assert json.loads(out.stdout)["engine"]["tpot_s"] == pytest.approx(tpot, rel=1e-4), (batch, prompt)
+    # simulate's steps are the same: one request's 11 decode steps (E2E less TTFT) sum to the same mean
+    sim = ["simulate", *args[1:5], "--engine", "llamacpp", "--requests", "1", "--rate", "1/s"]
+    out = CliRunner().invoke(app, [*sim, "--prompt", "250", "--output", "12", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["tpot_s"]["mean"] == pytest.approx(2.87142e-3, rel=1e-3)
+
+
 def test_the_streaming_part_of_a_step_is_never_under_half_of_it():
     from roofline.measure.llamacpp_profile import streaming_s
 
@@ -600,14 +661,20 @@ def test_the_default_types_stop_at_the_budget(monkeypatch):
         return {"kind": kind}, {}
 
     monkeypatch.setattr(llamacpp_profile.time, "perf_counter", lambda: clock[0])
+    attention = []  # decode attention is measured once a run, after the first type, on a CPU backend only
     monkeypatch.setattr(llamacpp_profile, "measure_type", fake)
+    monkeypatch.setattr(llamacpp_profile, "measure_attention", lambda *a: attention.append(a) or {"threads": 2})
     monkeypatch.setattr(llamacpp_profile.machine, "record", lambda: {})
     build = llamacpp.Build(Path("/nowhere"), "test")
     types = ("Q4_K", "Q6_K", "Q8_0", "F16", "Q4_0")
     out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
     assert list(out["types"]) == ["Q4_K", "Q6_K", "Q8_0"] and out["skipped"] == ["F16", "Q4_0"]
+    assert len(attention) == 1 and out["attention"] == {"threads": 2}
     clock[0] = 0.0
     assert list(llamacpp_profile.run(build, 1e6, types)["types"]) == list(types)
+    monkeypatch.setattr(llamacpp_profile, "measure_type", lambda *a, **k: fake(*a, **k)[:1] + ({"backends": "CUDA"},))
+    clock[0] = 0.0
+    assert "attention" not in llamacpp_profile.run(build, 1e6, types) and len(attention) == 2
 
 
 def test_saving_into_a_profile_keeps_the_types_measured_before():

@@ -284,9 +284,9 @@ def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, 
         return None
     B, P = inputs.batch, inputs.prompt_tokens
     kv_step = B * (shape.kv_cached(cached) + shape.kv_per_token)
-    attention_flops = B * shape.key_flops_decode * shape.keys(cached)
     if llama:
-        return _llamacpp(model, llama, inputs, shape, kv_step, attention_flops)
+        return _llamacpp(model, llama, inputs, shape, kv_step)
+    attention_flops = B * shape.key_flops_decode * shape.keys(cached)
     return calibrate.predict(
         a,
         hardware.measured,
@@ -302,9 +302,7 @@ def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, 
     )
 
 
-def _llamacpp(
-    model: Model, profile: dict, inputs: Inputs, shape: Shape, kv_step: float, attention: float
-) -> Calibrated:
+def _llamacpp(model: Model, profile: dict, inputs: Inputs, shape: Shape, kv_step: float) -> Calibrated:
     """llama.cpp's measured profile (roofline.calc.llamacpp): the B prompts prefilled in one llama_decode (its
     ubatches), then decode steps of B rows at the mean context."""
     from roofline.calc import llamacpp
@@ -312,15 +310,28 @@ def _llamacpp(
     a, B, P = model.arch, inputs.batch, inputs.prompt_tokens
     weights = llamacpp.weights_of(model, shape, inputs.weight_dtype)
     per_token = f.matmul_flops(shape.matmul - shape.head, 1)
-    common = (profile, weights, a.layers, a.hidden_size)
+    common = (profile, weights, llamacpp.Heads(a.num_heads, a.head_dim, a.layers), a.hidden_size)
     prefill_kv = B * shape.kv_cached(P)  # the prompt's KV written
-    ttft = llamacpp.step_seconds(*common, B * P, B, B * P * per_token, shape.prefill_attention_flops(B, P), prefill_kv)
-    decode = llamacpp.step_parts(*common, B, B, B * per_token, attention, kv_step)
+    prompt_attention = shape.prefill_attention_flops(B, P)
+    ttft = sum(llamacpp.step_parts(*common, B * P, B, B * P * per_token, prompt_attention, prefill_kv))
+    steps = max(inputs.output_tokens - 1, 1)
+
+    def at(j: float) -> llamacpp.StepParts:  # decode step j, at cached context P + j
+        keys = B * shape.keys(P + j)
+        decode = llamacpp.Decode(B, keys, B * shape.key_flops_decode * shape.keys(P + j))
+        return llamacpp.step_parts(*common, B, B, B * per_token, decode.flops, kv_step, decode)
+
+    # the attention's exact mean over the steps (one row's bends where its view grows), the rest at the mean context
+    breaks = llamacpp.attention_breaks(B, B * shape.keys(P), B * (shape.keys(P + 1) - shape.keys(P)), steps, a.layers)
+    mean = at((steps - 1) / 2)
+    decode = mean._replace(attention_s=llamacpp.series(lambda j: at(j).attention_s, steps, breaks) / steps)
     stand_ins = ", ".join(f"{k} as {v}" for k, v in llamacpp.stand_ins(profile, weights).items())
     basis = "llama.cpp's measured profile (time per weight byte by rows and type, fixed cost per step and layer)"
     own = llamacpp.own_widths(profile, weights, a.hidden_size)
     if own:
         basis += f"; {', '.join(k.lower() for k in own)} probed at its own width ({a.hidden_size})"
+    if profile.get("attention"):
+        basis += "; decode attention by the head-cells of the busiest thread"
     return Calibrated(
         ttft_s=ttft,
         tpot_s=sum(decode),

@@ -11,9 +11,13 @@ achieved bandwidth, at large M it is (2 x M / bytes per weight) / the achieved F
 1024, both far beyond the cache, give it at two widths; a model's is interpolated log-log in its hidden size
 (narrower layers run more, smaller matrices per byte, slower), unless the profile also probed the model's own layer
 shape (`measure --engine llamacpp --model`), whose times then price every model of that width. Prompts are measured
-on shallower probes and priced at the depth of the model's weights (`prompt_depth_factor`). Attention FLOPs run at
-the step's achieved matmul FLOP/s; the fixed cost is per step + layers x per layer (a small in-cache probe at two
-depths); vectors (norms) and the KV cache are read once at the f16 decode rate. Types the profile never ran are
+on shallower probes and priced at the depth of the model's weights (`prompt_depth_factor`). A step of fewer than
+Q_TILE tokens runs flash attention row by row on the CPU, each query head over each cell of its sequence in turn:
+those decode rows cost the profile's measured time per head-cell (`attention`) times the cells of the busiest thread
+(`busiest_cells`: llama.cpp's split of heads, or of cells, across threads). Other attention FLOPs (prompts, larger
+steps, profiles without `attention`) run at the step's achieved matmul FLOP/s. The fixed cost is per step + layers x
+per layer (a small in-cache probe at two depths); vectors (norms) and the KV cache are read once at the f16 decode
+rate. Types the profile never ran are
 priced with the measured type closest in bits per weight: its time per weight where it computes, per byte where it
 streams; and say so.
 """
@@ -25,6 +29,10 @@ from typing import Any, NamedTuple
 
 from roofline.calc.interpolation import interpolate
 
+# ggml-cpu's flash attention (ggml/src/ggml-cpu/ops.cpp, ggml_compute_forward_flash_attn_ext_f16; common.h):
+Q_TILE = 64  # GGML_FA_TILE_Q: a graph compute of this many tokens or more runs it in tiles (GEMMs), fewer row by row
+KV_PAD = 256  # llama_kv_cache::get_padding with flash attention: the cache view the kernel scans is a multiple of it
+SPLIT_CELLS = 512  # use_split_kv_path: one query token over a view of this many cells or more splits the cells
 UBATCH = 512  # llama.cpp's default n_ubatch: a larger batch runs as several graph computes, each reading the weights
 BITS = {  # bits per weight of each ggml type (block bytes x 8 / block size; ggml's type table)
     "F32": 32.0,
@@ -181,29 +189,112 @@ def fixed_seconds(profile: dict[str, Any], weights: Weights, layers: int) -> flo
     return entry["per_step_s"] + layers * entry["per_layer_s"]
 
 
+class Heads(NamedTuple):
+    """What decode attention's cost depends on: query heads, head_dim, layers."""
+
+    count: int
+    dim: int
+    layers: int
+
+
+def busiest_rows(rows: int, threads: int) -> int:
+    """Query rows (a token's head) the busiest of `threads` runs when ggml's flash attention goes row by row: chunks
+    of ceil(rows / (4 x threads)) rows taken in turn, the first thread's share (ops.cpp: 4 chunks a thread; one
+    chunk a thread when there are fewer chunks than threads)."""
+    size = -(-rows // (4 * threads))
+    chunks = -(-rows // size)
+    if threads == 1 or chunks < threads:
+        return -(-rows // threads)
+    return sum(min(size, rows - i * size) for i in range(0, chunks, threads))
+
+
+def busiest_cells(heads: int, threads: int, rows: int, keys: float, layers: int) -> float:
+    """Head-cells (a query head over one cached token) the busiest thread runs in a step's decode attention, summed
+    over layers, for `rows` decode tokens attending over `keys` cells in all (over tokens and layers). One token
+    over a view of SPLIT_CELLS cells or more (its cells rounded up to KV_PAD) has the view cut in one share a thread,
+    every head over each: the first share's cells are all in use. Otherwise each thread runs its rows
+    (busiest_rows) over their cells; a masked cell is skipped. Source: ggml/src/ggml-cpu/ops.cpp."""
+    if splits(rows, keys, layers):
+        cells = keys / layers
+        return heads * layers * min(cells, math.ceil(KV_PAD * math.ceil(cells / KV_PAD) / threads))
+    return keys * busiest_rows(rows * heads, threads) / rows if rows else 0.0
+
+
+def splits(rows: int, keys: float, layers: int) -> bool:
+    """Whether a step's decode attention takes the split path: one token over a view (its cells rounded up to
+    KV_PAD) of SPLIT_CELLS or more."""
+    return rows == 1 and KV_PAD * math.ceil(keys / layers / KV_PAD) >= SPLIT_CELLS
+
+
+def decode_attention_seconds(profile: dict[str, Any], heads: Heads, rows: int, keys: float) -> float:
+    """Row-by-row decode attention [s]: busiest_cells times the profile's time per head-cell (its split path's for
+    a split step, where measured), at its probe's head_dim scaled to the model's (a cell's dot product and update
+    run over head_dim values)."""
+    att = profile["attention"]
+    cells = busiest_cells(heads.count, att["threads"], rows, keys, heads.layers)
+    each = att["seconds_per_head_cell"]
+    if splits(rows, keys, heads.layers):
+        each = att.get("split_seconds_per_head_cell", each)
+    return each * heads.dim / att["head_dim"] * cells
+
+
+def attention_breaks(rows: int, keys: float, keys_slope: float, steps: int, layers: int) -> list[int]:
+    """Steps j in 1..steps-1 of a decode run (keys + j x keys_slope) where one token's view grows by KV_PAD cells:
+    busiest_cells is linear in j between them."""
+    if rows != 1 or keys_slope <= 0:
+        return []
+    first, slope = keys / layers, keys_slope / layers
+    ends = range(KV_PAD * math.ceil(first / KV_PAD), math.ceil(first + slope * steps), KV_PAD)
+    return sorted({j for end in ends if 0 < (j := math.floor((end - first) / slope) + 1) < steps})
+
+
+def series(value: Any, steps: int, breaks: list[int]) -> float:
+    """Σ value(j) over j = 0..steps-1 for a value linear in j between `breaks` (two calls a piece)."""
+    total, edges = 0.0, [0, *breaks, steps]
+    for a, b in zip(edges, edges[1:]):
+        first = value(a)
+        slope = value(a + 1) - first if b - a > 1 else 0.0
+        total += (b - a) * first + slope * (b - a) * (b - a - 1) / 2
+    return total
+
+
 class StepParts(NamedTuple):
     """A step's seconds in its three parts."""
 
     fixed_s: float  # per step + layers x per layer, and the vectors read, each ubatch
     matmul_s: float  # the layers' matrices and the lm_head
-    attention_s: float  # attention FLOPs at the step's achieved FLOP/s, and the KV bytes
+    attention_s: float  # decode rows by head-cells or attention FLOPs at the step's FLOP/s, and the KV bytes
+
+
+class Decode(NamedTuple):
+    """A step's decode tokens: how many, Σ over them and layers of the cells each attends over, their FLOPs."""
+
+    rows: int = 0
+    keys: float = 0.0
+    flops: float = 0.0
+
+
+NO_DECODE = Decode()
 
 
 def step_parts(
     profile: dict[str, Any],
     weights: Weights,
-    layers: int,
+    heads: Heads,
     width: float,
     rows: int,
     logit_rows: int,
     matmul_flops: float,
     attention_flops: float,
     kv_bytes: float,
+    decode: Decode = NO_DECODE,
 ) -> StepParts:
     """One llama_decode of `rows` tokens, `logit_rows` of them through the lm_head: ceil(rows / UBATCH) even
     ubatches, each a graph compute paying the fixed cost and reading the weights; matmuls at the measured time per
-    byte, attention at the same achieved FLOP/s, KV bytes at the f16 decode time per byte (llama.cpp's default
-    cache type)."""
+    byte; the `decode` part of `attention_flops` by decode_attention_seconds when the step runs row by row (fewer
+    than Q_TILE tokens) and the profile measured it, the rest at the matmuls' achieved FLOP/s; KV bytes at the f16
+    decode time per byte (llama.cpp's default cache type)."""
+    layers = heads.layers
     parts = max(-(-rows // UBATCH), 1)
     each, logits_each = -(-rows // parts), -(-logit_rows // parts)
     head_type, head = weights.head
@@ -214,10 +305,24 @@ def step_parts(
     rate = matmul_flops / parts / matmuls if matmuls > 0 else float("inf")
     read = seconds_per_byte(profile, "F16", 1, width)  # streaming once: the cache (f16) and the vectors
     attention = attention_flops / rate + kv_bytes * read
+    if decode.rows and rows < Q_TILE and profile.get("attention"):
+        attention += decode_attention_seconds(profile, heads, decode.rows, decode.keys) - decode.flops / rate
     fixed = parts * (fixed_seconds(profile, weights, layers) + weights.vectors * read)
     return StepParts(fixed, parts * matmuls + logits, attention)
 
 
-def step_seconds(*args: Any) -> float:
-    """step_parts' total [s]."""
-    return sum(step_parts(*args))
+class Step(NamedTuple):
+    """A simulator's step (roofline.calc.stepmodel): step_parts' total [s], and where a decode run's cost bends."""
+
+    profile: dict[str, Any]
+    weights: Weights
+    heads: Heads
+    width: float
+
+    def __call__(self, *args: Any, decode: Decode = NO_DECODE) -> float:
+        return sum(step_parts(self.profile, self.weights, self.heads, self.width, *args, decode=decode))
+
+    def breaks(self, rows: int, keys: float, keys_slope: float, steps: int) -> list[int]:
+        if not self.profile.get("attention"):
+            return []
+        return attention_breaks(rows, keys, keys_slope, steps, self.heads.layers)

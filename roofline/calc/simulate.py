@@ -13,7 +13,6 @@ percentile finishes); a run is `saturated` when arrivals outpace that (rate >= 0
 keeps growing (its last quarter waits over 4x its first quarter, and over a second).
 """
 
-import functools
 import math
 import time
 from typing import Any, NamedTuple
@@ -137,7 +136,7 @@ def _llamacpp_step(p: Prepared, notes: list[str]):
         return None
     weights = llamacpp.weights_of(p.model, p.shape, p.inputs.weight_dtype)
     notes.append("engine llamacpp: each step priced by the profile's measured llama.cpp costs (ubatches of 512)")
-    return functools.partial(llamacpp.step_seconds, profile, weights, a.layers, a.hidden_size)
+    return llamacpp.Step(profile, weights, llamacpp.Heads(a.num_heads, a.head_dim, a.layers), a.hidden_size)
 
 
 def _measured_engine(p: Prepared, notes: list[str]):

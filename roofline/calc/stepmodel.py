@@ -12,6 +12,7 @@ fixed cost per step (a preset's, or a measured engine's at the step's batch). Pe
 from typing import Any, NamedTuple
 
 from roofline.calc import formulas as f
+from roofline.calc.llamacpp import Decode, series
 from roofline.calc.shape import windowed_pairs
 
 
@@ -73,7 +74,8 @@ class StepModel:
         """A step priced by the engine's own measured cost (llama.cpp): its rows, logit rows, matmul and attention
         FLOPs and the KV bytes it reads, apart."""
         tokens, logits, matmuls, attention, kv = self.parts(d, chunks)
-        return self.engine_step(tokens, logits, matmuls, attention, self.kv_scale * kv)
+        decode = Decode(d.n, d.keys, self.key_decode * d.keys)
+        return self.engine_step(tokens, logits, matmuls, attention, self.kv_scale * kv, decode=decode)
 
     def fixed(self, sequences: int) -> float:
         """The step's fixed cost with `sequences` in it: the preset's, or the measured engine's at that batch."""
@@ -87,10 +89,13 @@ class StepModel:
     ) -> tuple[float, float, float]:
         """(total seconds, first step, last step) of m decode-only steps of n sequences whose Σ keys and Σ KV read
         grow by `keys_slope` and `kv_slope` a step: both roofs are linear in the step, so the sum is exact."""
-        if self.engine_step is not None:  # its step is linear in Σ keys and Σ KV read too: an arithmetic series
-            first = self.seconds(Decodes(n, keys, kv_read), [])
-            slope = self.seconds(Decodes(n, keys + keys_slope, kv_read + kv_slope), []) - first
-            return m * first + slope * m * (m - 1) / 2, first, first + slope * (m - 1)
+        if self.engine_step is not None:  # linear in Σ keys and Σ KV read between its breaks: arithmetic series
+
+            def at(j: int) -> float:
+                return self.seconds(Decodes(n, keys + j * keys_slope, kv_read + j * kv_slope), [])
+
+            total = series(at, m, self.engine_step.breaks(n, keys, keys_slope, m))
+            return total, at(0), at(m - 1)
         s = self.shape
         c = self.comm(n) + self.fixed(n)
         a0 = (s.matmul_flops(n, 1) + self.key_decode * keys) / self.F

@@ -11,7 +11,8 @@ passes a shallow model's weights partly stay in the last-level cache, a deep one
 Depth). Narrow rows run slower per byte (more matrices and rows per byte), so roofline.calc.llamacpp interpolates
 between the two in the model's hidden size. With a model (`--model`), its own layer shape is probed too, at its own
 depth (up to MAX_BYTES): those times price models of its width instead. Each test is the median of llama-bench's
-repetitions after its warm-up run.
+repetitions after its warm-up run. Once a run, on a CPU backend, a narrow probe's 4-row decode after short and long
+prompts gives the time of decode attention per head-cell (measure_attention).
 """
 
 from __future__ import annotations
@@ -217,7 +218,12 @@ def run(
             entry, info = measure_type(build, kind, Path(folder), cache_bytes, threads, on_step, shape)
             out["types"][kind] = entry
             out.update(info)
+            if len(out["types"]) == 1 and info.get("backends", "CPU") == "CPU":
+                on_step("llama.cpp: decode attention")
+                out["attention"] = measure_attention(build, Path(folder), threads)
             slowest = max(slowest, time.perf_counter() - begun)
+        if out.get("attention") is None:
+            out.pop("attention", None)
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["machine"] = machine.record()
     return out
@@ -277,6 +283,7 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
         results, repack = llamacpp.bench(build, path, [], GENERATE, threads)
         tg[a.layers] = _median_s(results[0]) / results[0]["n_gen"]
         info = {"threads": results[0]["n_threads"], "build_commit": results[0].get("build_commit")}
+        info["backends"] = results[0].get("backends", "CPU")  # older llama-bench builds do not say
     per_step, per_layer = fixed_cost(tg)
     wide, repack_wide = _curve(build, files["wide"], files["wide_prompt"], per_step, per_layer, threads)
     narrow, repack_narrow = _curve(build, files["narrow"], files["narrow_prompt"], per_step, per_layer, threads)
@@ -310,6 +317,64 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
     if own:
         entry["at_width"] = own  # a model's own layer shape, which prices models of that width instead
     return entry, info
+
+
+ATTENTION_PROMPTS = (1, 288)  # each row's cells: one row at 289 and more takes the split path (view 512)
+ATTENTION_ROWS = (1, 4)  # one row (split at the longer prompt) and four (row by row at both)
+ATTENTION_LAYERS = 8
+STEPS = 8  # decode steps a run of the attention probe times
+# Passes of the two runs back to back, each pass's added time from one moment: on the AMX Xeon VM (2026-12-06) one
+# pass's figure ran 96-256 ns a head-cell from minute to minute, so the median of three is kept, with the range.
+ATTENTION_PASSES = 3
+
+
+def measure_attention(build: llamacpp.Build, folder: Path, threads: int | None) -> dict[str, Any] | None:
+    """llama.cpp's decode attention on this CPU: seconds per head-cell (a query head over one cached token) on the
+    busiest thread (roofline.calc.llamacpp.busiest_cells), from decode steps of a narrow probe after prompts of
+    ATTENTION_PROMPTS tokens: the step time the longer prompt adds over the head-cells it adds, the median of
+    ATTENTION_PASSES passes. Four rows give the row-by-row kernel's figure (`seconds_per_head_cell`), one row its
+    split path's (`split_seconds_per_head_cell`: every head over one thread's share of the view). It is llama.cpp's
+    decode path at fewer than 64 tokens a step (SmolLM2-135M q8_0 on a 2-core AMX Xeon VM: 4 rows 27 -> 73 ms a step
+    from 1- to 480-token prompts; docs/guides/llamacpp.md, Decode attention). None when the added time is not
+    positive (a moment's noise): the profile then prices attention at the matmuls' FLOP/s. Weight repacking as
+    llama.cpp's default runs the probe, else off (it crashes some types' prompts on AMX CPUs)."""
+    from roofline.calc.llamacpp import busiest_cells
+
+    a = probe(NARROW, ATTENTION_LAYERS)
+    path = synthetic.write(a, folder / "attention.gguf", "Q8_0", "attention")
+    added: dict[int, list[float]] = {rows: [] for rows in ATTENTION_ROWS}
+    repack = None
+    try:
+        for _ in range(ATTENTION_PASSES):
+            step = {}
+            for prompt in ATTENTION_PROMPTS:
+                found, repack = llamacpp.batched(build, path, prompt, STEPS, [*ATTENTION_ROWS], threads, repack)
+                step.update({(prompt, int(r["pl"])): r["t_tg"] / r["tg"] for r in found})
+            for rows in ATTENTION_ROWS:
+                added[rows].append(step[ATTENTION_PROMPTS[1], rows] - step[ATTENTION_PROMPTS[0], rows])
+    finally:
+        path.unlink()
+    nth = int(found[0].get("n_threads") or threads or 1)
+
+    def cells(rows: int, prompt: int) -> float:  # mean over the steps, a step's rows at prompt + j + 1 cells
+        keys = [rows * a.layers * (prompt + j + 1) for j in range(STEPS)]
+        return statistics.mean(busiest_cells(a.num_heads, nth, rows, k, a.layers) for k in keys)
+
+    per = {}
+    for rows, times in added.items():
+        more = cells(rows, ATTENTION_PROMPTS[1]) - cells(rows, ATTENTION_PROMPTS[0])
+        per[rows] = statistics.median(times) / more, [min(times) / more, max(times) / more]
+    (one, one_spread), (each, spread) = per[ATTENTION_ROWS[0]], per[ATTENTION_ROWS[1]]
+    if each <= 0 or one <= 0:
+        return None
+    return {
+        "seconds_per_head_cell": each,
+        "spread": spread,
+        "split_seconds_per_head_cell": one,
+        "split_spread": one_spread,
+        "head_dim": a.head_dim,
+        "threads": nth,
+    }
 
 
 def _layer_shape(a: Architecture) -> str:

@@ -136,13 +136,24 @@ def _engines(value: Any) -> dict[str, Any]:
 
 def _llamacpp(engine: Any) -> None:
     """engines.llamacpp as `measure --engine llamacpp` writes it: widths [narrow, wide] and, per ggml type,
-    per_step_s, per_layer_s, seconds_per_byte by rows and optionally prompt_depth and at_width
+    per_step_s, per_layer_s, seconds_per_byte by rows and optionally prompt_depth and at_width; optionally attention
     (roofline.calc.llamacpp)."""
     types = engine.get("types") if isinstance(engine, dict) else None
     widths = engine.get("widths") if isinstance(engine, dict) else None
     if not isinstance(types, dict) or not types or not (isinstance(widths, list) and len(widths) == 2):
         raise ValueError("engine 'llamacpp': expected 'widths' [narrow, wide] and 'types' with measured costs")
     number = lambda v, top: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < top  # noqa: E731
+    attention = engine.get("attention")
+    if attention is not None and not (
+        isinstance(attention, dict)
+        and number(attention.get("seconds_per_head_cell"), 1e-3)
+        and number(attention.get("split_seconds_per_head_cell", 0.0), 1e-3)
+        and all(isinstance(attention.get(k), int) and attention[k] > 0 for k in ("head_dim", "threads"))
+    ):
+        raise ValueError(
+            "engine 'llamacpp': expected attention with seconds_per_head_cell (and split_seconds_per_head_cell) [s] "
+            "and head_dim, threads (integers)"
+        )
     for kind, costs in types.items():
         table = costs.get("seconds_per_byte") if isinstance(costs, dict) else None
         fixed_ok = isinstance(costs, dict) and all(number(costs.get(k), 10) for k in ("per_step_s", "per_layer_s"))
