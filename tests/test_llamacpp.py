@@ -661,15 +661,28 @@ def test_the_default_types_stop_at_the_budget(monkeypatch):
         return {"kind": kind}, {}
 
     monkeypatch.setattr(llamacpp_profile.time, "perf_counter", lambda: clock[0])
-    attention = []  # decode attention is measured once a run, after the first type, on a CPU backend only
     monkeypatch.setattr(llamacpp_profile, "measure_type", fake)
-    monkeypatch.setattr(llamacpp_profile, "measure_attention", lambda *a: attention.append(a) or {"threads": 2})
+    monkeypatch.setattr(llamacpp_profile, "measure_attention", lambda *a: None)
     monkeypatch.setattr(llamacpp_profile.machine, "record", lambda: {})
     build = llamacpp.Build(Path("/nowhere"), "test")
     types = ("Q4_K", "Q6_K", "Q8_0", "F16", "Q4_0")
     out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
     assert list(out["types"]) == ["Q4_K", "Q6_K", "Q8_0"] and out["skipped"] == ["F16", "Q4_0"]
-    assert len(attention) == 1 and out["attention"] == {"threads": 2}
+    assert "attention" not in out  # a probe that measured nothing leaves no entry
+    # Decode attention is measured once a run, after the first type, on a CPU backend only, inside the budget but
+    # not as a type: taking 15 s, the second type begins at 35 s (35 + slowest 20 = 55 <= 60), the third would at
+    # 55 s (75 > 60). Counted as part of the first type (35 s), the second would not begin (35 + 35 = 70 > 60).
+    attention = []
+
+    def probe(*args):
+        attention.append(args)
+        clock[0] += 15.0
+        return {"threads": 2}
+
+    monkeypatch.setattr(llamacpp_profile, "measure_attention", probe)
+    clock[0] = 0.0
+    out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
+    assert list(out["types"]) == ["Q4_K", "Q6_K"] and out["attention"] == {"threads": 2} and len(attention) == 1
     clock[0] = 0.0
     assert list(llamacpp_profile.run(build, 1e6, types)["types"]) == list(types)
     monkeypatch.setattr(llamacpp_profile, "measure_type", lambda *a, **k: fake(*a, **k)[:1] + ({"backends": "CUDA"},))
