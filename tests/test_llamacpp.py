@@ -153,6 +153,12 @@ def test_a_malformed_llamacpp_profile_names_the_field(tmp_path):
     (tmp_path / "h.yaml").write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": bad}}))
     result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "h.yaml")])
     assert result.exit_code != 0 and "Traceback" not in result.output and "prompt_depth" in result.output
+    good = {"seconds_per_head_cell": 1e-7, "head_dim": 64, "threads": 2}
+    for key, value in (("seconds_per_head_cell", 0), ("head_dim", 64.0), ("threads", True), ("threads", None)):
+        bad = {**PROFILE, "attention": {**good, key: value}}
+        (tmp_path / "h.yaml").write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": bad}}))
+        result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "h.yaml")])
+        assert result.exit_code != 0 and "Traceback" not in result.output and f"attention: {key}" in result.output
     for at in ({"896": {"seconds_per_byte": {}}}, {"wide": {"seconds_per_byte": {"1": 1e-10}}}):
         bad = {**PROFILE, "types": {"Q8_0": {**PROFILE["types"]["Q8_0"], "at_width": at}}}
         (tmp_path / "h.yaml").write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": bad}}))
@@ -462,17 +468,27 @@ def test_decode_attention_rows_and_cells_follow_ggmls_thread_split():
     assert price.busiest_rows(32, 2) == 16
     assert price.busiest_rows(3, 4) == 1  # 3 chunks < 4 threads: one row each
     assert price.busiest_rows(7, 1) == 7
-    cells = price.busiest_cells  # (heads, threads, rows, keys over rows and layers, layers)
-    # one row at 200 cells (view 256, under the split): 5 of 9 heads x 200 x 30 layers
-    assert cells(9, 2, 1, 30 * 200, 30) == 5 * 200 * 30
+    smol = price.Heads(9, 64, 30)  # SmolLM2-135M: 9 heads, 30 layers
+    cells = price.busiest_cells  # (heads, threads, decode rows, keys over rows and layers, the step's rows)
+    # one row at 200 cells (view 256, under the split): 5 of 9 heads x 200 x 30 layers, row by row
+    assert cells(smol, 2, 1, 30 * 200, 1) == (5 * 200 * 30, 0.0)
     # one row at 300 cells: the view is 512, split in two shares of 256; thread 0 runs all 9 heads over its 256
-    assert cells(9, 2, 1, 30 * 300, 30) == 9 * 256 * 30
-    assert cells(9, 2, 4, 4 * 30 * 200, 30) == 20 * 200 * 30  # 4 rows: 20 of 36 query rows, 200 cells each
-    assert cells(9, 2, 0, 0.0, 30) == 0.0
+    assert cells(smol, 2, 1, 30 * 300, 1) == (0.0, 9 * 256 * 30)
+    assert cells(smol, 2, 4, 4 * 30 * 200, 4) == (20 * 200 * 30, 0.0)  # 4 rows: 20 of 36 query rows, 200 cells
+    assert cells(smol, 2, 0, 0.0, 0) == (0.0, 0.0)
+    # one decode row in a step with a 31-token prompt chunk: never split (the step has 32 tokens); 288 query rows in
+    # chunks of 36, thread 0 takes 4 of 8: half the decode row's 300 cells x 9 heads x 30 layers
+    assert cells(smol, 2, 1, 30 * 300, 32) == (9 * 300 * 30 / 2, 0.0)
+    # A model with 10 of 30 layers in a 256-token window, one row at 600 cells (keys = 20 x 600 + 10 x 256 = 14,560):
+    # its full layers' view is 768, split in two shares of 384, all 9 heads over min(600, 384); its sliding layers
+    # hold 256 cells (view 256): row by row, 5 of 9 heads.
+    windowed = price.Heads(9, 64, 30, sliding=10, window=256)
+    assert price.groups(windowed, 14_560) == [(20, 600.0), (10, 256.0)]
+    assert cells(windowed, 2, 1, 14_560, 1) == (10 * 256 * 5, 20 * 9 * 384)
     # a run of one row from 250 cells bends where the view grows past 256: at step 7 (cells 257)
-    assert price.attention_breaks(1, 30 * 250, 30, 20, 30) == [7]
-    assert price.attention_breaks(1, 30 * 256, 30, 20, 30) == [1]
-    assert price.attention_breaks(4, 4 * 30 * 250, 4 * 30, 20, 30) == []  # several rows: linear throughout
+    assert price.attention_breaks(smol, 1, 30 * 250, 30, 20) == [7]
+    assert price.attention_breaks(smol, 1, 30 * 256, 30, 20) == [1]
+    assert price.attention_breaks(smol, 4, 4 * 30 * 250, 4 * 30, 20) == []  # several rows: linear throughout
     assert price.series(lambda j: j if j < 7 else 100, 10, [7]) == 0 + 1 + 2 + 3 + 4 + 5 + 6 + 3 * 100
 
 
@@ -483,7 +499,7 @@ def test_estimate_prices_decode_attention_by_the_busiest_threads_cells(tmp_path)
     from roofline.measure import synthetic
 
     path = synthetic.write(TINY, tmp_path / "t.gguf", "q8_0")
-    attention = {"seconds_per_head_cell": 1e-6, "head_dim": 64, "threads": 2, "rows": 4}
+    attention = {"seconds_per_head_cell": 1e-6, "head_dim": 64, "threads": 2}
     spec = {"name": "t", "source": "t", "memory_capacity": 16e9, "memory_bandwidth": 1e10}
     spec |= {"peak_flops": {"fp32": 1e11}, "engines": {"llamacpp": {**PROFILE, "attention": attention}}}
     (tmp_path / "h.yaml").write_text(yaml.safe_dump(spec))
@@ -512,6 +528,35 @@ def test_estimate_prices_decode_attention_by_the_busiest_threads_cells(tmp_path)
     out = CliRunner().invoke(app, [*sim, "--prompt", "250", "--output", "12", "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout)["tpot_s"]["mean"] == pytest.approx(2.87142e-3, rel=1e-3)
+
+
+def test_a_windowed_models_decode_attention_bends_where_its_views_grow_and_its_window_fills(tmp_path):
+    import yaml
+
+    # Gemma-2-9B (models/gemma-2-9b.yaml): 42 layers, 21 in a 4,096-token window, 16 heads of 256. One row from a
+    # 4,000-token prompt, 200 decode steps at 4,001..4,200 cells, two threads. By hand: the full layers' view is
+    # 4,096 up to 4,096 cells (96 steps), then 4,352: split shares of 2,048, then 2,176, all 16 heads; the windowed
+    # layers stay at a 4,096 view (share 2,048) from step 95 on, and under it before (same share). Split head-cells:
+    # 21 x 16 x (2,048 x 96 + 2,176 x 104) + 21 x 16 x 2,048 x 200 = 279,724,032, a mean of 1,398,620.16 a step, at
+    # head_dim 256 = 4x the probe's 64. Raising the split figure by 1e-6 s a head-cell adds 5.59448 s to TPOT.
+    spec = {"name": "t", "source": "t", "memory_capacity": 64e9, "memory_bandwidth": 1e10, "peak_flops": {"fp32": 1e11}}
+    tpot = {}
+    for split in (1e-6, 2e-6):
+        attention = {"seconds_per_head_cell": 1e-6, "split_seconds_per_head_cell": split, "head_dim": 64, "threads": 2}
+        (tmp_path / "h.yaml").write_text(
+            yaml.safe_dump(spec | {"engines": {"llamacpp": {**PROFILE, "attention": attention}}})
+        )
+        args = ["-m", "gemma-2-9b", "-H", str(tmp_path / "h.yaml"), "--engine", "llamacpp", "--json"]
+        out = CliRunner().invoke(app, ["estimate", *args, "--prompt", "4000", "--output", "201", "-b", "1"])
+        assert out.exit_code == 0, out.output
+        tpot[split] = json.loads(out.stdout)["engine"]["tpot_s"]
+        # simulate sums the same steps piece by piece (one request: its TPOT is the mean decode step)
+        sim = CliRunner().invoke(
+            app, ["simulate", *args, "--requests", "1", "--rate", "1/s", "--prompt", "4000"] + ["--output", "201"]
+        )
+        assert sim.exit_code == 0, sim.output
+        assert json.loads(sim.stdout)["tpot_s"]["mean"] == pytest.approx(tpot[split], rel=1e-3)
+    assert tpot[2e-6] - tpot[1e-6] == pytest.approx(5.59448, rel=1e-5)
 
 
 def test_the_streaming_part_of_a_step_is_never_under_half_of_it():
@@ -685,7 +730,7 @@ def test_the_default_types_stop_at_the_budget(monkeypatch):
     assert list(out["types"]) == ["Q4_K", "Q6_K"] and out["attention"] == {"threads": 2} and len(attention) == 1
     clock[0] = 0.0
     assert list(llamacpp_profile.run(build, 1e6, types)["types"]) == list(types)
-    monkeypatch.setattr(llamacpp_profile, "measure_type", lambda *a, **k: fake(*a, **k)[:1] + ({"backends": "CUDA"},))
+    monkeypatch.setattr(llamacpp_profile, "measure_type", lambda *a, **k: fake(*a, **k)[:1] + ({"gpu": "H100"},))
     clock[0] = 0.0
     assert "attention" not in llamacpp_profile.run(build, 1e6, types) and len(attention) == 2
 

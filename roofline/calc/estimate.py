@@ -310,7 +310,8 @@ def _llamacpp(model: Model, profile: dict, inputs: Inputs, shape: Shape, kv_step
     a, B, P = model.arch, inputs.batch, inputs.prompt_tokens
     weights = llamacpp.weights_of(model, shape, inputs.weight_dtype)
     per_token = f.matmul_flops(shape.matmul - shape.head, 1)
-    common = (profile, weights, llamacpp.Heads(a.num_heads, a.head_dim, a.layers), a.hidden_size)
+    heads = llamacpp.heads_of(a.num_heads, shape)
+    common = (profile, weights, heads, a.hidden_size)
     prefill_kv = B * shape.kv_cached(P)  # the prompt's KV written
     prompt_attention = shape.prefill_attention_flops(B, P)
     ttft = sum(llamacpp.step_parts(*common, B * P, B, B * P * per_token, prompt_attention, prefill_kv))
@@ -321,8 +322,10 @@ def _llamacpp(model: Model, profile: dict, inputs: Inputs, shape: Shape, kv_step
         decode = llamacpp.Decode(B, keys, B * shape.key_flops_decode * shape.keys(P + j))
         return llamacpp.step_parts(*common, B, B, B * per_token, decode.flops, kv_step, decode)
 
-    # the attention's exact mean over the steps (one row's bends where its view grows), the rest at the mean context
-    breaks = llamacpp.attention_breaks(B, B * shape.keys(P), B * (shape.keys(P + 1) - shape.keys(P)), steps, a.layers)
+    # the attention's exact mean over the steps (it bends where one row's view grows and where a window fills), the
+    # rest at the mean context
+    breaks = llamacpp.attention_breaks(heads, B, B * shape.keys(P), B * (shape.keys(P + 1) - shape.keys(P)), steps)
+    breaks = sorted({*breaks, *(int(j) for j in shape.decode_breakpoints(P) if 0 < j < steps)})
     mean = at((steps - 1) / 2)
     decode = mean._replace(attention_s=llamacpp.series(lambda j: at(j).attention_s, steps, breaks) / steps)
     stand_ins = ", ".join(f"{k} as {v}" for k, v in llamacpp.stand_ins(profile, weights).items())

@@ -17,14 +17,14 @@ those decode rows cost the profile's measured time per head-cell (`attention`) t
 (`busiest_cells`: llama.cpp's split of heads, or of cells, across threads). Other attention FLOPs (prompts, larger
 steps, profiles without `attention`) run at the step's achieved matmul FLOP/s. The fixed cost is per step + layers x
 per layer (a small in-cache probe at two depths); vectors (norms) and the KV cache are read once at the f16 decode
-rate. Types the profile never ran are
-priced with the measured type closest in bits per weight: its time per weight where it computes, per byte where it
-streams; and say so.
+rate. Types the profile never ran are priced with the measured type closest in bits per weight: its time per weight
+where it computes, per byte where it streams; and say so.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from roofline.calc.interpolation import interpolate
@@ -190,11 +190,21 @@ def fixed_seconds(profile: dict[str, Any], weights: Weights, layers: int) -> flo
 
 
 class Heads(NamedTuple):
-    """What decode attention's cost depends on: query heads, head_dim, layers."""
+    """What decode attention's cost depends on: query heads, the values a head-cell runs over (head_dim; MLA's
+    absorbed width), layers, and how many of them attend within a sliding window of `window` cells."""
 
     count: int
-    dim: int
+    dim: float
     layers: int
+    sliding: int = 0
+    window: int = 0
+
+
+def heads_of(num_heads: int, shape: Any) -> Heads:
+    """A model's Heads from its shape (roofline.calc.shape.Shape): the values a head-cell runs over from its decode
+    FLOPs per key, 4 x heads x head_dim for MHA/GQA (QK^T and PV)."""
+    att = shape.attention
+    return Heads(num_heads, att.key_flops_decode / (4 * num_heads), att.layers, att.sliding_layers, att.window)
 
 
 def busiest_rows(rows: int, threads: int) -> int:
@@ -208,47 +218,66 @@ def busiest_rows(rows: int, threads: int) -> int:
     return sum(min(size, rows - i * size) for i in range(0, chunks, threads))
 
 
-def busiest_cells(heads: int, threads: int, rows: int, keys: float, layers: int) -> float:
+def groups(heads: Heads, keys: float) -> list[tuple[int, float]]:
+    """(layers, cells a layer) of one token attending over `keys` cells summed over layers: the full layers' and the
+    sliding ones' (at most the window), each group with its own cache view."""
+    full = heads.layers - heads.sliding
+    if not heads.sliding or not full or keys <= heads.layers * heads.window:
+        return [(heads.layers, keys / heads.layers)]
+    cells = (keys - heads.sliding * heads.window) / full
+    return [(full, cells), (heads.sliding, float(heads.window))]
+
+
+def view(cells: float) -> int:
+    """The cache view the kernel scans for `cells` cells in use [cells]: a multiple of KV_PAD."""
+    return KV_PAD * math.ceil(cells / KV_PAD)
+
+
+def busiest_cells(heads: Heads, threads: int, rows: int, keys: float, step_rows: int) -> tuple[float, float]:
     """Head-cells (a query head over one cached token) the busiest thread runs in a step's decode attention, summed
-    over layers, for `rows` decode tokens attending over `keys` cells in all (over tokens and layers). One token
-    over a view of SPLIT_CELLS cells or more (its cells rounded up to KV_PAD) has the view cut in one share a thread,
-    every head over each: the first share's cells are all in use. Otherwise each thread runs its rows
-    (busiest_rows) over their cells; a masked cell is skipped. Source: ggml/src/ggml-cpu/ops.cpp."""
-    if splits(rows, keys, layers):
-        cells = keys / layers
-        return heads * layers * min(cells, math.ceil(KV_PAD * math.ceil(cells / KV_PAD) / threads))
-    return keys * busiest_rows(rows * heads, threads) / rows if rows else 0.0
+    over layers: (row by row, split). `rows` decode tokens attend over `keys` cells in all (over tokens and layers)
+    in a step of `step_rows` tokens. A step of one token over a view of SPLIT_CELLS cells or more has the view cut
+    in one share a thread, every head over each, per layer group: the first share's cells are all in use.
+    Otherwise the step's query rows go to threads (busiest_rows) and each runs its rows over their cells, masked
+    cells skipped. Source: ggml/src/ggml-cpu/ops.cpp, ggml_compute_forward_flash_attn_ext_f16."""
+    if not rows:
+        return 0.0, 0.0
+    if step_rows > 1:
+        return keys * heads.count * busiest_rows(step_rows * heads.count, threads) / (step_rows * heads.count), 0.0
+    row, split = 0.0, 0.0
+    for layers, cells in groups(heads, keys):
+        if view(cells) >= SPLIT_CELLS:
+            split += layers * heads.count * min(cells, math.ceil(view(cells) / threads))
+        else:
+            row += layers * cells * busiest_rows(heads.count, threads)
+    return row, split
 
 
-def splits(rows: int, keys: float, layers: int) -> bool:
-    """Whether a step's decode attention takes the split path: one token over a view (its cells rounded up to
-    KV_PAD) of SPLIT_CELLS or more."""
-    return rows == 1 and KV_PAD * math.ceil(keys / layers / KV_PAD) >= SPLIT_CELLS
-
-
-def decode_attention_seconds(profile: dict[str, Any], heads: Heads, rows: int, keys: float) -> float:
-    """Row-by-row decode attention [s]: busiest_cells times the profile's time per head-cell (its split path's for
-    a split step, where measured), at its probe's head_dim scaled to the model's (a cell's dot product and update
-    run over head_dim values)."""
+def decode_attention_seconds(profile: dict[str, Any], heads: Heads, rows: int, keys: float, step_rows: int) -> float:
+    """Row-by-row decode attention [s]: busiest_cells at the profile's time per head-cell (its split path's for
+    split cells, where measured), measured at its probe's head_dim and scaled to the model's (a cell's dot product
+    and update run over head_dim values)."""
     att = profile["attention"]
-    cells = busiest_cells(heads.count, att["threads"], rows, keys, heads.layers)
+    row, split = busiest_cells(heads, att["threads"], rows, keys, step_rows)
     each = att["seconds_per_head_cell"]
-    if splits(rows, keys, heads.layers):
-        each = att.get("split_seconds_per_head_cell", each)
-    return each * heads.dim / att["head_dim"] * cells
+    return (each * row + att.get("split_seconds_per_head_cell", each) * split) * heads.dim / att["head_dim"]
 
 
-def attention_breaks(rows: int, keys: float, keys_slope: float, steps: int, layers: int) -> list[int]:
-    """Steps j in 1..steps-1 of a decode run (keys + j x keys_slope) where one token's view grows by KV_PAD cells:
-    busiest_cells is linear in j between them."""
+def attention_breaks(heads: Heads, rows: int, keys: float, keys_slope: float, steps: int) -> list[int]:
+    """Steps j in 1..steps-1 of a decode run (keys + j x keys_slope) where one token's view grows by KV_PAD cells
+    (any group's, at the full layers' cells): busiest_cells is linear in j between them and a window filling (which
+    callers break at)."""
     if rows != 1 or keys_slope <= 0:
         return []
-    first, slope = keys / layers, keys_slope / layers
-    ends = range(KV_PAD * math.ceil(first / KV_PAD), math.ceil(first + slope * steps), KV_PAD)
+    first = groups(heads, keys)[0][1]
+    slope = groups(heads, keys + keys_slope)[0][1] - first
+    if slope <= 0:
+        return []
+    ends = range(view(first), math.ceil(first + slope * steps), KV_PAD)
     return sorted({j for end in ends if 0 < (j := math.floor((end - first) / slope) + 1) < steps})
 
 
-def series(value: Any, steps: int, breaks: list[int]) -> float:
+def series(value: Callable[[int], float], steps: int, breaks: list[int]) -> float:
     """Σ value(j) over j = 0..steps-1 for a value linear in j between `breaks` (two calls a piece)."""
     total, edges = 0.0, [0, *breaks, steps]
     for a, b in zip(edges, edges[1:]):
@@ -306,7 +335,7 @@ def step_parts(
     read = seconds_per_byte(profile, "F16", 1, width)  # streaming once: the cache (f16) and the vectors
     attention = attention_flops / rate + kv_bytes * read
     if decode.rows and rows < Q_TILE and profile.get("attention"):
-        attention += decode_attention_seconds(profile, heads, decode.rows, decode.keys) - decode.flops / rate
+        attention += decode_attention_seconds(profile, heads, decode.rows, decode.keys, rows) - decode.flops / rate
     fixed = parts * (fixed_seconds(profile, weights, layers) + weights.vectors * read)
     return StepParts(fixed, parts * matmuls + logits, attention)
 
@@ -323,6 +352,7 @@ class Step(NamedTuple):
         return sum(step_parts(self.profile, self.weights, self.heads, self.width, *args, decode=decode))
 
     def breaks(self, rows: int, keys: float, keys_slope: float, steps: int) -> list[int]:
+        """attention_breaks of a decode-only run (the simulator sums its runs piece by piece)."""
         if not self.profile.get("attention"):
             return []
-        return attention_breaks(rows, keys, keys_slope, steps, self.heads.layers)
+        return attention_breaks(self.heads, rows, keys, keys_slope, steps)

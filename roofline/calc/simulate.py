@@ -126,7 +126,7 @@ def replica_setup(p: Prepared) -> tuple[StepModel, int, list[str]]:
 
 
 def _llamacpp_step(p: Prepared, notes: list[str]):
-    """A step as llama.cpp runs it (roofline.calc.llamacpp.step_seconds), when the profile measured llama.cpp."""
+    """A step as llama.cpp runs it (roofline.calc.llamacpp.Step), when the profile measured llama.cpp."""
     from roofline.calc import llamacpp
     from roofline.calc.inputs import engine_costs
 
@@ -136,7 +136,7 @@ def _llamacpp_step(p: Prepared, notes: list[str]):
         return None
     weights = llamacpp.weights_of(p.model, p.shape, p.inputs.weight_dtype)
     notes.append("engine llamacpp: each step priced by the profile's measured llama.cpp costs (ubatches of 512)")
-    return llamacpp.Step(profile, weights, llamacpp.Heads(a.num_heads, a.head_dim, a.layers), a.hidden_size)
+    return llamacpp.Step(profile, weights, llamacpp.heads_of(a.num_heads, p.shape), a.hidden_size)
 
 
 def _measured_engine(p: Prepared, notes: list[str]):

@@ -29,7 +29,8 @@ class StepModel:
 
     def __init__(self, p: Any, overhead_s: float = 0.0, measured: Any = None, engine_step: Any = None):
         s = self.shape = p.shape
-        # (rows, logit rows, matmul FLOPs, attention FLOPs, KV bytes) -> seconds: an engine's measured step (llama.cpp)
+        # an engine's measured step (llama.cpp: roofline.calc.llamacpp.Step): (rows, logit rows, matmul FLOPs, attention
+        # FLOPs, KV bytes, decode=Decode) -> seconds, and .breaks(rows, keys, keys slope, steps) of a decode run
         self.engine_step = engine_step
         self.F, self.W, self.link, self.latency, self.ep_link = p.F, p.W, p.link, p.latency, p.ep_link
         self.overhead = overhead_s

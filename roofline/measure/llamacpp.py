@@ -170,17 +170,18 @@ def batched(
     """llama-batched-bench for each batch B: B prompts of `prompt` tokens prefilled, then `generate` steps of B
     tokens. Each row has pp, tg, pl (B), t_pp, t_tg [s] and their speeds. The run's last line is sometimes lost
     (exit 0, nothing on stderr: on a 2-core AMX Xeon VM, 2026-12-06, one run in 5-6 of a single batch printed
-    nothing, and 2 of 20 runs of batches 1, 4, 1 lost the last row and no other): the first batch runs again last
-    and its second row is dropped. A run that still leaves a batch's row out is run again, up to RUNS times."""
+    nothing, and 2 of 20 runs of batches 1, 4, 1 lost the last row and no other): one sequence runs again last, the
+    cheapest batch, and its row is dropped. A run that still leaves a batch's row out is run again, up to RUNS
+    times."""
     context = max(batches) * (prompt + generate) + 16
     args = ["-m", str(model), "-c", str(context), "-b", "2048", "-ub", "512", "-npp", str(prompt), "-ntg"]
-    args += [str(generate), "-npl", ",".join(map(str, [*batches, batches[0]])), "--output-format", "jsonl"]
+    args += [str(generate), "-npl", ",".join(map(str, [*batches, 1])), "--output-format", "jsonl"]
     args += ["-t", str(threads)] if threads else []
     for _ in range(RUNS):
         printed, repack = run_json(build, "llama-batched-bench", args, repack)
         first: dict[int, dict[str, Any]] = {}
         for r in printed:
-            if "pl" in r:
+            if "pl" in r and int(r["pl"]) in batches:
                 first.setdefault(int(r["pl"]), r)
         rows = list(first.values())
         missing = sorted(set(batches) - {int(r["pl"]) for r in rows})

@@ -27,6 +27,7 @@ from typing import Any
 
 from roofline.calc import formulas as f
 from roofline.calc.llamacpp import PROMPT_ROWS
+from roofline.errors import RooflineError
 from roofline.measure import llamacpp, machine, synthetic
 from roofline.specs.params import Architecture
 
@@ -219,9 +220,9 @@ def run(
             out["types"][kind] = entry
             out.update(info)
             slowest = max(slowest, time.perf_counter() - begun)
-            if len(out["types"]) == 1 and info.get("backends", "CPU") == "CPU":  # once, in the budget, not a type
+            if len(out["types"]) == 1 and not info.get("gpu"):  # once, in the budget, not a type
                 on_step("llama.cpp: decode attention")
-                out["attention"] = measure_attention(build, Path(folder), threads)
+                out["attention"] = measure_attention(build, Path(folder), threads, on_step)
         if out.get("attention") is None:
             out.pop("attention", None)
     out["seconds"] = round(time.perf_counter() - started, 1)
@@ -283,7 +284,7 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
         results, repack = llamacpp.bench(build, path, [], GENERATE, threads)
         tg[a.layers] = _median_s(results[0]) / results[0]["n_gen"]
         info = {"threads": results[0]["n_threads"], "build_commit": results[0].get("build_commit")}
-        info["backends"] = results[0].get("backends", "CPU")  # older llama-bench builds do not say
+        info["gpu"] = results[0].get("gpu_info") or ""  # the GPUs a GPU build runs on; empty on a CPU build
     per_step, per_layer = fixed_cost(tg)
     wide, repack_wide = _curve(build, files["wide"], files["wide_prompt"], per_step, per_layer, threads)
     narrow, repack_narrow = _curve(build, files["narrow"], files["narrow_prompt"], per_step, per_layer, threads)
@@ -324,11 +325,13 @@ ATTENTION_ROWS = (1, 4)  # one row (split at the longer prompt) and four (row by
 ATTENTION_LAYERS = 8
 STEPS = 32  # decode steps a run of the attention probe times
 # Passes of the two runs back to back, each pass's added time from one moment: on the AMX Xeon VM (2026-12-06) one
-# pass's figure ran 96-256 ns a head-cell from minute to minute, so the median of three is kept, with the range.
+# pass's figure ran 96-276 ns a head-cell from minute to minute, so the median of three is kept, with the range.
 ATTENTION_PASSES = 3
 
 
-def measure_attention(build: llamacpp.Build, folder: Path, threads: int | None) -> dict[str, Any] | None:
+def measure_attention(
+    build: llamacpp.Build, folder: Path, threads: int | None, on_step: Callable[[str], None] = lambda s: None
+) -> dict[str, Any] | None:
     """llama.cpp's decode attention on this CPU: seconds per head-cell (a query head over one cached token) on the
     busiest thread (roofline.calc.llamacpp.busiest_cells), from decode steps of a narrow probe after prompts of
     ATTENTION_PROMPTS tokens: the step time the longer prompt adds over the head-cells it adds, the median of
@@ -336,9 +339,11 @@ def measure_attention(build: llamacpp.Build, folder: Path, threads: int | None) 
     split path's (`split_seconds_per_head_cell`: every head over one thread's share of the view). It is llama.cpp's
     decode path at fewer than 64 tokens a step (SmolLM2-135M q8_0 on a 2-core AMX Xeon VM: 4 rows 27 -> 73 ms a step
     from 1- to 480-token prompts; docs/guides/llamacpp.md, Decode attention). None when the added time is not
-    positive (a moment's noise): the profile then prices attention at the matmuls' FLOP/s. Weight repacking as
-    llama.cpp's default runs the probe, else off (it crashes some types' prompts on AMX CPUs)."""
-    from roofline.calc.llamacpp import busiest_cells
+    positive (a moment's noise) or a run printed no row (named on `on_step`): the profile then prices attention at
+    the matmuls' FLOP/s; a split figure that is not positive is left out alone. Weight repacking as llama.cpp's
+    default runs the probe, else off (it crashes some types' prompts on AMX CPUs). The shorter prompt's one-row
+    steps run row by row, not split: a few percent of the split cells, counted as split."""
+    from roofline.calc.llamacpp import Heads, busiest_cells
 
     a = probe(NARROW, ATTENTION_LAYERS)
     path = synthetic.write(a, folder / "attention.gguf", "Q8_0", "attention")
@@ -352,29 +357,28 @@ def measure_attention(build: llamacpp.Build, folder: Path, threads: int | None) 
                 step.update({(prompt, int(r["pl"])): r["t_tg"] / r["tg"] for r in found})
             for rows in ATTENTION_ROWS:
                 added[rows].append(step[ATTENTION_PROMPTS[1], rows] - step[ATTENTION_PROMPTS[0], rows])
+    except RooflineError as e:
+        on_step(f"llama.cpp: decode attention not measured ({e}); priced at the matmuls' FLOP/s")
+        return None
     finally:
         path.unlink()
     nth = int(found[0].get("n_threads") or threads or 1)
 
+    heads = Heads(a.num_heads, a.head_dim, a.layers)
+
     def cells(rows: int, prompt: int) -> float:  # mean over the steps, a step's rows at prompt + j + 1 cells
         keys = [rows * a.layers * (prompt + j + 1) for j in range(STEPS)]
-        return statistics.mean(busiest_cells(a.num_heads, nth, rows, k, a.layers) for k in keys)
+        return statistics.mean(sum(busiest_cells(heads, nth, rows, k, rows)) for k in keys)
 
     per = {}
     for rows, times in added.items():
         more = cells(rows, ATTENTION_PROMPTS[1]) - cells(rows, ATTENTION_PROMPTS[0])
         per[rows] = statistics.median(times) / more, [min(times) / more, max(times) / more]
     (one, one_spread), (each, spread) = per[ATTENTION_ROWS[0]], per[ATTENTION_ROWS[1]]
-    if each <= 0 or one <= 0:
+    if each <= 0:
         return None
-    return {
-        "seconds_per_head_cell": each,
-        "spread": spread,
-        "split_seconds_per_head_cell": one,
-        "split_spread": one_spread,
-        "head_dim": a.head_dim,
-        "threads": nth,
-    }
+    out = {"seconds_per_head_cell": each, "spread": spread, "head_dim": a.head_dim, "threads": nth}
+    return out | ({"split_seconds_per_head_cell": one, "split_spread": one_spread} if one > 0 else {})
 
 
 def _layer_shape(a: Architecture) -> str:
@@ -469,6 +473,8 @@ def spec(entry: dict[str, Any], base: Any = None) -> dict[str, Any]:
                 if kept:
                     types[kind] = {**new, "at_width": {**kept, **(new.get("at_width") or {})}}
             entry = {**entry, "types": types}
+            if "attention" not in entry and before.get("attention"):  # not measured now: the earlier probe's
+                entry["attention"] = before["attention"]
         return {**mapping, "engines": {**engines, "llamacpp": entry}}
     bandwidth = max(1 / t["seconds_per_byte"]["1"] for t in entry["types"].values())
     flops = {

@@ -144,16 +144,17 @@ def _llamacpp(engine: Any) -> None:
         raise ValueError("engine 'llamacpp': expected 'widths' [narrow, wide] and 'types' with measured costs")
     number = lambda v, top: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < top  # noqa: E731
     attention = engine.get("attention")
-    if attention is not None and not (
-        isinstance(attention, dict)
-        and number(attention.get("seconds_per_head_cell"), 1e-3)
-        and number(attention.get("split_seconds_per_head_cell", 0.0), 1e-3)
-        and all(isinstance(attention.get(k), int) and attention[k] > 0 for k in ("head_dim", "threads"))
-    ):
-        raise ValueError(
-            "engine 'llamacpp': expected attention with seconds_per_head_cell (and split_seconds_per_head_cell) [s] "
-            "and head_dim, threads (integers)"
-        )
+    if attention is not None:
+        if not isinstance(attention, dict):
+            raise ValueError("engine 'llamacpp': expected attention as a mapping (seconds_per_head_cell, ...)")
+        for key, ok, what in (
+            ("seconds_per_head_cell", lambda v: number(v, 1e-3) and v > 0, "seconds above 0"),
+            ("split_seconds_per_head_cell", lambda v: v is None or (number(v, 1e-3) and v > 0), "seconds above 0"),
+            ("head_dim", lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "an integer above 0"),
+            ("threads", lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "an integer above 0"),
+        ):
+            if not ok(attention.get(key)):
+                raise ValueError(f"engine 'llamacpp' attention: {key} must be {what} (got {attention.get(key)!r})")
     for kind, costs in types.items():
         table = costs.get("seconds_per_byte") if isinstance(costs, dict) else None
         fixed_ok = isinstance(costs, dict) and all(number(costs.get(k), 10) for k in ("per_step_s", "per_layer_s"))
