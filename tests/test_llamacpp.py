@@ -747,6 +747,12 @@ def test_saving_into_a_profile_keeps_the_types_measured_before():
     assert sorted(merged) == ["F16", "Q5_0", "Q8_0"] and merged["F16"] is q5  # remeasured F16 replaces the old
     other = llamacpp_profile.spec({**entry, "build": "another"}, base)["engines"]["llamacpp"]["types"]
     assert sorted(other) == ["F16", "Q5_0"]  # another build: its types alone
+    # A run whose attention probe measured nothing keeps the save's; one that measured replaces it.
+    old, new = ({"seconds_per_head_cell": t, "head_dim": 64, "threads": 2} for t in (1e-7, 2e-7))
+    base = hardware_from_mapping({**spec, "engines": {"llamacpp": {**PROFILE, "attention": old}}}, "t", "t")
+    assert llamacpp_profile.spec(entry, base)["engines"]["llamacpp"]["attention"] == old
+    assert llamacpp_profile.spec({**entry, "attention": new}, base)["engines"]["llamacpp"]["attention"] == new
+    base = hardware_from_mapping({**spec, "engines": {"llamacpp": PROFILE}}, "t", "t")
     # Probes sized by caches of 8 and 32 MiB are alike (4x either is under the 256 MB floor): the types are kept;
     # so are 64 MiB's (268.4 MB, 1.05x the floor, within the ladder's 1.25). 128 MiB asks for 536.9 MB (2.1x): not
     # the same probes, so the new types alone.
