@@ -14,8 +14,9 @@ Those two run `roofline simulate`, which starts a closed loop's clients together
 
     python benchmarks/llamacpp_server.py [--profile here.yaml] [--rounds 3]
 
-Needs a llama.cpp build (pip install '.[llamacpp]'); ~3 minutes on a 2-core VM. Without --profile, the q8_0
-profile is measured first (~15 s), the served shape's own layer shape probed too (`measure --engine llamacpp -m`).
+Needs a llama.cpp build (pip install '.[llamacpp]'); ~6 minutes on a 2-core VM (three rounds). Without --profile,
+the q8_0 profile is measured first (~25 s with the attention probe), the served shape's own layer shape probed too
+(`measure --engine llamacpp -m`).
 """
 
 import argparse
