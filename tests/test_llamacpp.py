@@ -154,7 +154,8 @@ def test_a_malformed_llamacpp_profile_names_the_field(tmp_path):
     result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "h.yaml")])
     assert result.exit_code != 0 and "Traceback" not in result.output and "prompt_depth" in result.output
     good = {"seconds_per_head_cell": 1e-7, "head_dim": 64, "threads": 2}
-    for key, value in (("seconds_per_head_cell", 0), ("head_dim", 64.0), ("threads", True), ("threads", None)):
+    bads = [("seconds_per_head_cell", 0), ("seconds_per_head_cell", 2e-3), ("split_seconds_per_head_cell", None)]
+    for key, value in [*bads, ("head_dim", 64.0), ("threads", True), ("threads", None)]:
         bad = {**PROFILE, "attention": {**good, key: value}}
         (tmp_path / "h.yaml").write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": bad}}))
         result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "h.yaml")])
@@ -361,8 +362,8 @@ def test_a_batched_run_that_prints_nothing_is_run_again(tmp_path):
     tool.write_text("#!/bin/sh\n")
     with pytest.raises(RooflineError, match="no row for 4 sequences in 3 runs"):
         llamacpp.batched(build, tmp_path / "m.gguf", 1, 4, [4], repack=True)
-    # The first batch runs again last (its run's last line is the one sometimes lost), and that repeat is dropped:
-    # a stand-in printing the rows of the -npl it is given, the repeat with another time.
+    # One sequence runs again last (a run's last line is the one sometimes lost), and that repeat is dropped: a
+    # stand-in printing the rows of the -npl it is given, the repeat with another time.
     lines = [f'{{"pl": {b}, "tg": 4, "t_tg": {t}}}' for b, t in ((1, 0.004), (4, 0.008), (1, 0.005))]
     echo = "".join(f"echo '{line}'\n" for line in lines)
     tool.write_text(f'#!/bin/sh\n{echo}echo "$@" > {tmp_path}/args\n')
@@ -477,7 +478,7 @@ def test_decode_attention_rows_and_cells_follow_ggmls_thread_split():
     assert cells(smol, 2, 4, 4 * 30 * 200, 4) == (20 * 200 * 30, 0.0)  # 4 rows: 20 of 36 query rows, 200 cells
     assert cells(smol, 2, 0, 0.0, 0) == (0.0, 0.0)
     # one decode row in a step with a 31-token prompt chunk: never split (the step has 32 tokens); 288 query rows in
-    # chunks of 36, thread 0 takes 4 of 8: half the decode row's 300 cells x 9 heads x 30 layers
+    # chunks of 36, thread 0 takes 4 of 8: on the mean, half the decode row's 300 cells x 9 heads x 30 layers
     assert cells(smol, 2, 1, 30 * 300, 32) == (9 * 300 * 30 / 2, 0.0)
     # A model with 10 of 30 layers in a 256-token window, one row at 600 cells (keys = 20 x 600 + 10 x 256 = 14,560):
     # its full layers' view is 768, split in two shares of 384, all 9 heads over min(600, 384); its sliding layers

@@ -148,12 +148,12 @@ def _llamacpp(engine: Any) -> None:
         if not isinstance(attention, dict):
             raise ValueError("engine 'llamacpp': expected attention as a mapping (seconds_per_head_cell, ...)")
         for key, ok, what in (
-            ("seconds_per_head_cell", lambda v: number(v, 1e-3) and v > 0, "seconds above 0"),
-            ("split_seconds_per_head_cell", lambda v: v is None or (number(v, 1e-3) and v > 0), "seconds above 0"),
+            ("seconds_per_head_cell", lambda v: number(v, 1e-3) and v > 0, "seconds, above 0 and under 1e-3"),
+            ("split_seconds_per_head_cell", lambda v: number(v, 1e-3) and v > 0, "seconds, above 0 and under 1e-3"),
             ("head_dim", lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "an integer above 0"),
             ("threads", lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "an integer above 0"),
         ):
-            if not ok(attention.get(key)):
+            if (key in attention or not key.startswith("split")) and not ok(attention.get(key)):  # split: optional
                 raise ValueError(f"engine 'llamacpp' attention: {key} must be {what} (got {attention.get(key)!r})")
     for kind, costs in types.items():
         table = costs.get("seconds_per_byte") if isinstance(costs, dict) else None
