@@ -360,7 +360,7 @@ def test_a_batched_run_that_prints_nothing_is_run_again(tmp_path):
     rows, _ = llamacpp.batched(build, tmp_path / "m.gguf", 1, 4, [4], repack=True)
     assert [r["pl"] for r in rows] == [4] and rows[0]["t_tg"] == 0.008
     tool.write_text("#!/bin/sh\n")
-    with pytest.raises(RooflineError, match="no row for 4 sequences in 3 runs"):
+    with pytest.raises(RooflineError, match="no row for 4 sequences after 1 tokens in 3 runs"):
         llamacpp.batched(build, tmp_path / "m.gguf", 1, 4, [4], repack=True)
     # One sequence runs again last (a run's last line is the one sometimes lost), and that repeat is dropped: a
     # stand-in printing the rows of the -npl it is given, the repeat with another time.
@@ -372,6 +372,13 @@ def test_a_batched_run_that_prints_nothing_is_run_again(tmp_path):
     assert "-npl 1,4,1" in (tmp_path / "args").read_text()
     tool.write_text("#!/bin/sh\n" + "".join(f"echo '{line}'\n" for line in lines[:2]))  # the repeat lost
     assert [r["pl"] for r in llamacpp.batched(build, tmp_path / "m.gguf", 1, 4, [1, 4], repack=True)[0]] == [1, 4]
+    # Two prompt lengths in one run (prompts outer, as llama-batched-bench loops): each its rows, each repeat dropped.
+    pairs = [(p, b, p + b / 10) for p in (1, 288) for b in (1, 4, 1)]
+    echo = "".join(f"""echo '{{"pp": {p}, "pl": {b}, "tg": 4, "t_tg": {t}}}'\n""" for p, b, t in pairs)
+    tool.write_text(f'#!/bin/sh\n{echo}echo "$@" > {tmp_path}/args\n')
+    rows, _ = llamacpp.batched(build, tmp_path / "m.gguf", [1, 288], 4, [1, 4], repack=True)
+    assert [(r["pp"], r["pl"], r["t_tg"]) for r in rows] == [(1, 1, 1.1), (1, 4, 1.4), (288, 1, 288.1), (288, 4, 288.4)]
+    assert "-npp 1,288" in (tmp_path / "args").read_text()
 
 
 PROFILE = {

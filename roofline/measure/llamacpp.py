@@ -161,35 +161,35 @@ def bench(
 def batched(
     build: Build,
     model: Path,
-    prompt: int,
+    prompt: int | list[int],
     generate: int,
     batches: list[int],
     threads: int | None = None,
     repack: bool | None = None,
 ) -> tuple[list[dict[str, Any]], bool]:
-    """llama-batched-bench for each batch B: B prompts of `prompt` tokens prefilled, then `generate` steps of B
-    tokens. Each row has pp, tg, pl (B), t_pp, t_tg [s] and their speeds. The run's last line is sometimes lost
-    (exit 0, nothing on stderr: on a 2-core AMX Xeon VM, 2026-12-06, one run in 5-6 of a single batch printed
-    nothing, and 2 of 20 runs of batches 1, 4, 1 lost the last row and no other): one sequence runs again last, the
-    cheapest batch, and its row is dropped. A run that still leaves a batch's row out is run again, up to RUNS
-    times."""
-    context = max(batches) * (prompt + generate) + 16
-    args = ["-m", str(model), "-c", str(context), "-b", "2048", "-ub", "512", "-npp", str(prompt), "-ntg"]
-    args += [str(generate), "-npl", ",".join(map(str, [*batches, 1])), "--output-format", "jsonl"]
+    """llama-batched-bench for each prompt length and batch B (prompts outer): B prompts of `prompt` tokens
+    prefilled, then `generate` steps of B tokens. Each row has pp, tg, pl (B), t_pp, t_tg [s] and their speeds. The
+    run's last line is sometimes lost (exit 0, nothing on stderr: on a 2-core AMX Xeon VM, 2026-12-06, one run in 5-6
+    of a single batch printed nothing, and 2 of 20 runs of batches 1, 4, 1 lost the last row and no other): one
+    sequence runs again last, the cheapest batch, and its rows are dropped. A run that still leaves a row out is run
+    again, up to RUNS times."""
+    prompts = prompt if isinstance(prompt, list) else [prompt]
+    context = max(batches) * (max(prompts) + generate) + 16
+    args = ["-m", str(model), "-c", str(context), "-b", "2048", "-ub", "512", "-npp", ",".join(map(str, prompts))]
+    args += ["-ntg", str(generate), "-npl", ",".join(map(str, [*batches, 1])), "--output-format", "jsonl"]
     args += ["-t", str(threads)] if threads else []
+    wanted = [(p, b) for p in prompts for b in batches]
     for _ in range(RUNS):
         printed, repack = run_json(build, "llama-batched-bench", args, repack)
-        first: dict[int, dict[str, Any]] = {}
+        first: dict[tuple[int, int], dict[str, Any]] = {}
         for r in printed:
-            if "pl" in r and int(r["pl"]) in batches:
-                first.setdefault(int(r["pl"]), r)
-        rows = list(first.values())
-        missing = sorted(set(batches) - {int(r["pl"]) for r in rows})
+            if "pl" in r and (key := (int(r.get("pp", prompts[0])), int(r["pl"]))) in wanted:
+                first.setdefault(key, r)
+        missing = [key for key in wanted if key not in first]
         if not missing:
-            return rows, repack
-    raise RooflineError(
-        f"llama-batched-bench printed no row for {', '.join(map(str, missing))} sequences in {RUNS} runs of {model}"
-    )
+            return [first[key] for key in wanted], repack
+    rows = ", ".join(f"{b} sequences after {p} tokens" for p, b in missing)
+    raise RooflineError(f"llama-batched-bench printed no row for {rows} in {RUNS} runs of {model}")
 
 
 RUNS = 3  # llama-batched-bench runs that may print no row before the batch counts as failed

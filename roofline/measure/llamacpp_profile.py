@@ -324,8 +324,9 @@ ATTENTION_PROMPTS = (1, 288)  # each row's cells: one row at 289 and more takes 
 ATTENTION_ROWS = (1, 4)  # one row (split at the longer prompt) and four (row by row at both)
 ATTENTION_LAYERS = 8
 STEPS = 32  # decode steps a run of the attention probe times
-# Passes of the two runs back to back, each pass's added time from one moment: on the AMX Xeon VM (2026-12-06) one
-# pass's figure ran 96-276 ns a head-cell from minute to minute, so the median of three is kept, with the range.
+# Passes, each one llama-batched-bench run of both prompts (its added time from one moment): on the AMX Xeon VM
+# (2026-12-06) one pass's figure ran 96-276 ns a head-cell from minute to minute, so the median of three is kept,
+# with the range.
 ATTENTION_PASSES = 3
 
 
@@ -350,11 +351,11 @@ def measure_attention(
     added: dict[int, list[float]] = {rows: [] for rows in ATTENTION_ROWS}
     repack = None
     try:
-        for _ in range(ATTENTION_PASSES):
-            step = {}
-            for prompt in ATTENTION_PROMPTS:
-                found, repack = llamacpp.batched(build, path, prompt, STEPS, [*ATTENTION_ROWS], threads, repack)
-                step.update({(prompt, int(r["pl"])): r["t_tg"] / r["tg"] for r in found})
+        for _ in range(ATTENTION_PASSES):  # both prompts in one run: their difference is from one moment
+            found, repack = llamacpp.batched(
+                build, path, [*ATTENTION_PROMPTS], STEPS, [*ATTENTION_ROWS], threads, repack
+            )
+            step = {(int(r["pp"]), int(r["pl"])): r["t_tg"] / r["tg"] for r in found}
             for rows in ATTENTION_ROWS:
                 added[rows].append(step[ATTENTION_PROMPTS[1], rows] - step[ATTENTION_PROMPTS[0], rows])
     except RooflineError as e:
