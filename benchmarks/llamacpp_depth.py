@@ -17,10 +17,10 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from llamacpp_widths import small_probe_cost
+from llamacpp_widths import cache_option, probe_cache, small_probe_cost
 
 from roofline.calc.llamacpp import BITS
-from roofline.measure import llamacpp, llamacpp_profile, machine, synthetic
+from roofline.measure import llamacpp, machine, synthetic
 from roofline.measure.llamacpp_profile import PROMPT_BYTES, PROMPTS, _matrix_params, _median_s, _per_byte, streaming_s
 from roofline.specs.catalog import load_model
 from roofline.specs.checkpoint import gguf_model
@@ -32,18 +32,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--type", default="q8_0")
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument(
-        "--cache",
-        type=float,
-        help="the cache [MiB] to size probes by [default: a bare measure's: its ladder, else the OS]",
-    )
+    cache_option(parser)
     options = parser.parse_args()
     kind = options.type.upper()
     build = llamacpp.find()
-    if options.cache:  # a run to compare with another sizes its probes as that one did
-        cache, source = options.cache * 2**20, "--cache"
-    else:
-        cache, source = llamacpp_profile.probe_cache(None, machine.cpu_cache(), ladder=llamacpp_profile.ladder_cache)
+    cache, source = probe_cache(options)
     print(f"{machine.cpu_name()}, last-level cache {cache / 2**20:.0f} MiB ({source}), {build.found}, {kind.lower()}\n")
     layer = load_model(str(SHAPE)).arch._replace(vocab_size=1024, layers=1)
     per_layer_bytes = _matrix_params(layer) * BITS[kind] / 8

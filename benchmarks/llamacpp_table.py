@@ -52,16 +52,8 @@ def main() -> None:
     print("| --- " * 14 + "|")
     for shape, layers, kind in CASES:
         args = ["validate", "--engine", "llamacpp", "-m", str(SHAPES / f"{shape}.yaml"), "--type", kind, "-H", profile]
-        args += [
-            "--batch",
-            options.batch,
-            "--prompt",
-            options.prompt,
-            "--output",
-            "32",
-            "--repeat",
-            str(options.repeat),
-        ]
+        args += ["--batch", options.batch, "--prompt", options.prompt, "--output", "32"]
+        args += ["--repeat", str(options.repeat)]
         args += ["--layers", str(layers)] if layers else []
         report = cli([*args, "--json"])
         for r in report["rows"]:

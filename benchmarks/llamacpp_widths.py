@@ -76,21 +76,30 @@ def loglog(narrow: float, wide: float, width: float) -> float:
     return wide * (narrow / wide) ** (math.log(HIGH / width) / math.log(HIGH / LOW))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--types", default="q8_0,q4_0")
-    parser.add_argument("--rounds", type=int, default=3)
+def cache_option(parser: argparse.ArgumentParser) -> None:
+    """--cache MiB: size the probes as another run did, to compare with it."""
     parser.add_argument(
         "--cache",
         type=float,
         help="the cache [MiB] to size probes by [default: a bare measure's: its ladder, else the OS]",
     )
+
+
+def probe_cache(options: argparse.Namespace) -> tuple[float, str]:
+    """The cache [B] the probes are sized by, and where it came from: --cache, else as a bare measure sizes them."""
+    if options.cache:
+        return options.cache * 2**20, "--cache"
+    return llamacpp_profile.probe_cache(None, machine.cpu_cache(), ladder=llamacpp_profile.ladder_cache)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--types", default="q8_0,q4_0")
+    parser.add_argument("--rounds", type=int, default=3)
+    cache_option(parser)
     options = parser.parse_args()
     build = llamacpp.find()
-    if options.cache:  # a run to compare with another sizes its probes as that one did
-        cache, source = options.cache * 2**20, "--cache"
-    else:
-        cache, source = llamacpp_profile.probe_cache(None, machine.cpu_cache(), ladder=llamacpp_profile.ladder_cache)
+    cache, source = probe_cache(options)
     deep = llamacpp_profile.probe_bytes(cache) / 1e6
     print(f"{machine.cpu_name()}, cache {cache / 2**20:.0f} MiB ({source}): deep probes {deep:.0f} MB, {build.found}\n")
     with tempfile.TemporaryDirectory(prefix="roofline-widths-") as name:

@@ -319,7 +319,7 @@ def _llamacpp(model: Model, profile: dict, inputs: Inputs, shape: Shape, kv_step
 
     def at(j: float) -> llamacpp.StepParts:  # decode step j, at cached context P + j
         keys = B * shape.keys(P + j)
-        decode = llamacpp.Decode(B, keys, B * shape.key_flops_decode * shape.keys(P + j))
+        decode = llamacpp.Decode(B, keys, shape.key_flops_decode * keys)
         return llamacpp.step_parts(*common, B, B, B * per_token, decode.flops, kv_step, decode)
 
     # the attention's exact mean over the steps (it bends where one row's view grows and where a window fills), the

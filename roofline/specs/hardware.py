@@ -147,13 +147,11 @@ def _llamacpp(engine: Any) -> None:
     if attention is not None:
         if not isinstance(attention, dict):
             raise ValueError("engine 'llamacpp': expected attention as a mapping (seconds_per_head_cell, ...)")
-        for key, ok, what in (
-            ("seconds_per_head_cell", lambda v: number(v, 1e-3) and v > 0, "seconds, above 0 and under 1e-3"),
-            ("split_seconds_per_head_cell", lambda v: number(v, 1e-3) and v > 0, "seconds, above 0 and under 1e-3"),
-            ("head_dim", lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "an integer above 0"),
-            ("threads", lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "an integer above 0"),
-        ):
-            if (key in attention or not key.startswith("split")) and not ok(attention.get(key)):  # split: optional
+        seconds = (lambda v: number(v, 1e-3) and v > 0, "seconds, above 0 and under 1e-3")
+        count = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "an integer above 0")
+        required = {"seconds_per_head_cell": seconds, "head_dim": count, "threads": count}
+        for key, (ok, what) in {**required, "split_seconds_per_head_cell": seconds}.items():
+            if (key in required or key in attention) and not ok(attention.get(key)):
                 raise ValueError(f"engine 'llamacpp' attention: {key} must be {what} (got {attention.get(key)!r})")
     for kind, costs in types.items():
         table = costs.get("seconds_per_byte") if isinstance(costs, dict) else None
