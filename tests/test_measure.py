@@ -635,9 +635,13 @@ def test_the_rounds_time_again_the_first_llm_shape_whose_call_fits_a_round():
 
 
 def test_every_curve_point_records_its_passes(tiny_result):
-    # The tiny plan's curve window (60 s) lets every point run all its interleaved passes.
-    points = [p for curve in tiny_result["decode_matmul"].values() for p in curve]
-    assert points and all(p["passes"] == measure_kernels.CURVE_PASSES for p in points)
+    # Every point records its passes: all CURVE_PASSES of them, unless the time budget ran out within the passes,
+    # which the result then says for that dtype. The tiny plan's 60 s window fits them on a calm machine; on a
+    # disturbed 2-core VM it once did not (CI, 2026-12-06), so the budget's note is the other outcome accepted.
+    for dtype, curve in tiny_result["decode_matmul"].items():
+        assert curve and all(1 <= p["passes"] <= measure_kernels.CURVE_PASSES for p in curve)
+        ran_out = any(n.startswith(f"decode-shaped {dtype}: the time budget ran out") for n in tiny_result["notes"])
+        assert ran_out or all(p["passes"] == measure_kernels.CURVE_PASSES for p in curve), dtype
 
 
 def test_a_dtype_the_probe_finds_slow_keeps_its_probe_only(monkeypatch):
