@@ -1,7 +1,8 @@
 """Price published serving runs the presets were not fitted on (benchmarks/data/gpustack-candidates.json: GPUStack's
 performance lab, extracted with their sources) with the stored presets, the way each was measured, and print the
 errors grouped by load: closed loops of a few clients against all requests at once (`vllm bench serve` at rate
-inf, 100-1000 requests: the engine saturated).
+inf, 100-1000 requests: the engine saturated), and by whether the run's simulated mean batch is beyond the largest its
+preset's fitted runs reached (`batch_covered`, where `estimate` and `simulate` say their typical error stops).
 
 Kept: vLLM or SGLang runs of a bundled model (Qwen3-8B/14B/32B, bf16 or FP8; gpt-oss-20b/120b) on one A100 SXM 80GB
 or H100 SXM, without speculative decoding, data/expert/pipeline parallelism, and not already in serving-train.json.
@@ -16,6 +17,8 @@ import sys
 from pathlib import Path
 
 import yaml
+
+from roofline.specs import presets
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fit_engines  # noqa: E402
@@ -65,12 +68,16 @@ def cases(engine: str) -> list[dict]:
     return out
 
 
+def eras(engine: str) -> list[str]:
+    """The engine's presets, the default first (fit_engines.ERAS)."""
+    return [name for name, _, _ in fit_engines.ERAS.get(engine, ((engine, None, None),))]
+
+
 def stored(engine: str) -> dict[str, float]:
     """The stored preset's parameters (and its other eras' loop costs), as fit_engines holds them."""
-    eras = [name for name, _, _ in fit_engines.ERAS.get(engine, ((engine, None, None),))]
-    first = yaml.safe_load((fit_engines.ROOT / "engines" / f"{eras[0]}.yaml").read_text())
+    first = yaml.safe_load((fit_engines.ROOT / "engines" / f"{eras(engine)[0]}.yaml").read_text())
     params = {n: first[n] for n in fit_engines.RANGES}
-    for era in eras[1:]:
+    for era in eras(engine)[1:]:
         other = yaml.safe_load((fit_engines.ROOT / "engines" / f"{era}.yaml").read_text())
         params.update({f"{n}@{era}": other[n] for n in fit_engines.PER_ERA})
     return params
@@ -82,12 +89,17 @@ def main(engines: list[str]) -> None:
         pricer, params = fit_engines.Pricer(engine, found), stored(engine)
         groups: dict[tuple[str, str], list[float]] = {}
         print(f"{engine}: {len(found)} runs")
+        covered = {era: presets.load(era).batch_covered for era in eras(engine)}
         for c in found:
             errors = {m: math.exp(r) - 1 for m, r in pricer.residuals(c, params).items()}
             load = "all at once" if c["concurrency"] == c["requests"] else f"{c['concurrency']} clients"
-            print(f"  {c['id']:<70} {load:<12}", " ".join(f"{m} {e:+.0%}" for m, e in errors.items()))
+            batch = pricer.batch(c, params)
+            beyond = batch > covered[fit_engines.era_of(engine, c)]
+            print(f"  {c['id']:<70} {load:<12} batch {batch:5.0f}{' beyond' if beyond else ''}",
+                  " ".join(f"{m} {e:+.0%}" for m, e in errors.items()))  # fmt: skip
             for m, e in errors.items():
                 groups.setdefault(("all at once" if load == "all at once" else "closed loop", m), []).append(e)
+                groups.setdefault(("beyond" if beyond else "within", m), []).append(e)
         for (load, m), errors in sorted(groups.items()):
             print(f"  {load:<12} {m:<14} runs {len(errors):>3}  median {statistics.median(errors):+.0%}")
 

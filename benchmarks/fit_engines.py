@@ -25,6 +25,8 @@ errors of its own runs.
 Held out: each case refitted without it (leave-one-case-out) and each device's cases refitted without that device
 (leave-one-device-out); the median |predicted / measured - 1| of those held-out predictions, per metric, is the
 preset's typical error (`errors:`), which estimate and simulate print beside an engine's prediction.
+Coverage: each preset records the largest mean running batch its runs reached as simulated (`batch_covered`);
+estimate and simulate say when a prediction goes beyond it, where the held-out errors were never measured.
 Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (about 8 minutes on two cores).
 """
 
@@ -196,6 +198,13 @@ class Pricer:
 
     def price(self, c: dict, params: dict[str, float]) -> dict[str, float]:
         """The case's metrics as simulated with `params` (its era's loop costs), in the case's units (ms, tokens/s)."""
+        return self._simulated(c, params)[0]
+
+    def batch(self, c: dict, params: dict[str, float]) -> float:
+        """The case's mean running batch as simulated with `params`."""
+        return self._simulated(c, params)[1]
+
+    def _simulated(self, c: dict, params: dict[str, float]) -> tuple[dict[str, float], float]:
         params = era_params(params, era_of(self.engine, c))
         key = (c["id"], *(round(params[n], 7) for n in RANGES))
         if key not in self.memo:
@@ -211,7 +220,7 @@ class Pricer:
                 metric, stat = serving_cases.METRICS[name]
                 value = getattr(s, metric)
                 out[name] = value if stat is None else value[stat] * 1e3
-            self.memo[key] = out
+            self.memo[key] = out, s.batch["mean"]
         return self.memo[key]
 
     def residuals(self, c: dict, params: dict[str, float]) -> dict[str, float]:
@@ -301,6 +310,7 @@ def fit_engine(engine: str) -> dict[str, dict]:
             **stored,
             "memory_fraction": ENGINES[engine][0],
             "reserve_bytes": pricer.reserve,
+            "batch_covered": round(max(pricer.batch(c, rounded) for c in mine), 1),
             "ranges": {
                 k: [min(round(a, 6), stored[k]), max(round(b, 6), stored[k])] for k, (a, b) in own_spans.items()
             },

@@ -282,3 +282,51 @@ def test_an_unknown_engine_lists_every_preset_name_it_could_take():
     r = CliRunner().invoke(app, ["estimate", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "vlm"])
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert "presets: llamacpp, sglang, trtllm, vllm, vllm-legacy)" in " ".join(r.output.split())
+
+
+def test_a_preset_records_the_largest_batch_its_runs_reached():
+    # vLLM's offline batches of 8 (benchmark_latency: 8 requests of 32 + 128 tokens, sent together) run all 8
+    # sequences from the first step to the last, so their mean running batch is 8; the legacy preset's runs are all
+    # such batches, so the largest batch it covers is 8. The 0.10+ runs include closed loops of 8 clients.
+    fit_engines, serving_cases = load("fit_engines"), load("serving_cases")
+    case = next(c for c in serving_cases.cases("vllm") if c["id"] == "vllmperf-h100-llama31-8b-bs8")
+    pricer = fit_engines.Pricer("vllm", [case])
+    assert pricer.batch(case, fit_engines.start("vllm")) == pytest.approx(8, rel=0.02)
+    assert presets.load("vllm-legacy").batch_covered == pytest.approx(8, rel=0.02)
+    assert presets.load("vllm").batch_covered >= 8 and presets.load("sglang").batch_covered >= 4
+
+
+def test_a_prediction_beyond_the_presets_runs_says_so():
+    # A closed loop runs at most as many sequences as it has clients: 4 clients stay within a preset whose runs
+    # reached a mean batch of 8, 32 clients (1,000-token answers, so they overlap for most of the run) go beyond it.
+    from roofline.calc.prepare import prepare, with_preset
+    from roofline.calc.simulate import run_simulation
+    from roofline.calc.workload import closed_loop, lengths
+
+    preset = presets.load("vllm")._replace(batch_covered=8.0)
+    p = with_preset(prepare(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), None), preset)
+    said = {}
+    for clients in (4, 32):
+        requests = closed_loop(4 * clients, lengths(None, 256, "prompt"), lengths(None, 1000, "output"), seed=0)
+        s = run_simulation(p, requests, concurrency=clients, warmup=0, capacity=False)
+        said[clients] = [n for n in s.notes if "beyond its published runs" in n]
+    assert not said[4] and len(said[32]) == 1 and "(8 at most)" in said[32][0]
+    above = int(presets.load("vllm").batch_covered) + 1  # estimate's batch is the running batch itself
+    e = estimate(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=above, engine="vllm")
+    assert sum("beyond its published runs" in n for n in e.notes) == 1
+    e = estimate(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=1, engine="vllm")
+    assert not any("beyond its published runs" in n for n in e.notes)
+
+
+def test_a_bad_batch_covered_names_the_file_and_field(tmp_path, monkeypatch):
+    from roofline.errors import RooflineError
+    from roofline.specs import catalog
+
+    (tmp_path / "engines").mkdir()
+    text = (ROOT / "engines" / "sglang.yaml").read_text().replace("batch_covered: 4.0", "batch_covered: -3")
+    (tmp_path / "engines" / "sglang.yaml").write_text(text)
+    monkeypatch.setattr(catalog, "data_dir", lambda: tmp_path)
+    with pytest.raises(
+        RooflineError, match=r"sglang\.yaml: key .batch_covered.: expected a number from 0 to 100000, got -3"
+    ):
+        presets.load("sglang")

@@ -14,6 +14,8 @@ llamacpp-cuda or llamacpp-metal by the device), `compute_peak` (the dtype whose 
 multiplies, e.g. fp32: llama.cpp's prefill follows the CUDA-core rate, not the tensor-core one, so the fraction
 can exceed 1), and `bandwidth_cap` (bytes/s its decode kernels never exceed, whatever the device offers).
 Either way a preset is never faster than the bound: compute and bandwidth are capped at the bound's peaks.
+`batch_covered` (vllm, sglang) is the largest mean batch its fitted runs reached as simulated: beyond it a note says
+its typical error does not apply (beyond_runs).
 """
 
 from collections.abc import Callable
@@ -139,6 +141,21 @@ def error_summary(preset: Preset, hardware) -> str:
             f"({hardware.id} has none of its runs)"
         )
     return f"{', '.join(parts)}: median |error| on published runs, each left out of the fit"
+
+
+def beyond_runs(preset: Preset, batch: float) -> str | None:
+    """A note when a prediction runs a mean batch above any its preset's fitted runs reached (batch_covered, as
+    simulated), where its typical error was never measured. Published runs there did worse: GPUStack's vLLM and
+    SGLang runs with every request sent at once whose simulated mean batch is beyond their preset's (25 vLLM runs
+    at 122-292 against 118, 14 SGLang ones at 11-318 against 4; benchmarks/candidates.py) served a median 0.39 of
+    the output tokens/s priced (docs/reality.md). None within its runs, or without the record."""
+    if not preset.batch_covered or batch <= preset.batch_covered:
+        return None
+    return (
+        f"engine {preset.name}: a mean batch of {batch:.0f} is beyond its published runs' ({preset.batch_covered:.0f} "
+        "at most), so its typical error does not apply; published runs at such batches served about 0.4x the output "
+        "tokens/s priced (docs/reality.md)"
+    )
 
 
 def pattern_search(

@@ -220,6 +220,11 @@ def run_simulation(
             "saturated: requests arrive faster than the replica serves them, so the queue (and every latency) "
             "grows with the run's length"
         )
+    end = result.end_s or 1e-300
+    if p.preset is not None and p.preset_setup is not None:
+        from roofline.calc.presets import beyond_runs
+
+        notes += filter(None, [beyond_runs(p.preset, result.batch_time / end)])
     per_request = [
         {
             "request": i,
@@ -232,7 +237,6 @@ def run_simulation(
         }
         for i in range(len(requests))
     ]
-    end = result.end_s or 1e-300
     return Simulation(
         inputs=inputs or {},
         ttft_s=summary(ttft),

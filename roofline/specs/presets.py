@@ -20,6 +20,7 @@ RANGES = {
     "layer_overhead_s": (0.0, 1e-3),
     "rocm_layer_overhead_s": (0.0, 1e-3),
     "reserve_bytes": (0.0, 1e11),
+    "batch_covered": (0.0, 1e5),
 }
 PROXY_RANGES = {**RANGES, "compute_fraction": (0.02, 4.0)}  # with a compute_peak: a multiple of another unit's peak
 BACKENDS = {"cuda": "NVIDIA", "metal": "Apple", "rocm": "AMD Instinct"}  # backend -> device names (prefix) on it
@@ -52,6 +53,7 @@ class Preset(NamedTuple):
     kv_pool: str = "memory"  # memory: KV = memory_fraction x memory - weights (vLLM); free: of what weights leave
     scheduler: str = "vllm"  # the simulator's policy for this engine (roofline.calc.replica.POLICIES)
     devices: list[str] = []  # the devices its runs are on: elsewhere its errors are the leave-one-device-out ones
+    batch_covered: float = 0.0  # the largest mean running batch of its fitted runs as simulated (0: not recorded)
 
 
 def load(name: str) -> Preset:
@@ -84,12 +86,19 @@ def load(name: str) -> Preset:
         name: f.take(
             name, number_between(*RANGES[name]), f"a number from {RANGES[name][0]:g} to {RANGES[name][1]:g}", 0.0
         )
-        for name in ("request_overhead_s", "layer_overhead_s", "rocm_layer_overhead_s", "reserve_bytes")
+        for name in (
+            "request_overhead_s",
+            "layer_overhead_s",
+            "rocm_layer_overhead_s",
+            "reserve_bytes",
+            "batch_covered",
+        )
     }
     pool = f.take("kv_pool", choice(*KV_POOLS), f"one of: {', '.join(KV_POOLS)}", "memory")
     policy = f.take("scheduler", choice(*SCHEDULERS), f"one of: {', '.join(SCHEDULERS)}", "vllm")
     errors = f.take("errors", _errors, "a mapping of metric to {runs, case, device} held-out median errors", {})
     fitted = {**values, **extra, **({"bandwidth_cap": cap} if cap is not None else {})}
+    fitted.pop("batch_covered")  # recorded, not fitted
     spans = f.take("ranges", _spans(fitted), "a mapping of fitted parameter to [low, high] around its value", {})
     source = f.take("source", text, "how the preset was fitted")
     f.take("notes", text, "notes", "")
@@ -108,6 +117,7 @@ def load(name: str) -> Preset:
             "layer_overhead_s",
             "rocm_layer_overhead_s",
             "reserve_bytes",
+            "batch_covered",
             "errors",
             "kv_pool",
             "scheduler",
