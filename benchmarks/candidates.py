@@ -16,8 +16,6 @@ import statistics
 import sys
 from pathlib import Path
 
-import yaml
-
 from roofline.specs import presets
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -61,35 +59,20 @@ def cases(engine: str) -> list[dict]:
         clients = c["concurrency"] or requests  # rate inf without a cap: every request at once
         dist = serving_cases.SHAREGPT if "sharegpt" in c["dataset"].lower() else None
         extra = {"weight_dtype": dtype} if dtype else {}
-        setup = serving_cases._loop(model, round(lengths[0]), round(lengths[1]), clients, requests, dist, **extra)
+        setup = serving_cases.loop(model, round(lengths[0]), round(lengths[1]), clients, requests, dist, **extra)
         measured = {m: c["metrics"][m] for m in serving_cases.METRICS if m in c["metrics"]}
         version = serving_cases.version_of(c["engine_version"] or "")
         out.append({**setup, "hardware": device, "id": c["id"], "measured": measured, "version": version})
     return out
 
 
-def eras(engine: str) -> list[str]:
-    """The engine's presets, the default first (fit_engines.ERAS)."""
-    return [name for name, _, _ in fit_engines.ERAS.get(engine, ((engine, None, None),))]
-
-
-def stored(engine: str) -> dict[str, float]:
-    """The stored preset's parameters (and its other eras' loop costs), as fit_engines holds them."""
-    first = yaml.safe_load((fit_engines.ROOT / "engines" / f"{eras(engine)[0]}.yaml").read_text())
-    params = {n: first[n] for n in fit_engines.RANGES}
-    for era in eras(engine)[1:]:
-        other = yaml.safe_load((fit_engines.ROOT / "engines" / f"{era}.yaml").read_text())
-        params.update({f"{n}@{era}": other[n] for n in fit_engines.PER_ERA})
-    return params
-
-
 def main(engines: list[str]) -> None:
     for engine in engines:
         found = cases(engine)
-        pricer, params = fit_engines.Pricer(engine, found), stored(engine)
+        pricer, params = fit_engines.Pricer(engine, found), fit_engines.stored(engine)
         groups: dict[tuple[str, str], list[float]] = {}
         print(f"{engine}: {len(found)} runs")
-        covered = {era: presets.load(era).batch_covered for era in eras(engine)}
+        covered = {era: presets.load(era).batch_covered for era in fit_engines.eras(engine)}
         for c in found:
             errors = {m: math.exp(r) - 1 for m, r in pricer.residuals(c, params).items()}
             load = "all at once" if c["concurrency"] == c["requests"] else f"{c['concurrency']} clients"

@@ -46,6 +46,7 @@ from roofline.calc.replica import Scheduler, vllm_defaults
 from roofline.calc.simulate import run_simulation
 from roofline.calc.workload import closed_loop, lengths, open_loop
 from roofline.specs.presets import Preset
+from roofline.specs.presets import load as load_preset
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -129,10 +130,25 @@ def era_of(engine: str, case: dict) -> str:
     return next((name for name, _, covers in ERAS.get(engine, ()) if covers(case["version"])), engine)
 
 
+def eras(engine: str) -> list[str]:
+    """The engine's presets, the default first (ERAS; an engine without eras has one, its own name)."""
+    return [name for name, _, _ in ERAS.get(engine, ((engine, None, None),))]
+
+
+def stored(engine: str) -> dict[str, float]:
+    """The stored presets' parameters as a fit holds them: the default era's, and each other era's loop costs
+    (`step_overhead_s@vllm-legacy`)."""
+    first, *later = eras(engine)
+    params = {n: getattr(load_preset(first), n) for n in RANGES}
+    for era in later:
+        params.update({f"{n}@{era}": getattr(load_preset(era), n) for n in PER_ERA})
+    return params
+
+
 def ranges(engine: str) -> dict[str, tuple[float, float]]:
     """The fitted parameters and their bounds: RANGES, plus the loop's costs of each era after the first
     (`step_overhead_s@vllm-legacy`)."""
-    later = [name for name, _, _ in ERAS.get(engine, ())[1:]]
+    later = eras(engine)[1:]
     return {**RANGES, **{f"{n}@{era}": RANGES[n] for era in later for n in PER_ERA}}
 
 
@@ -141,8 +157,7 @@ def borrowed(engine: str) -> dict[str, float]:
     if engine not in BORROWED:
         return {}
     lender, names = BORROWED[engine]
-    stored = yaml.safe_load((ROOT / "engines" / f"{lender}.yaml").read_text())
-    return {n: stored[n] for n in names}
+    return {n: getattr(load_preset(lender), n) for n in names}
 
 
 def start(engine: str) -> dict[str, float]:
@@ -162,7 +177,7 @@ class Pricer:
 
     def __init__(self, engine: str, cases: list[dict]):
         self.engine, self.cases, self.memo = engine, cases, {}
-        self.default_era = ERAS[engine][0][0] if engine in ERAS else engine
+        self.default_era = eras(engine)[0]
         self.ranges = ranges(engine)
         self.borrowed = borrowed(engine)
         self.base = {c["id"]: self._prepare(c) for c in cases}

@@ -105,7 +105,7 @@ def _single(model: str, hardware: str, tp: int, prompt: int, output: int, dtype:
             "requests": 2, "warmup": 0, **weights}  # fmt: skip
 
 
-def _loop(model: str, prompt: int, output: int, clients: int, requests: int, dist: str | None, **extra) -> dict:
+def loop(model: str, prompt: int, output: int, clients: int, requests: int, dist: str | None, **extra) -> dict:
     """A closed loop of `clients` on one H100 SXM (`vllm bench serve --max-concurrency`; all requests at once when
     there are as many clients as requests), lengths around the means by `dist` (None: fixed)."""
     lengths = {"prompt_dist": dist, "output_dist": dist} if dist else {}
@@ -123,14 +123,14 @@ SETUPS = {
     "vllmperf-h200-mixtral-8x7b-tp2-bs8": _batch("mixtral-8x7b", "h200", 2, 32, 128),
     "rocmblog-mi300x-llama3-8b-latency-512-512-fp16": _batch("llama-3.1-8b", "mi300x", 1, 512, 512),
     "rocmblog-mi300x-llama3-8b-latency-512-512-fp8": _batch("llama-3.1-8b", "mi300x", 1, 512, 512, weight_dtype="fp8"),
-    "vllmblog-fp8kv-h100-llama31-8b-c8-20k-bf16kv": _loop("llama-3.1-8b", 20000, 2000, 8, 150, PLUS_MINUS_15),
-    "vllmblog-fp8kv-h100-llama31-8b-c8-20k-fp8kv": _loop(
+    "vllmblog-fp8kv-h100-llama31-8b-c8-20k-bf16kv": loop("llama-3.1-8b", 20000, 2000, 8, 150, PLUS_MINUS_15),
+    "vllmblog-fp8kv-h100-llama31-8b-c8-20k-fp8kv": loop(
         "llama-3.1-8b", 20000, 2000, 8, 150, PLUS_MINUS_15, kv_dtype="fp8"
     ),
-    "vllmblog-fp8kv-h100-gptoss20b-c8-20k-bf16kv": _loop("gpt-oss-20b", 20000, 2000, 8, 150, PLUS_MINUS_15),
-    "gpustack-h100-qwen3-8b-c4-vllm": _loop("qwen3-8b", 233, 221, 4, 100, SHAREGPT),
-    "gpustack-h100-qwen3-8b-c4-sglang": _loop("qwen3-8b", 233, 221, 4, 100, SHAREGPT),
-    "gpustack-h100-qwen3-8b-fp8-c4-sglang": _loop("qwen3-8b", 233, 221, 4, 100, SHAREGPT, weight_dtype="fp8"),
+    "vllmblog-fp8kv-h100-gptoss20b-c8-20k-bf16kv": loop("gpt-oss-20b", 20000, 2000, 8, 150, PLUS_MINUS_15),
+    "gpustack-h100-qwen3-8b-c4-vllm": loop("qwen3-8b", 233, 221, 4, 100, SHAREGPT),
+    "gpustack-h100-qwen3-8b-c4-sglang": loop("qwen3-8b", 233, 221, 4, 100, SHAREGPT),
+    "gpustack-h100-qwen3-8b-fp8-c4-sglang": loop("qwen3-8b", 233, 221, 4, 100, SHAREGPT, weight_dtype="fp8"),
     **{
         f"sglang-gptoss120b-{device}-tp{tp}-{dtype}-bs1": _single("gpt-oss-120b", hardware, tp, 1024, 512, dtype)
         for device, hardware, tp in (("b200", "b200", 4), ("h100", "h100-sxm", 8), ("mi350", "mi350x", 8))
