@@ -16,6 +16,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from roofline.calc.presets import beyond_runs
 from roofline.specs import presets
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -72,12 +73,12 @@ def main(engines: list[str]) -> None:
         pricer, params = fit_engines.Pricer(engine, found), fit_engines.stored(engine)
         groups: dict[tuple[str, str], list[float]] = {}
         print(f"{engine}: {len(found)} runs")
-        covered = {era: presets.load(era).batch_covered for era in fit_engines.eras(engine)}
+        loaded = {era: presets.load(era) for era in fit_engines.eras(engine)}
         for c in found:
             errors = {m: math.exp(r) - 1 for m, r in pricer.residuals(c, params).items()}
             load = "all at once" if c["concurrency"] == c["requests"] else f"{c['concurrency']} clients"
             batch = pricer.batch(c, params)
-            beyond = batch > covered[fit_engines.era_of(engine, c)]
+            beyond = beyond_runs(loaded[fit_engines.era_of(engine, c)], batch) is not None
             print(f"  {c['id']:<70} {load:<12} batch {batch:5.0f}{' beyond' if beyond else ''}",
                   " ".join(f"{m} {e:+.0%}" for m, e in errors.items()))  # fmt: skip
             for m, e in errors.items():

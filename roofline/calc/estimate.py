@@ -405,8 +405,10 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
             f"+{presets.step_cost(preset, p.model, p.hardware) * 1e3:.2g} "
             f"ms a step, {_pool(preset)}"
         )
-        notes += filter(None, [presets.beyond_runs(preset, inputs.batch)])
-        return EnginePrediction(preset.name, "preset", ttft, tpot, rate, presets.typical_errors(preset, p.hardware))
+        beyond = presets.beyond_runs(preset, inputs.batch)  # its typical error was measured at smaller batches
+        notes += [beyond] if beyond else []
+        typical = {} if beyond else presets.typical_errors(preset, p.hardware)
+        return EnginePrediction(preset.name, "preset", ttft, tpot, rate, typical)
     if calibrated is not None and name is not None:
         latency = calibrated.ttft_s + max(inputs.output_tokens - 1, 0) * calibrated.tpot_s
         return EnginePrediction(

@@ -98,7 +98,7 @@ def replica_setup(p: Prepared) -> tuple[StepModel, int, list[str]]:
     notes = []
     setup, overhead = p, 0.0
     if p.preset is not None and p.preset_setup is not None:
-        from roofline.calc.presets import error_summary, step_cost
+        from roofline.calc.presets import step_cost
 
         setup, overhead = p.preset_setup, step_cost(p.preset, p.model, p.hardware)
         extra = p.preset.request_overhead_s
@@ -106,9 +106,6 @@ def replica_setup(p: Prepared) -> tuple[StepModel, int, list[str]]:
             f"engine {p.preset.name}: the preset's efficiencies, memory fraction and +{overhead * 1e3:.2g} ms a step"
             + (f", +{extra * 1e3:.2g} ms a request outside the engine (TTFT, E2E)" if extra else "")
         )
-        typical = error_summary(p.preset, p.hardware)
-        if typical:
-            notes.append(f"engine {p.preset.name}: typical error {typical}")
     shape, k = setup.shape, setup.knobs
     budget = k.memory_fraction * setup.hardware.memory_capacity - shape.weights
     if setup.draft is not None:
@@ -222,9 +219,7 @@ def run_simulation(
         )
     end = result.end_s or 1e-300
     if p.preset is not None and p.preset_setup is not None:
-        from roofline.calc.presets import beyond_runs
-
-        notes += filter(None, [beyond_runs(p.preset, result.batch_time / end)])
+        notes += _preset_error(p, result.batch_time / end)
     per_request = [
         {
             "request": i,
@@ -261,6 +256,17 @@ def run_simulation(
         notes=[*p.notes, *notes],
         per_request=per_request,
     )
+
+
+def _preset_error(p: Prepared, batch: float) -> list[str]:
+    """The note on the preset's typical error at this mean running batch: its held-out error where its runs went,
+    else that the error does not apply (presets.beyond_runs)."""
+    from roofline.calc.presets import beyond_runs, error_summary
+
+    beyond, typical = beyond_runs(p.preset, batch), error_summary(p.preset, p.hardware)
+    if beyond:
+        return [beyond]
+    return [f"engine {p.preset.name}: typical error {typical}"] if typical else []
 
 
 def engine_scheduler(p: Prepared, scheduler: Scheduler | None) -> Scheduler:

@@ -20,8 +20,8 @@ RANGES = {
     "layer_overhead_s": (0.0, 1e-3),
     "rocm_layer_overhead_s": (0.0, 1e-3),
     "reserve_bytes": (0.0, 1e11),
-    "batch_covered": (0.0, 1e5),
 }
+COVERED = (0.0, 1e5)  # batch_covered: a recorded mean batch, not a fitted parameter
 PROXY_RANGES = {**RANGES, "compute_fraction": (0.02, 4.0)}  # with a compute_peak: a multiple of another unit's peak
 BACKENDS = {"cuda": "NVIDIA", "metal": "Apple", "rocm": "AMD Instinct"}  # backend -> device names (prefix) on it
 KV_POOLS = ("memory", "free")  # what memory_fraction is a share of: all memory, or what the weights leave
@@ -86,19 +86,13 @@ def load(name: str) -> Preset:
         name: f.take(
             name, number_between(*RANGES[name]), f"a number from {RANGES[name][0]:g} to {RANGES[name][1]:g}", 0.0
         )
-        for name in (
-            "request_overhead_s",
-            "layer_overhead_s",
-            "rocm_layer_overhead_s",
-            "reserve_bytes",
-            "batch_covered",
-        )
+        for name in ("request_overhead_s", "layer_overhead_s", "rocm_layer_overhead_s", "reserve_bytes")
     }
     pool = f.take("kv_pool", choice(*KV_POOLS), f"one of: {', '.join(KV_POOLS)}", "memory")
     policy = f.take("scheduler", choice(*SCHEDULERS), f"one of: {', '.join(SCHEDULERS)}", "vllm")
     errors = f.take("errors", _errors, "a mapping of metric to {runs, case, device} held-out median errors", {})
+    covered = f.take("batch_covered", number_between(*COVERED), f"a number from {COVERED[0]:g} to {COVERED[1]:g}", 0.0)
     fitted = {**values, **extra, **({"bandwidth_cap": cap} if cap is not None else {})}
-    fitted.pop("batch_covered")  # recorded, not fitted
     spans = f.take("ranges", _spans(fitted), "a mapping of fitted parameter to [low, high] around its value", {})
     source = f.take("source", text, "how the preset was fitted")
     f.take("notes", text, "notes", "")
@@ -139,6 +133,7 @@ def load(name: str) -> Preset:
         ranges=spans,
         **extra,
         errors=errors,
+        batch_covered=covered,
         kv_pool=pool,
         scheduler=policy,
     )
