@@ -336,3 +336,23 @@ def test_a_bad_batch_covered_names_the_file_and_field(tmp_path, monkeypatch):
         RooflineError, match=r"sglang\.yaml: key .batch_covered.: expected a number from 0 to 100000, got -3"
     ):
         presets.load("sglang")
+
+
+def test_a_plan_beyond_the_presets_runs_says_so(monkeypatch):
+    # plan --rate simulates each replica with the preset, so an option whose replicas run beyond the preset's runs
+    # says so. Little's law with hand bounds: at 2 requests/s of 1,000-token answers, one or two replicas each take
+    # at least 1 request/s, and a request decodes 999 steps of at least 4.79 ms (Llama-3.1-8B's 16.06 GB of bf16
+    # weights read at the H100 SXM's 3.35 TB/s), so a replica holds 4.8 sequences or more on average: beyond runs
+    # that reached 1. At 1 request/s of 100-token answers whose p99 TPOT meets 200 ms, a request stays about 20 s
+    # at most, so a replica holds about 20 or fewer: within the stored vLLM preset's 118.
+    from roofline.calc.plan import plan
+
+    stored = presets.load
+    small = lambda name: stored(name)._replace(batch_covered=1.0) if name == "vllm" else stored(name)  # noqa: E731
+    model, h100 = load_model("llama-3.1-8b"), [load_hardware("h100-sxm")]
+    light = plan(model, h100, prompt_tokens=200, output_tokens=100, rate=1.0, tpot_slo=0.2, tps=(1,), engine="vllm")
+    assert light.best.reason == "meets the SLOs"
+    monkeypatch.setattr(presets, "load", small)
+    busy = plan(model, h100, prompt_tokens=200, output_tokens=1000, rate=2.0, tpot_slo=0.2, tps=(1,), engine="vllm")
+    assert busy.best.reason.startswith("meets the SLOs; engine vllm: a mean batch of")
+    assert "(1.0 at most)" in busy.best.reason

@@ -38,9 +38,15 @@ def refused_option(h, tp: int, pp: int, disagg: str | None, reason: str, **extra
     )  # fmt: skip
 
 
-def served_option(h, tp, pp, disagg, replicas, batch, devices, ttft_s, tpot_s, served, price, **extra) -> Option:
+MEETS = "meets the SLOs"  # a served option's reason, unless it carries a caveat
+
+
+def served_option(
+    h, tp, pp, disagg, replicas, batch, devices, ttft_s, tpot_s, served, price, caveat: str | None = None, **extra
+) -> Option:
     """An option that meets the SLOs, serving `served` output tokens/s on `devices`: its goodput per device, its
-    cost (at `price` per device-hour) and energy (at the datasheet's board power) per million tokens."""
+    cost (at `price` per device-hour) and energy (at the datasheet's board power) per million tokens; `caveat`, a
+    doubt on its figures, follows MEETS in its reason."""
     cost = price * devices if price is not None else None
     return Option(
         hardware=h.id,
@@ -58,6 +64,6 @@ def served_option(h, tp, pp, disagg, replicas, batch, devices, ttft_s, tpot_s, s
         cost_per_hour=cost,
         cost_per_million_tokens=cost / (served * 3600) * 1e6 if cost is not None else None,
         energy_j_per_million_tokens=h.power * devices / served * 1e6 if h.power is not None else None,
-        reason="meets the SLOs",
+        reason=f"{MEETS}; {caveat}" if caveat else MEETS,
         **extra,
     )

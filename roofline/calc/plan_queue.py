@@ -36,6 +36,7 @@ def option(model, h, tp, prompt, output, rate, tpot_slo, ttft_slo, q, price, kno
     when none meets the SLOs."""
     from roofline.calc.options import refused_option, served_option
     from roofline.calc.prepare import prepare
+    from roofline.calc.presets import beyond_runs
     from roofline.calc.simulate import run_simulation
     from roofline.calc.workload import lengths, open_loop
 
@@ -73,9 +74,10 @@ def option(model, h, tp, prompt, output, rate, tpot_slo, ttft_slo, q, price, kno
     capacity = low
     replicas = max(1, math.ceil(rate / capacity - 1e-9))
     share = at(rate / replicas)
+    caveat = beyond_runs(p.preset, share.batch["mean"]) if p.preset is not None and p.preset_setup else None
     return served_option(
         h, tp, 1, None, replicas, None, replicas * tp, share.ttft_s["mean"], share.tpot_s["mean"], rate * output,
-        price, method="simulated", utilization=(rate / replicas) / stable, ttft_p99_s=_q(share.ttft_s, q),
+        price, caveat, method="simulated", utilization=(rate / replicas) / stable, ttft_p99_s=_q(share.ttft_s, q),
         tpot_p99_s=_q(share.tpot_s, q),
     )  # fmt: skip
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from roofline.calc.estimate import Estimate
+from roofline.calc.options import MEETS
 from roofline.units import binary, number, si
 
 
@@ -383,7 +384,12 @@ def plan_table(p: Any):
         Text(""),
     ]
     drop = ("energy/M tokens", "output tok/s", "TTFT", f"TTFT {pct}", "replicas", "pp", "pools", "$/hour", "per device")
-    return Group(*lines, listing_table(columns, rows, left=1, drop=drop, wrap=("why not",)))
+    caveats = [  # an option that meets the SLOs with a doubt on its figures (options.served_option)
+        Text(f"note: {o.hardware} tp {o.tp}: {o.reason.removeprefix(MEETS + '; ')}")
+        for o in p.options
+        if o.meets_slo and o.reason != MEETS
+    ]
+    return Group(*lines, listing_table(columns, rows, left=1, drop=drop, wrap=("why not",)), *caveats)
 
 
 def dollars(v: float) -> str:
