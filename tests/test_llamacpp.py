@@ -678,7 +678,9 @@ def server(tmp_path_factory):
     assert measured.exit_code == 0, measured.output
     own = yaml.safe_load(profile.read_text())["engines"]["llamacpp"]["types"]["Q8_0"]["at_width"]["896"]
     assert own["shape"].startswith("hidden 896, MLP 4864, 14 heads, 2 KV heads") and len(own["seconds_per_byte"]) == 7
-    assert 48e6 <= own["prompt_bytes"] <= 80e6  # 3 of its 15.8 MB layers: PROMPT_BYTES, rounded up to layers
+    # its prompts ran on the own probe itself: the model's 4 layers of 896 x 2048 + 3 x 896 x 4864 q8_0 weights and
+    # the probes' tied 1,024 x 896 head, at 34 bytes a block of 32
+    assert own["prompt_bytes"] == pytest.approx((4 * (896 * 2048 + 3 * 896 * 4864) + 1024 * 896) * 34 / 32, rel=1e-6)
     with llamacpp.server(llamacpp.find(), model, 4, 4096) as url:
         yield url, model, profile
 
@@ -780,3 +782,36 @@ def test_saving_into_a_profile_keeps_the_types_measured_before():
     assert sorted(merged["at_width"]) == ["576", "896"] and merged["seconds_per_byte"] == {"1": 2e-10}
     plain = llamacpp_profile.spec({**PROFILE, "types": {"Q8_0": q5}}, base)["engines"]["llamacpp"]["types"]["Q8_0"]
     assert plain["at_width"] == at and plain["seconds_per_byte"] == {"1": 2e-10}
+
+
+def test_a_models_own_prompts_run_at_its_own_depth(monkeypatch, tmp_path):
+    # With -m, the own layer shape's prompts run on the own probe itself when it is no deeper than the deep probes
+    # (probe_bytes: 4 x a 64 MiB cache = 268 MB), else on as many of its layers as make those bytes. Qwen2.5-0.5B's
+    # q8_0 layer is 896 x 2048 + 3 x 896 x 4864 weights x 34/32 bytes = 15,841,280 B: 4 layers stay 4 (one file for
+    # both); 40 layers (634 MB) are probed 40 deep for decode and ceil(268,435,456 / 15,841,280) = 17 deep for prompts.
+    from roofline.measure import llamacpp_profile
+    from roofline.specs import checkpoint
+    from roofline.specs.catalog import load_model
+
+    shape = load_model(str(Path(__file__).parent.parent / "benchmarks/shapes/qwen2.5-0.5b.yaml")).arch
+    written, seen = [], {}
+
+    def write(a, path, kind, name, **kw):
+        written.append(name)
+        path.write_bytes(b"")
+        return path
+
+    monkeypatch.setattr(llamacpp_profile.synthetic, "write", write)
+    monkeypatch.setattr(checkpoint, "gguf_model", lambda path: (None, type("W", (), {"streamed_by_dtype": {}})()))
+
+    def entry(build, files, threads):
+        seen.update(files)
+        return {}, {}
+
+    monkeypatch.setattr(llamacpp_profile, "_type_entry", entry)
+    build = llamacpp.Build(Path("/nowhere"), "test")
+    for layers, prompt_layers, files in ((4, 4, 1), (40, 17, 2)):
+        written.clear()
+        llamacpp_profile.measure_type(build, "Q8_0", tmp_path, 64 * 2**20, None, print, shape._replace(layers=layers))
+        assert seen["own"][0].layers == layers and seen["own_prompt"][0].layers == prompt_layers
+        assert sum(name.startswith("own") for name in written) == files

@@ -5,14 +5,15 @@ Per type: a small probe (hidden 256) at depths 2 and 8 gives the fixed cost of a
 1024, each with as many layers as make its weights 4x the last-level cache (256 MB to 1 GiB), give the time per
 streamed weight byte at M rows: decode steps of M = 1, 2, 4, 8, 16 sequences (llama-batched-bench). Prompt
 processing of 128 and 512 tokens (llama-bench) runs on shallower probes of the same widths (PROMPT_BYTES of
-weights), which take a third of the deep probes' time; the deep wide probe then runs the 128-token prompt, and
-its time per byte over the shallow one's (prompt_depth) prices a model's prompts at the depth of its weights: between
+weights), which take a third of the deep probes' time; the deep wide probe then runs the 128-token prompt, and its
+time per byte over the shallow one's (prompt_depth) prices a model's prompts at the depth of its weights: between
 passes a shallow model's weights partly stay in the last-level cache, a deep one's do not (docs/guides/llamacpp.md,
 Depth). Narrow rows run slower per byte (more matrices and rows per byte), so roofline.calc.llamacpp interpolates
 between the two in the model's hidden size. With a model (`--model`), its own layer shape is probed too, at its own
-depth (up to MAX_BYTES): those times price models of its width instead. Each test is the median of llama-bench's
-repetitions after its warm-up run. Once a run, on a CPU backend, a narrow probe's 4-row decode after short and long
-prompts gives the time of decode attention per head-cell (measure_attention).
+depth (up to MAX_BYTES; its prompts up to the deep probes' bytes): those times price models of its width instead.
+Each test is the median of llama-bench's repetitions after its warm-up run. Once a run, on a CPU backend, a narrow
+probe's 4-row decode after short and long prompts gives the time of decode attention per head-cell
+(measure_attention).
 """
 
 from __future__ import annotations
@@ -263,18 +264,24 @@ def measure_type(
     for name, a in layer_shapes.items():
         deep = own_layers(shape, kind) if name == "own" else deep_layers(a, kind, cache_bytes)
         probes.append((name, a._replace(layers=deep)))
-        probes.append((f"{name}_prompt", a._replace(layers=layers_for(a, kind, PROMPT_BYTES))))
+        # A model's own prompts run at its own depth, up to the deep probes' (beyond it prompt_depth_factor is held):
+        # its prompts then need no depth ratio, which moved 1.12-1.42 between three profiles of one VM.
+        shallow = min(deep, layers_for(a, kind, probe_bytes(cache_bytes))) if name == "own" else None
+        probes.append((f"{name}_prompt", a._replace(layers=shallow or layers_for(a, kind, PROMPT_BYTES))))
     files = {}
     for name, a in probes:
-        on_step(f"llama.cpp {kind.lower()}: writing the {name} probe")
-        path = synthetic.write(a, folder / f"{name}-{kind}.gguf", kind, name)
-        files[name] = (a, path, sum(gguf_model(path)[1].streamed_by_dtype.values()))  # matrix bytes
+        same = next((f for f in files.values() if f[0] == a), None)  # the own probe doubling as its prompt probe
+        if same is None:
+            on_step(f"llama.cpp {kind.lower()}: writing the {name} probe")
+            path = synthetic.write(a, folder / f"{name}-{kind}.gguf", kind, name)
+            same = (a, path, sum(gguf_model(path)[1].streamed_by_dtype.values()))  # matrix bytes
+        files[name] = same
     on_step(f"llama.cpp {kind.lower()}: llama-bench and llama-batched-bench")
     try:
         return _type_entry(build, files, threads)
     finally:
         for _, path, _ in files.values():
-            path.unlink()
+            path.unlink(missing_ok=True)
 
 
 def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
