@@ -812,6 +812,7 @@ def test_a_models_own_prompts_run_at_its_own_depth(monkeypatch, tmp_path):
     build = llamacpp.Build(Path("/nowhere"), "test")
     for layers, prompt_layers, files in ((4, 4, 1), (40, 17, 2)):
         written.clear()
-        llamacpp_profile.measure_type(build, "Q8_0", tmp_path, 64 * 2**20, None, print, shape._replace(layers=layers))
+        quiet = lambda step: None  # noqa: E731
+        llamacpp_profile.measure_type(build, "Q8_0", tmp_path, 64 * 2**20, None, quiet, shape._replace(layers=layers))
         assert seen["own"][0].layers == layers and seen["own_prompt"][0].layers == prompt_layers
         assert sum(name.startswith("own") for name in written) == files

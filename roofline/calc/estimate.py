@@ -324,7 +324,7 @@ def _llamacpp(model: Model, profile: dict, inputs: Inputs, shape: Shape, kv_step
 
     # the attention's exact mean over the steps (it bends where one row's view grows and where a window fills), the
     # rest at the mean context
-    breaks = llamacpp.attention_breaks(heads, B, B * shape.keys(P), B * (shape.keys(P + 1) - shape.keys(P)), steps)
+    breaks = llamacpp.Step(*common).breaks(B, B * shape.keys(P), B * (shape.keys(P + 1) - shape.keys(P)), steps)
     breaks = sorted({*breaks, *(int(j) for j in shape.decode_breakpoints(P) if 0 < j < steps)})
     mean = at((steps - 1) / 2)
     decode = mean._replace(attention_s=llamacpp.series(lambda j: at(j).attention_s, steps, breaks) / steps)

@@ -265,9 +265,12 @@ def measure_type(
         deep = own_layers(shape, kind) if name == "own" else deep_layers(a, kind, cache_bytes)
         probes.append((name, a._replace(layers=deep)))
         # A model's own prompts run at its own depth, up to the deep probes' (beyond it prompt_depth_factor is held):
-        # its prompts then need no depth ratio, which moved 1.12-1.42 between three profiles of one VM.
-        shallow = min(deep, layers_for(a, kind, probe_bytes(cache_bytes))) if name == "own" else None
-        probes.append((f"{name}_prompt", a._replace(layers=shallow or layers_for(a, kind, PROMPT_BYTES))))
+        # they then need no depth ratio, which moved 1.12-1.72 between six profiles of one VM (2026-12-06).
+        if name == "own":
+            prompt_layers = min(deep, layers_for(a, kind, probe_bytes(cache_bytes)))
+        else:
+            prompt_layers = layers_for(a, kind, PROMPT_BYTES)
+        probes.append((f"{name}_prompt", a._replace(layers=prompt_layers)))
     files = {}
     for name, a in probes:
         same = next((f for f in files.values() if f[0] == a), None)  # the own probe doubling as its prompt probe
