@@ -160,12 +160,12 @@ def test_an_engine_prediction_applies_the_engines_memory_rule():
 
 
 def test_memory_figures_say_per_device_or_whole_model():
-    r = runner.invoke(
-        app, ["estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--tp", "2", "-b", "16", "--prompt", "2048", "-q"]
-    )
-    kv = next(line for line in r.stdout.splitlines() if line.startswith("KV cache"))
-    budget = next(line for line in r.stdout.splitlines() if line.startswith("KV budget"))
-    weights = next(line for line in r.stdout.splitlines() if line.startswith("weights"))
+    # A terminal wide enough for no line to wrap: the lines are then found whole, at any width pytest runs at.
+    args = ["estimate", "-m", "llama-3.1-70b", "-H", "h100-sxm", "--tp", "2", "-b", "16", "--prompt", "2048", "-q"]
+    lines = runner.invoke(app, args, env={"COLUMNS": "200"}).stdout.splitlines()
+    kv = next(line for line in lines if line.startswith("KV cache"))
+    budget = next(line for line in lines if line.startswith("KV budget"))
+    weights = next(line for line in lines if line.startswith("weights") and "resident" in line)
     assert (
         "/sequence (whole model)" in kv
         and "per device =" in budget
