@@ -448,6 +448,24 @@ def test_a_stand_in_type_is_priced_per_weight_where_it_computes_and_per_byte_whe
     assert s(only_q8, "F16", 512, 1024) == pytest.approx(4.296875e-9)
 
 
+def test_a_stand_in_runs_the_same_kernels_before_it_is_nearest_in_bits():
+    # ggml-cpu's type_traits_cpu[].vec_dot_type: Q4_0, Q5_0, Q8_0 dot 32-weight blocks against Q8_0 activations, the
+    # K-quants 256-weight super-blocks against Q8_K. Q4_0 (4.5 bits) is then priced by Q5_0 (5.5), not by Q4_K (4.5
+    # bits too); Q5_K by Q4_K, the only super-block type measured; BF16 by F16; with no type of its kernels measured,
+    # by bits alone (Q4_0 by Q4_K); a type outside the table (TQ1_0, 1.6875 bits: counted as 16) likewise.
+    entry = {"per_step_s": 0.0, "per_layer_s": 0.0, "repack": True, "seconds_per_byte": {"1": 1e-10, "512": 8e-9}}
+    types = {"Q4_K": entry, "Q5_0": {**entry, "seconds_per_byte": {"1": 1.2e-10, "512": 1.2e-8}}, "F16": entry}
+    profile = {"build": "test", "widths": [512, 1024], "types": types}
+    m = price.measured_type
+    assert [m(profile, k) for k in ("Q4_0", "Q5_K", "BF16", "Q8_0")] == ["Q5_0", "Q4_K", "F16", "Q5_0"]
+    assert m({**profile, "types": {"Q4_K": entry, "F16": entry}}, "Q4_0") == "Q4_K"
+    assert m(profile, "TQ1_0") == "F16"
+    # Priced from Q5_0's kernels by hand: 512 rows (1.2e-8 x 5.5 + 1.2e-10 x (4.5 - 5.5)) / 4.5 = 1.46400e-8 s/B
+    # (Q4_K's would have given 8e-9); one row 1.2e-10.
+    assert price.seconds_per_byte(profile, "Q4_0", 512, 1024) == pytest.approx(1.464e-8)
+    assert price.seconds_per_byte(profile, "Q4_0", 1, 1024) == pytest.approx(1.2e-10)
+
+
 def test_a_prompt_is_priced_at_the_depth_of_the_models_weights():
     # By hand from the rule (docs/guides/llamacpp.md, Depth): prompts of a model whose weights are the deep probe's
     # 256 MB or more run 1.21x the shallow (48 MB) probe's time per byte, log-log between, 1 at or under 48 MB.

@@ -17,8 +17,8 @@ those decode rows cost the profile's measured time per head-cell (`attention`) t
 (`busiest_cells`: llama.cpp's split of heads, or of cells, across threads). Other attention FLOPs (prompts, larger
 steps, profiles without `attention`) run at the step's achieved matmul FLOP/s. The fixed cost is per step + layers x
 per layer (a small in-cache probe at two depths); vectors (norms) and the KV cache are read once at the f16 decode
-rate. Types the profile never ran are priced with the measured type closest in bits per weight: its time per weight
-where it computes, per byte where it streams; and say so.
+rate. Types the profile never ran are priced with the measured type of the same kernels (`KERNELS`) closest in bits
+per weight: its time per weight where it computes, per byte where it streams; and say so.
 """
 
 from __future__ import annotations
@@ -51,6 +51,14 @@ BITS = {  # bits per weight of each ggml type (block bytes x 8 / block size; ggm
     "Q3_K": 3.4375,
     "Q2_K": 2.625,
 }
+# Each type's kernels, by the type ggml-cpu quantizes a matmul's activations to for its dot products
+# (ggml/src/ggml-cpu/ggml-cpu.c, type_traits_cpu[].vec_dot_type): floats; 32-weight blocks against Q8_0/Q8_1;
+# 256-weight super-blocks against Q8_K. A type the profile never ran is priced by a measured type of its kernels.
+KERNELS = {
+    **dict.fromkeys(("F32", "F16", "BF16"), "float"),
+    **dict.fromkeys(("Q8_0", "Q5_1", "Q5_0", "Q4_1", "Q4_0", "IQ4_NL"), "block32"),
+    **dict.fromkeys(("Q6_K", "Q5_K", "Q4_K", "IQ4_XS", "Q3_K", "Q2_K"), "block256"),
+}
 BY_DTYPE = {"fp32": "F32", "fp16": "F16", "bf16": "BF16", "int8": "Q8_0", "fp8": "Q8_0", "int4": "Q4_0"}
 
 
@@ -80,12 +88,15 @@ def weights_of(model: Any, shape: Any, dtype: str) -> Weights:
 
 
 def measured_type(profile: dict[str, Any], kind: str) -> str:
-    """The profile's type that prices `kind`: itself when measured, else the measured one nearest in bits/weight."""
+    """The profile's type that prices `kind`: itself when measured, else the measured one nearest in bits/weight
+    among those of its kernels (`KERNELS`), else among all. Left out one at a time, seven measured types priced each
+    other's prompts 0.3-3.7x their own by bits alone and 0.65-1.6x by kernels first (docs/guides/llamacpp.md)."""
     types = profile["types"]
     if kind in types:
         return kind
     bits = BITS.get(kind, 16.0)
-    return min(types, key=lambda t: (abs(math.log(BITS.get(t, 16.0) / bits)), t))
+    alike = [t for t in types if kind in KERNELS and KERNELS.get(t) == KERNELS[kind]]
+    return min(alike or types, key=lambda t: (abs(math.log(BITS.get(t, 16.0) / bits)), t))
 
 
 def own_entry(entry: dict[str, Any], width: float) -> dict[str, Any] | None:
