@@ -6,6 +6,11 @@ from pathlib import Path
 
 import pytest
 import typer.testing
+from hypothesis import settings
+
+# No per-example deadline: a shared VM's slow spells (up to 2x) would fail a property for the machine's moment.
+settings.register_profile("roofline", deadline=None)
+settings.load_profile("roofline")
 
 # typer's CliRunner builds the click command from the app on every invoke (~23 ms, half the bare test pass's time);
 # roofline builds it once a process, and so do the tests now.

@@ -89,8 +89,9 @@ def weights_of(model: Any, shape: Any, dtype: str) -> Weights:
 
 def measured_type(profile: dict[str, Any], kind: str) -> str:
     """The profile's type that prices `kind`: itself when measured, else the measured one nearest in bits/weight
-    among those of its kernels (`KERNELS`), else among all. Left out one at a time, seven measured types priced each
-    other's prompts 0.3-3.7x their own by bits alone and 0.65-1.6x by kernels first (docs/guides/llamacpp.md)."""
+    among those of its kernels (`KERNELS`), else among all. Left out one at a time, the types of five Xeon profiles
+    priced each other's prompts 0.24-4.36x their own by bits alone, 0.63-2.01x by kernels first
+    (docs/guides/llamacpp.md)."""
     types = profile["types"]
     if kind in types:
         return kind
