@@ -451,19 +451,29 @@ def test_a_stand_in_type_is_priced_per_weight_where_it_computes_and_per_byte_whe
 def test_a_stand_in_runs_the_same_kernels_before_it_is_nearest_in_bits():
     # ggml-cpu's type_traits_cpu[].vec_dot_type: Q4_0, Q5_0, Q8_0 dot 32-weight blocks against Q8_0 activations, the
     # K-quants 256-weight super-blocks against Q8_K. Q4_0 (4.5 bits) is then priced by Q5_0 (5.5), not by Q4_K (4.5
-    # bits too); Q5_K by Q4_K, the only super-block type measured; BF16 by F16; with no type of its kernels measured,
-    # by bits alone (Q4_0 by Q4_K); a type outside the table (TQ1_0, 1.6875 bits: counted as 16) likewise.
+    # bits too); Q5_K and TQ1_0 by Q4_K, the only super-block type measured; BF16 by F16; MXFP4 (a 1-byte scale and
+    # 16 bytes for 32 weights: 4.25 bits) by Q5_0; with no type of its kernels measured, by bits alone (Q4_0 by Q4_K),
+    # as a type of no known kernels is (NVFP4: 36 bytes for 64 weights, 4.5 bits) and one unknown to ggml's table
+    # (counted as 16 bits).
     entry = {"per_step_s": 0.0, "per_layer_s": 0.0, "repack": True, "seconds_per_byte": {"1": 1e-10, "512": 8e-9}}
     types = {"Q4_K": entry, "Q5_0": {**entry, "seconds_per_byte": {"1": 1.2e-10, "512": 1.2e-8}}, "F16": entry}
     profile = {"build": "test", "widths": [512, 1024], "types": types}
     m = price.measured_type
     assert [m(profile, k) for k in ("Q4_0", "Q5_K", "BF16", "Q8_0")] == ["Q5_0", "Q4_K", "F16", "Q5_0"]
     assert m({**profile, "types": {"Q4_K": entry, "F16": entry}}, "Q4_0") == "Q4_K"
-    assert m(profile, "TQ1_0") == "F16"
+    assert [m(profile, k) for k in ("TQ1_0", "MXFP4", "NVFP4", "Q9_9")] == ["Q4_K", "Q5_0", "Q4_K", "F16"]
     # Priced from Q5_0's kernels by hand: 512 rows (1.2e-8 x 5.5 + 1.2e-10 x (4.5 - 5.5)) / 4.5 = 1.46400e-8 s/B
     # (Q4_K's would have given 8e-9); one row 1.2e-10.
     assert price.seconds_per_byte(profile, "Q4_0", 512, 1024) == pytest.approx(1.464e-8)
     assert price.seconds_per_byte(profile, "Q4_0", 1, 1024) == pytest.approx(1.2e-10)
+    # MXFP4 from Q5_0's likewise: (1.2e-8 x 5.5 + 1.2e-10 x (4.25 - 5.5)) / 4.25 = 6.585e-8 / 4.25 = 1.549412e-8 s/B
+    # (counted as 16 bits, as before, it was priced at F16's 8e-9 a byte: a quarter of its time per weight).
+    assert price.seconds_per_byte(profile, "MXFP4", 512, 1024) == pytest.approx(1.549412e-8)
+    # An fp4 model without a GGUF file is priced as MXFP4, its lm_head at 4.25 bits: 1e6 head weights, 531,250 B.
+    from types import SimpleNamespace
+
+    shape = SimpleNamespace(head=1e6, streamed=lambda rows: 5e6)
+    assert price.weights_of(SimpleNamespace(weights_file=None), shape, "fp4").head == ("MXFP4", 531250.0)
 
 
 def test_a_prompt_is_priced_at_the_depth_of_the_models_weights():

@@ -28,38 +28,25 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from roofline.calc.interpolation import interpolate
+from roofline.specs.gguf import TYPES
 
 # ggml-cpu's flash attention (ggml/src/ggml-cpu/ops.cpp, ggml_compute_forward_flash_attn_ext_f16; common.h):
 Q_TILE = 64  # GGML_FA_TILE_Q: a graph compute of this many tokens or more runs it in tiles (GEMMs), fewer row by row
 KV_PAD = 256  # llama_kv_cache::get_padding with flash attention: the cache view the kernel scans is a multiple of it
 SPLIT_CELLS = 512  # use_split_kv_path: one query token over a view of this many cells or more splits the cells
 UBATCH = 512  # llama.cpp's default n_ubatch: a larger batch runs as several graph computes, each reading the weights
-BITS = {  # bits per weight of each ggml type (block bytes x 8 / block size; ggml's type table)
-    "F32": 32.0,
-    "F16": 16.0,
-    "BF16": 16.0,
-    "Q8_0": 8.5,
-    "Q6_K": 6.5625,
-    "Q5_1": 6.0,
-    "Q5_0": 5.5,
-    "Q5_K": 5.5,
-    "Q4_1": 5.0,
-    "Q4_0": 4.5,
-    "Q4_K": 4.5,
-    "IQ4_NL": 4.5,
-    "IQ4_XS": 4.25,
-    "Q3_K": 3.4375,
-    "Q2_K": 2.625,
-}
+# bits per weight of each ggml type: bytes per block x 8 / weights per block (ggml's type table, the GGUF reader's)
+BITS = {name: 8 * size / block for name, block, size in TYPES.values()}
 # Each type's kernels, by the type ggml-cpu quantizes a matmul's activations to for its dot products
 # (ggml/src/ggml-cpu/ggml-cpu.c, type_traits_cpu[].vec_dot_type): floats; 32-weight blocks against Q8_0/Q8_1;
 # 256-weight super-blocks against Q8_K. A type the profile never ran is priced by a measured type of its kernels.
 KERNELS = {
     **dict.fromkeys(("F32", "F16", "BF16"), "float"),
-    **dict.fromkeys(("Q8_0", "Q5_1", "Q5_0", "Q4_1", "Q4_0", "IQ4_NL"), "block32"),
-    **dict.fromkeys(("Q6_K", "Q5_K", "Q4_K", "IQ4_XS", "Q3_K", "Q2_K"), "block256"),
+    **dict.fromkeys(("Q8_0", "Q5_1", "Q5_0", "Q4_1", "Q4_0", "IQ4_NL", "MXFP4"), "block32"),
+    **dict.fromkeys(("Q6_K", "Q5_K", "Q4_K", "IQ4_XS", "Q3_K", "Q2_K", "IQ3_S", "IQ3_XXS"), "block256"),
+    **dict.fromkeys(("IQ2_S", "IQ2_XS", "IQ2_XXS", "IQ1_M", "IQ1_S", "TQ2_0", "TQ1_0"), "block256"),
 }
-BY_DTYPE = {"fp32": "F32", "fp16": "F16", "bf16": "BF16", "int8": "Q8_0", "fp8": "Q8_0", "int4": "Q4_0"}
+BY_DTYPE = {"fp32": "F32", "fp16": "F16", "bf16": "BF16", "int8": "Q8_0", "fp8": "Q8_0", "int4": "Q4_0", "fp4": "MXFP4"}
 
 
 class Weights(NamedTuple):
