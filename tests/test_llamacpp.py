@@ -605,6 +605,22 @@ def test_the_streaming_part_of_a_step_is_never_under_half_of_it():
     assert streaming_s(0.010, 0.008) == streaming_s(0.010, 0.012) == pytest.approx(0.005)
 
 
+def test_a_setup_the_llamacpp_profile_cannot_price_says_so(tmp_path):
+    # gpt-oss-20b is a mixture of experts, which llama.cpp's pricing does not cover: no engine figures, and a note
+    # that the figures printed are the bound, not llama.cpp's; a dense model gets engine figures and no such note.
+    import yaml
+
+    spec = {"name": "test CPU", "source": "test", "memory_capacity": 64e9, "memory_bandwidth": 1e10}
+    spec |= {"peak_flops": {"fp32": 1e11, "fp16": 1e11}, "engines": {"llamacpp": PROFILE}}
+    (tmp_path / "h.yaml").write_text(yaml.safe_dump(spec))
+    args = ["estimate", "-H", str(tmp_path / "h.yaml"), "--engine", "llamacpp", "--json"]
+    moe = json.loads(CliRunner().invoke(app, [*args, "-m", "gpt-oss-20b"]).stdout)
+    assert moe["engine"] is None
+    assert any("covers dense models" in n and "mixture of experts" in n for n in moe["notes"])
+    dense = json.loads(CliRunner().invoke(app, [*args, "-m", "llama-3.2-1b"]).stdout)
+    assert dense["engine"] is not None and not any("covers dense models" in n for n in dense["notes"])
+
+
 def test_estimate_with_a_llamacpp_profile(tmp_path):
     pytest.importorskip("gguf")
     import yaml

@@ -143,6 +143,7 @@ def estimate_at(p: Prepared, batch: int, prompt_tokens: int, output_tokens: int,
         cache[key] = found, _critical_reason(found, memory.limit, p.shape, timing.mean_context, p.F, p.W)
     critical, critical_reason = cache[key]
     calibrated = _calibrated(p.model, p.hardware, inputs, p.shape, timing.mean_context)
+    notes += _uncalibrated(p.model, p.hardware, inputs) if calibrated is None else []
     split = disagg.price(p, B, P, timing.ttft_s, timing.latency_s, notes)
     ttft = split.ttft_s if split else timing.ttft_s
     latency_s = ttft + max(O - 1, 0) * timing.tpot_s
@@ -274,6 +275,19 @@ def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
     )  # past 1e9: no batch
     fits, reason = _fits(budget, limit, B, weights, k.memory_fraction, hardware.memory_capacity)
     return Memory(weights, budget, limit, fits, reason)
+
+
+def _uncalibrated(model: Model, hardware: Hardware, inputs: Inputs) -> list[str]:
+    """Why a measured profile gave no calibrated prediction (as `_calibrated` decides), so that the bound is not read
+    as the measured engine's: empty when the hardware carries no measurements."""
+    llama = inputs.engine == "llamacpp" and "llamacpp" in engine_costs(hardware)
+    if not (hardware.measured or llama):
+        return []
+    why = engine_support(model) or (f"runs on tp {inputs.tp} devices" if inputs.tp > 1 else None)
+    if why is None:
+        return []
+    whose = "llama.cpp's measured profile" if llama else "the measured profile's calibrated prediction"
+    return [f"{whose} covers dense models on one device, and {model.id} {why}: the figures are the roofline bound"]
 
 
 def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, cached: float) -> Calibrated | None:
