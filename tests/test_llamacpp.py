@@ -619,6 +619,11 @@ def test_a_setup_the_llamacpp_profile_cannot_price_says_so(tmp_path):
     assert any("covers dense models" in n and "mixture of experts" in n for n in moe["notes"])
     dense = json.loads(CliRunner().invoke(app, [*args, "-m", "llama-3.2-1b"]).stdout)
     assert dense["engine"] is not None and not any("covers dense models" in n for n in dense["notes"])
+    # simulate prices its steps the same way: the bound's steps, said so
+    args = ["simulate", "-H", str(tmp_path / "h.yaml"), "--engine", "llamacpp", "--rate", "0.01/s", "--requests", "3"]
+    moe = json.loads(CliRunner().invoke(app, [*args, "-m", "gpt-oss-20b", "--json"]).stdout)
+    assert any("covers dense models" in n for n in moe["notes"])
+    assert not any("priced by the profile's measured llama.cpp costs" in n for n in moe["notes"])
 
 
 def test_estimate_with_a_llamacpp_profile(tmp_path):

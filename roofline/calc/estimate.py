@@ -143,7 +143,7 @@ def estimate_at(p: Prepared, batch: int, prompt_tokens: int, output_tokens: int,
         cache[key] = found, _critical_reason(found, memory.limit, p.shape, timing.mean_context, p.F, p.W)
     critical, critical_reason = cache[key]
     calibrated = _calibrated(p.model, p.hardware, inputs, p.shape, timing.mean_context)
-    notes += _uncalibrated(p.model, p.hardware, inputs) if calibrated is None else []
+    notes += uncalibrated(p.model, p.hardware, inputs) if calibrated is None else []
     split = disagg.price(p, B, P, timing.ttft_s, timing.latency_s, notes)
     ttft = split.ttft_s if split else timing.ttft_s
     latency_s = ttft + max(O - 1, 0) * timing.tpot_s
@@ -277,7 +277,7 @@ def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
     return Memory(weights, budget, limit, fits, reason)
 
 
-def _uncalibrated(model: Model, hardware: Hardware, inputs: Inputs) -> list[str]:
+def uncalibrated(model: Model, hardware: Hardware, inputs: Inputs) -> list[str]:
     """Why a measured profile gave no calibrated prediction (as `_calibrated` decides), so that the bound is not read
     as the measured engine's: empty when the hardware carries no measurements."""
     llama = inputs.engine == "llamacpp" and "llamacpp" in engine_costs(hardware)

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from roofline.calc import formulas as f
 from roofline.calc.checks import count
-from roofline.calc.estimate import plain
+from roofline.calc.estimate import plain, uncalibrated
 from roofline.calc.knobs import OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
 from roofline.calc.prepare import Prepared, prepare
 from roofline.calc.replica import POLICIES, Replica, Scheduler, engine_limits
@@ -130,6 +130,10 @@ def _llamacpp_step(p: Prepared, notes: list[str]):
     profile = engine_costs(p.hardware).get("llamacpp") if p.inputs.engine == "llamacpp" else None
     a = p.model.arch
     if not profile or a is None:
+        return None
+    cannot = uncalibrated(p.model, p.hardware, p.inputs)  # a setup the profile does not price, as estimate's
+    if cannot:
+        notes += cannot
         return None
     weights = llamacpp.weights_of(p.model, p.shape, p.inputs.weight_dtype)
     notes.append("engine llamacpp: each step priced by the profile's measured llama.cpp costs (ubatches of 512)")
