@@ -114,6 +114,10 @@ def test_measure_model_needs_llamacpp_and_a_llama_layout(tmp_path):
     result = CliRunner().invoke(app, ["measure", "--engine", "llamacpp", "-m", "mixtral-8x7b", "--save", str(save)])
     assert result.exit_code == 2 and "llama-layout" in result.output and "Traceback" not in result.output
     assert not save.exists()
+    # an unknown type is named by the flag it came in (measure's --dtype; write-gguf's --type)
+    result = CliRunner().invoke(app, ["measure", "--engine", "llamacpp", "--dtype", "q8_0,q9_9", "--save", str(save)])
+    assert result.exit_code == 2 and "--dtype: expected one of" in result.output and "'q9_9'" in result.output
+    assert not save.exists()
 
 
 def test_the_own_shape_probe_runs_at_the_models_depth_up_to_a_gib():

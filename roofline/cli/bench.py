@@ -196,9 +196,13 @@ def bench(
     finally:
         if progress is not None:
             bar.stop()
+    done = result.requests > 0
     if result.errors:
         each = ", ".join(f"{n} {kind}" for kind, n in sorted(result.errors.items()))
-        err(f"roofline: warning: {sum(result.errors.values())} of {len(chosen)} requests failed ({each})")
+        level = "warning" if done else "error"  # none completed: the run failed (exit 1)
+        err(f"roofline: {level}: {sum(result.errors.values())} of {len(chosen)} requests failed ({each})")
+    elif not done:
+        err("roofline: error: no request completed (see --time-limit and --request-timeout)")
     if per_request is not None:
         write_requests(result, text_value(per_request, "--per-request"))
     if compare:
@@ -222,3 +226,5 @@ def bench(
         )
         result = BenchComparison(result, predicted)
     emit(result, json, csv)
+    if not done:  # a load test that measured nothing failed, though its report (the errors) is printed
+        raise typer.Exit(1)

@@ -190,7 +190,8 @@ def _measure_llamacpp(types, threads, save, datasheet, folder, model, as_json, a
         synthetic.check_shape(spec.arch, spec.id)
         shape = spec.arch
 
-    kinds = tuple(synthetic.check_type(t) for t in (types or ",".join(llamacpp_profile.TYPES)).split(",") if t.strip())
+    listed = (types or ",".join(llamacpp_profile.TYPES)).split(",")
+    kinds = tuple(synthetic.check_type(t, "--dtype") for t in listed if t.strip())
     mixed = [k.lower() for k in kinds if k not in synthetic.DIRECT]
     if mixed or not kinds:
         raise UsageError(f"--dtype: llamacpp measures single weight types such as f16,q8_0,q4_0, got {types!r}")

@@ -49,11 +49,11 @@ HALF_BITS = {"F16": (0x83FF, 9 << 10), "BF16": (0x807F, 121 << 7)}
 SCALE_VALUE = 1e-3  # every block's f16 scale (and min): finite, so activations stay finite
 
 
-def check_type(name: str) -> str:
-    """The canonical (upper-case) name of a weight type, or a UsageError listing them."""
+def check_type(name: str, flag: str = "--type") -> str:
+    """The canonical (upper-case) name of a weight type, or a UsageError naming the `flag` and listing them."""
     wanted = name.strip().upper()
     if wanted not in TYPES:
-        raise UsageError(f"--type: expected one of {', '.join(t.lower() for t in TYPES)}, got {name!r}")
+        raise UsageError(f"{flag}: expected one of {', '.join(t.lower() for t in TYPES)}, got {name!r}")
     return wanted
 
 
