@@ -290,6 +290,17 @@ def test_a_measured_engines_fixed_cost_rides_on_every_simulated_step():
     assert any("measured fixed cost per step" in n for n in calibrated.notes)
 
 
+def test_a_profile_with_both_measurements_simulates_a_moe_under_llamacpp_as_the_bound():
+    # A torch-measured profile that also holds llama.cpp's: a MoE under --engine llamacpp runs the bound's steps
+    # (the llama.cpp profile prices dense models only) and says so; it never reads llama.cpp's types as the eager
+    # engine's fixed costs (a KeyError 'archetypes' before).
+    llama = {"build": "t", "widths": [512, 1024], "types": {"Q8_0": {"per_step_s": 0.0, "per_layer_s": 0.0}}}
+    measured = {"matmul": {"fp32": {"best_flop_per_s": 2e11, "best_shape": [512, 512, 512]}}}
+    profiled = load_hardware("h100-sxm")._replace(id="p", measured=measured, engines={"llamacpp": llama})
+    s = simulate(load_model("gpt-oss-20b"), profiled, rate=0.01, requests=3, warmup=0, engine="llamacpp")
+    assert any("covers dense models" in n for n in s.notes) and not any("fixed cost" in n for n in s.notes)
+
+
 def test_trtllm_scheduler_admits_a_request_only_when_its_whole_kv_fits():
     # TensorRT-LLM's GUARANTEED_NO_EVICT: the KV budget at memory fraction 0.25 is 0.25 x 85,899,345,920 B (80 GiB)
     # - 16,060,522,496 B of bf16 weights (8,030,261,248 params) = 5,414,313,984 B / 131,072 B a token = 41,307 tokens;

@@ -147,6 +147,8 @@ def _measured_engine(p: Prepared, notes: list[str]):
     from roofline.calc.inputs import engine_costs
 
     name = p.inputs.engine or "eager"
+    if name == "llamacpp":  # llama.cpp's profile prices whole steps (_llamacpp_step), never a fixed cost beside them
+        return None
     costs = engine_costs(p.hardware).get(name) if p.preset is None and p.hardware.measured else None
     arch = p.model.arch
     if not costs or arch is None:
