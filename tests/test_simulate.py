@@ -301,6 +301,18 @@ def test_a_profile_with_both_measurements_simulates_a_moe_under_llamacpp_as_the_
     assert any("covers dense models" in n for n in s.notes) and not any("fixed cost" in n for n in s.notes)
 
 
+def test_the_bound_note_is_for_the_profiles_own_prediction_not_a_presets():
+    # A measured profile cannot price a MoE (estimate's calibrated prediction covers dense models): said so for the
+    # profile's own engine; with a preset (vllm) the engine figures are the preset's, so no such note.
+    from roofline.calc.estimate import estimate
+
+    measured = {"matmul": {"fp32": {"best_flop_per_s": 2e11, "best_shape": [512, 512, 512]}}}
+    profiled = load_hardware("h100-sxm")._replace(id="p", measured=measured)
+    m = load_model("gpt-oss-20b")
+    assert any("covers dense models" in n and "mixture of experts" in n for n in estimate(m, profiled).notes)
+    assert not any("covers dense models" in n for n in estimate(m, profiled, engine="vllm").notes)
+
+
 def test_trtllm_scheduler_admits_a_request_only_when_its_whole_kv_fits():
     # TensorRT-LLM's GUARANTEED_NO_EVICT: the KV budget at memory fraction 0.25 is 0.25 x 85,899,345,920 B (80 GiB)
     # - 16,060,522,496 B of bf16 weights (8,030,261,248 params) = 5,414,313,984 B / 131,072 B a token = 41,307 tokens;

@@ -143,7 +143,7 @@ def estimate_at(p: Prepared, batch: int, prompt_tokens: int, output_tokens: int,
         cache[key] = found, _critical_reason(found, memory.limit, p.shape, timing.mean_context, p.F, p.W)
     critical, critical_reason = cache[key]
     calibrated = _calibrated(p.model, p.hardware, inputs, p.shape, timing.mean_context)
-    notes += uncalibrated(p.model, p.hardware, inputs) if calibrated is None else []
+    notes += uncalibrated(p.model, p.hardware, inputs) if calibrated is None and p.preset is None else []
     split = disagg.price(p, B, P, timing.ttft_s, timing.latency_s, notes)
     ttft = split.ttft_s if split else timing.ttft_s
     latency_s = ttft + max(O - 1, 0) * timing.tpot_s
@@ -278,8 +278,9 @@ def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
 
 
 def uncalibrated(model: Model, hardware: Hardware, inputs: Inputs) -> list[str]:
-    """Why a measured profile gave no calibrated prediction (as `_calibrated` decides), so that the bound is not read
-    as the measured engine's: empty when the hardware carries no measurements."""
+    """A note when a measured profile (or llama.cpp's) cannot price this model or layout (MoE, MLA, a napkin model,
+    tp > 1: `_calibrated`'s gate), so that the bound is not read as the measured engine's; empty otherwise. A
+    profile lacking the curves of a dtype is not this gate's."""
     llama = inputs.engine == "llamacpp" and "llamacpp" in engine_costs(hardware)
     if not (hardware.measured or llama):
         return []
