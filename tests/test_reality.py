@@ -120,16 +120,20 @@ def test_presets_are_current_with_the_calculator_on_held_aside_cases():
     # benchmarks/train_presets.py; recomputing them now must agree,
     # so a change to the calculator that moves a prediction fails here until the presets are refitted.
     import math
+    import os
 
     spec = importlib.util.spec_from_file_location("train_presets", ROOT / "benchmarks" / "train_presets.py")
     train_presets = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(train_presets)
     from roofline.calc import presets
 
+    # The README's test command recomputes every fourth TensorRT-LLM run (each a simulated trtllm-bench run of
+    # thousands of requests: all 56 take ~7 s); CI's full pass (ROOFLINE_TEST_ALL=1) recomputes them all.
+    every = 1 if os.environ.get("ROOFLINE_TEST_ALL") else 4
     for engine, held in train_presets.holdout_points().items():
         p = presets.load(engine)
         params = p._asdict()
-        for name, predict, measured in held:
+        for name, predict, measured in held[:: every if engine == "trtllm" else 1]:
             assert math.log(predict(params) / measured) == pytest.approx(p.holdout[name], abs=2e-3), (
                 f"golden snapshot of the code's own output: {name} moved; if the change is meant, regenerate the "
                 "presets with `python benchmarks/train_presets.py` and say how they moved"
