@@ -278,24 +278,29 @@ def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
 
 
 def uncalibrated(model: Model, hardware: Hardware, inputs: Inputs) -> list[str]:
-    """A note when a measured profile (or llama.cpp's) cannot price this model or layout (MoE, MLA, a napkin model,
-    tp > 1: `_calibrated`'s gate), so that the bound is not read as the measured engine's; empty otherwise. A
-    profile lacking the curves of a dtype is not this gate's."""
+    """A note when a measured profile (or llama.cpp's) cannot price this setup (`_uncovered`, `_calibrated`'s gate),
+    so that the bound is not read as the measured engine's; empty otherwise. A profile lacking the curves of a dtype
+    is not this gate's."""
     llama = inputs.engine == "llamacpp" and "llamacpp" in engine_costs(hardware)
     if not (hardware.measured or llama):
         return []
-    why = engine_support(model) or (f"runs on tp {inputs.tp} devices" if inputs.tp > 1 else None)
+    why = _uncovered(model, inputs)
     if why is None:
         return []
     whose = "llama.cpp's measured profile" if llama else "the measured profile's calibrated prediction"
     return [f"{whose} covers dense models on one device, and {model.id} {why}: the figures are the roofline bound"]
 
 
+def _uncovered(model: Model, inputs: Inputs) -> str | None:
+    """Why no measured profile prices this setup (a MoE, MLA, a napkin model; tp > 1); None when it can."""
+    return engine_support(model) or (f"runs on tp {inputs.tp} devices" if inputs.tp > 1 else None)
+
+
 def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, cached: float) -> Calibrated | None:
     """The calibrated prediction when the hardware is a measured profile and the model is dense, one device."""
     a = model.arch
     llama = engine_costs(hardware).get("llamacpp") if inputs.engine == "llamacpp" else None
-    if not (hardware.measured or llama) or engine_support(model) or inputs.tp > 1:
+    if not (hardware.measured or llama) or _uncovered(model, inputs):
         return None
     B, P = inputs.batch, inputs.prompt_tokens
     kv_step = B * (shape.kv_cached(cached) + shape.kv_per_token)

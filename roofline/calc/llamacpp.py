@@ -83,7 +83,8 @@ def measured_type(profile: dict[str, Any], kind: str) -> str:
     if kind in types:
         return kind
     bits = BITS.get(kind, 16.0)
-    alike = [t for t in types if kind in KERNELS and KERNELS.get(t) == KERNELS[kind]]
+    family = KERNELS.get(kind)
+    alike = [t for t in types if family and KERNELS.get(t) == family]
     return min(alike or types, key=lambda t: (abs(math.log(BITS.get(t, 16.0) / bits)), t))
 
 
