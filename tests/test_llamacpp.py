@@ -764,7 +764,7 @@ def test_the_default_types_stop_at_the_budget(monkeypatch):
 
     clock = [0.0]
 
-    def fake(build, kind, folder, cache, threads, on_step, shape=None):
+    def fake(build, kind, folder, cache, threads, on_step, shape=None, mark=None):
         clock[0] += 20.0
         return {"kind": kind}, {}
 
@@ -796,6 +796,50 @@ def test_the_default_types_stop_at_the_budget(monkeypatch):
     monkeypatch.setattr(llamacpp_profile, "measure_type", lambda *a, **k: fake(*a, **k)[:1] + ({"gpu": "H100"},))
     clock[0] = 0.0
     assert "attention" not in llamacpp_profile.run(build, 1e6, types) and len(attention) == 2
+
+
+def test_a_type_slower_than_the_median_one_is_stopped_at_its_pace(monkeypatch):
+    # Fake clock, budget 60 s. Each type runs five stages with a mark after each of the first four. Five types of
+    # 2 s a stage end at 10, 20, ..., 50 s. The sixth is slower, like q5_0's prompts on an AMX Xeon VM: stages
+    # 2, 3, 3, 3, 2 s (13 s). Begun at 50 s (50 + the median type's 10 = 60 <= 60). At its first mark 2 s of the
+    # median's 2 s: 50 + 2 x 10 / 2 = 60, goes on; at its second, 5 s where the median had 4 s: 50 + 5 x 10 / 4 =
+    # 62.5 > 60, stopped at 55 s. The seventh would begin at 55 s (55 + 10 > 60): skipped. Before the pace, the run
+    # ended at 63. With a budget of 64 s it goes on (62.5, then 8 x 10 / 6 -> 63.3, then 11 x 10 / 8 -> 63.75, all
+    # <= 64) and ends at 63 s; the seventh (63 + the median's 10 > 64) is skipped.
+    from roofline.measure import llamacpp_profile
+
+    clock = [0.0]
+    slow = {"Q5_0": (2.0, 3.0, 3.0, 3.0, 2.0)}
+
+    def fake(build, kind, folder, cache, threads, on_step, shape=None, mark=lambda: None):
+        *stages, last = slow.get(kind, (2.0,) * 5)
+        for seconds in stages:
+            clock[0] += seconds
+            mark()
+        clock[0] += last
+        return {"kind": kind}, {}
+
+    monkeypatch.setattr(llamacpp_profile.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(llamacpp_profile, "measure_type", fake)
+    monkeypatch.setattr(llamacpp_profile, "measure_attention", lambda *a: None)
+    monkeypatch.setattr(llamacpp_profile.machine, "record", lambda: {})
+    build = llamacpp.Build(Path("/nowhere"), "test")
+    types = ("Q4_K", "Q6_K", "Q8_0", "F16", "Q5_K", "Q5_0", "Q4_0")
+    out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
+    assert list(out["types"]) == list(types[:5]) and out["skipped"] == ["Q5_0", "Q4_0"] and out["stopped"] == "Q5_0"
+    assert clock[0] == 55.0 and out["seconds"] == 55.0
+    clock[0] = 0.0
+    out = llamacpp_profile.run(build, 1e6, types, budget_s=64.0)
+    assert list(out["types"]) == list(types[:6]) and out["skipped"] == ["Q4_0"] and "stopped" not in out
+    assert out["seconds"] == 63.0
+    # A cold first type of 20 s (4 s a stage), then 10 s types ending at 30, 40, 50 s: the median (lower middle) of
+    # 10, 10, 10, 20 is 10, so at 50 s the fifth type begins (50 + 10 <= 60) and ends at 60, where the slowest so far
+    # (50 + 20 > 60) would have stopped the run at 50 s with four. The sixth (60 + 10 > 60) is skipped.
+    slow.clear()
+    slow["Q4_K"] = (4.0,) * 5
+    clock[0] = 0.0
+    out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
+    assert list(out["types"]) == list(types[:5]) and out["seconds"] == 60.0 and out["skipped"] == ["Q5_0", "Q4_0"]
 
 
 def test_saving_into_a_profile_keeps_the_types_measured_before():
@@ -857,7 +901,7 @@ def test_a_models_own_prompts_run_at_its_own_depth(monkeypatch, tmp_path):
     monkeypatch.setattr(llamacpp_profile.synthetic, "write", write)
     monkeypatch.setattr(checkpoint, "gguf_model", lambda path: (None, type("W", (), {"streamed_by_dtype": {}})()))
 
-    def entry(build, files, threads):
+    def entry(build, files, threads, mark):
         seen.update(files)
         return {}, {}
 

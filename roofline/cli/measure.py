@@ -210,9 +210,10 @@ def _measure_llamacpp(types, threads, save, datasheet, folder, model, as_json, a
         result = llamacpp_profile.run(build, cache, kinds, threads, step, budget, shape)
     if result.get("skipped"):
         skipped = ",".join(k.lower() for k in result["skipped"])
+        stopped = f"; {result['stopped'].lower()} was begun and stopped at its pace" if result.get("stopped") else ""
         err(
             f"roofline: measured {len(result['types'])} types in {result['seconds']:.0f} s; skipped {skipped} to stay "
-            f"within {llamacpp_profile.BUDGET_S:.0f} s (ask for them with --dtype {skipped})"
+            f"within {llamacpp_profile.BUDGET_S:.0f} s{stopped} (ask for them with --dtype {skipped})"
         )
     if save:
         profile.write_spec(save, llamacpp_profile.HEADER, llamacpp_profile.spec(result, base))

@@ -206,21 +206,25 @@ def run(
     shape: Architecture | None = None,
 ) -> dict[str, Any]:
     """The profile's engines.llamacpp entry (see the module docstring); with `shape`, each type also probed at that
-    model's own layer shape (`at_width`). With `budget_s`, a type is begun only while the time so far plus the
-    slowest type's so far fits in it; the rest are listed under `skipped`."""
+    model's own layer shape (`at_width`). With `budget_s`, types are begun and stopped by `Pace`; the rest are listed
+    under `skipped` (a type begun and stopped also under `stopped`)."""
     started = time.perf_counter()
     out: dict[str, Any] = {"build": build.found, "widths": [NARROW, WIDE], "types": {}, "cache_bytes": cache_bytes}
-    slowest = 0.0
+    pace = Pace(None if budget_s is None else started + budget_s)
     with tempfile.TemporaryDirectory(prefix="roofline-llamacpp-", dir=scratch()) as folder:
         for kind in types:
-            begun = time.perf_counter()
-            if out["types"] and budget_s is not None and begun - started + slowest > budget_s:
+            if out["types"] and not pace.may_begin():
                 out.setdefault("skipped", []).append(kind)
                 continue
-            entry, info = measure_type(build, kind, Path(folder), cache_bytes, threads, on_step, shape)
-            out["types"][kind] = entry
+            pace.begin()
+            try:
+                entry, info = measure_type(build, kind, Path(folder), cache_bytes, threads, on_step, shape, pace.mark)
+            except OverBudget:
+                out.setdefault("skipped", []).append(kind)
+                out["stopped"] = kind
+                continue
+            out["types"][kind] = {**entry, "seconds": round(pace.end(), 1)}
             out.update(info)
-            slowest = max(slowest, time.perf_counter() - begun)
             if len(out["types"]) == 1 and not info.get("gpu"):  # once, in the budget, not a type
                 on_step("llama.cpp: decode attention")
                 out["attention"] = measure_attention(build, Path(folder), threads, on_step)
@@ -229,6 +233,51 @@ def run(
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["machine"] = machine.record()
     return out
+
+
+class OverBudget(Exception):
+    """A type's measurement stopped by its Pace: at its pace so far it would end past the deadline."""
+
+
+class Pace:
+    """The default run's types against a deadline [perf_counter s] (None: no deadline), each timed from its start,
+    with `mark`s between its llama.cpp runs. The reference is the median type so far (the lower middle by total
+    time): a type is begun only while the reference would end by the deadline, and stopped (OverBudget, at a mark)
+    when its time so far, scaled by the reference's total over the reference's time at the same mark, would end past
+    it. Types differ: on a 2-core AMX Xeon VM (2026-12-06) f16 took 5.4 s, q6_k and q8_0 10.4, the first type 13.2
+    (its cold start), q5_0 13.3 (its prompt kernels): begun at 50 s by the slowest so far (10.5 s), q5_0 ended the
+    run at 63-64 s; begun by the slowest, the cold first type left 14 s unused."""
+
+    def __init__(self, deadline: float | None):
+        self.deadline = deadline
+        self.done: list[tuple[float, list[float]]] = []  # each type's total and marks [s from its start]
+        self.begun, self.marks = 0.0, []
+
+    def reference(self) -> tuple[float, list[float]] | None:
+        return sorted(self.done)[(len(self.done) - 1) // 2] if self.done else None
+
+    def may_begin(self) -> bool:
+        ref = self.reference()
+        return self.deadline is None or ref is None or time.perf_counter() + ref[0] <= self.deadline
+
+    def begin(self) -> None:
+        self.begun, self.marks = time.perf_counter(), []
+
+    def mark(self) -> None:
+        self.marks.append(time.perf_counter() - self.begun)
+        ref = self.reference()
+        if self.deadline is None or ref is None:
+            return
+        total, marks = ref
+        at = marks[len(self.marks) - 1] if len(self.marks) <= len(marks) else 0.0
+        if at > 0 and self.begun + self.marks[-1] * total / at > self.deadline:
+            raise OverBudget
+
+    def end(self) -> float:
+        """The type's time [s], kept."""
+        total = time.perf_counter() - self.begun
+        self.done.append((total, self.marks))
+        return total
 
 
 def scratch(needed: float = 3 * (MAX_BYTES + PROMPT_BYTES)) -> str | None:
@@ -252,9 +301,10 @@ def measure_type(
     threads: int | None,
     on_step: Callable,
     shape: Architecture | None = None,
+    mark: Callable[[], None] = lambda: None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One type's entry and the run's threads and build commit: its probes (and `shape`'s own, when given) written
-    in `folder`, run, removed."""
+    in `folder`, run, removed; `mark` called after the writing and between llama.cpp runs (Pace.mark)."""
     from roofline.specs.checkpoint import gguf_model
 
     layer_shapes = {"narrow": probe(NARROW, 1), "wide": probe(WIDE, 1)}
@@ -281,13 +331,14 @@ def measure_type(
         files[name] = same
     on_step(f"llama.cpp {kind.lower()}: llama-bench and llama-batched-bench")
     try:
-        return _type_entry(build, files, threads)
+        mark()
+        return _type_entry(build, files, threads, mark)
     finally:
         for _, path, _ in files.values():
             path.unlink(missing_ok=True)
 
 
-def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def _type_entry(build, files: dict[str, tuple], threads: int | None, mark: Callable[[], None]) -> tuple[dict, dict]:
     tg = {}
     for name in ("small2", "small8"):
         a, path, _ = files[name]
@@ -296,8 +347,11 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
         info = {"threads": results[0]["n_threads"], "build_commit": results[0].get("build_commit")}
         info["gpu"] = results[0].get("gpu_info") or ""  # the GPUs a GPU build runs on; empty on a CPU build
     per_step, per_layer = fixed_cost(tg)
+    mark()
     wide, repack_wide = _curve(build, files["wide"], files["wide_prompt"], per_step, per_layer, threads)
+    mark()
     narrow, repack_narrow = _curve(build, files["narrow"], files["narrow_prompt"], per_step, per_layer, threads)
+    mark()
     own, repack_own = {}, True
     if "own" in files:
         o = files["own"][0]
@@ -306,6 +360,7 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None) -> tuple[di
         table, repack_own = _curve(build, files["own"], files["own_prompt"], per_step, per_layer, threads, passes=2)
         prompt_bytes = files["own_prompt"][2]  # its prompts' depth: prompt_depth_factor scales from it
         own[str(o.hidden_size)] = {"shape": _layer_shape(o), "prompt_bytes": prompt_bytes, "seconds_per_byte": table}
+        mark()
     a, _, streamed = files["wide"]
     deep, _ = prompt_seconds_per_byte(
         build, files["wide"], per_step, per_layer, threads, repack=repack_wide, prompts=(PROMPT_ROWS,)
