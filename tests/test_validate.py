@@ -800,3 +800,19 @@ def test_validate_runs_fp32_where_16_bit_matmuls_are_not_native(tmp_path, monkey
     rates["bf16"] = 1.3e9  # an explicit --dtype is run as asked
     data = json.loads(runner.invoke(app, [*args, "--dtype", "bf16"]).stdout)
     assert data["model"]["dtype"] == "bf16"
+
+
+def test_a_profile_without_the_weight_dtypes_curves_says_the_figures_are_the_bound():
+    # MEASURED holds fp32 curves only: gpt2 in fp32 gets the calibrated prediction and no note; in bf16 (a dtype a
+    # torch profile can measure) no calibrated prediction and a note naming the missing curve and the measure that
+    # adds it; in int8 (no torch curve ever) a note that the profile covers fp32, bf16 and fp16 weights. Before,
+    # both printed the bound under the profile's name with no word.
+    profiled = load_hardware("h100-sxm")._replace(id="p", measured=MEASURED)
+    gpt2 = load_model("gpt2")
+    fp32 = estimate(gpt2, profiled, weight_dtype="fp32")
+    assert fp32.calibrated is not None and not any("calibrated prediction" in n for n in fp32.notes)
+    bf16 = estimate(gpt2, profiled, weight_dtype="bf16")
+    assert bf16.calibrated is None
+    assert any("no decode-shaped bf16 matmul curve" in n and "--dtype bf16" in n for n in bf16.notes)
+    int8 = estimate(gpt2, profiled, weight_dtype="int8")
+    assert int8.calibrated is None and any("fp32, bf16, fp16 weights (torch's), not int8" in n for n in int8.notes)

@@ -257,6 +257,21 @@ def conv1d_factor(measured: dict[str, Any] | None, engine: str, a: Architecture,
     return interpolate(sorted((float(m), r) for m, r in table.items()), rows, log_y=True)
 
 
+MEASURED = ("fp32", "bf16", "fp16")  # the weight dtypes a torch profile has curves of (roofline.measure.timing)
+
+
+def lacks(profile: dict[str, Any], dtype: str) -> str | None:
+    """What a measured profile lacks to price `dtype` (predict's gate), in words; None when it has it all."""
+    curve = profile.get("decode_matmul", {}).get(dtype)
+    if not curve or "k" not in curve[0]:
+        return f"no decode-shaped {dtype} matmul curve"
+    if not profile.get("decode_attention", {}).get(dtype):
+        return f"no {dtype} decode attention"
+    if profile.get("op_overhead_s") is None:
+        return "no per-op cost"
+    return None
+
+
 def predict(
     a: Architecture,
     profile: dict[str, Any],
@@ -276,10 +291,10 @@ def predict(
     without, it is `ops_per_layer` tiny ops at the measured per-op overhead (the first method, kept for
     profiles measured before engine costs were). `working_set` [B]: what a decode step streams (weights and KV),
     for the read ladder (roofline.calc.cache.carried)."""
-    curve, overhead = profile.get("decode_matmul", {}).get(dtype), profile.get("op_overhead_s")
-    kernel = profile.get("decode_attention", {}).get(dtype)
-    if not curve or overhead is None or not kernel or "k" not in curve[0]:
+    if lacks(profile, dtype):
         return None
+    curve, overhead = profile["decode_matmul"][dtype], profile["op_overhead_s"]
+    kernel = profile["decode_attention"][dtype]
     measured = (engines or {}).get(engine)
     ops = (a.layers * ops_per_layer(a) + OPS_PER_STEP) * overhead
     fixed = engine_cost(measured, a, batch) if measured else ops

@@ -278,17 +278,29 @@ def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
 
 
 def uncalibrated(model: Model, hardware: Hardware, inputs: Inputs) -> list[str]:
-    """A note when a measured profile (or llama.cpp's) cannot price this setup (`_uncovered`, `_calibrated`'s gate),
-    so that the bound is not read as the measured engine's; empty otherwise. A profile lacking the curves of a dtype
-    is not this gate's."""
+    """A note when a measured profile (or llama.cpp's) cannot price this setup (`_uncovered`, `_calibrated`'s gate; a
+    torch profile lacking the weight dtype's curves, calibrate.lacks), so that the bound is not read as the measured
+    engine's; empty otherwise."""
     llama = inputs.engine == "llamacpp" and "llamacpp" in engine_costs(hardware)
     if not (hardware.measured or llama):
         return []
     why = _uncovered(model, inputs)
-    if why is None:
-        return []
     whose = "llama.cpp's measured profile" if llama else "the measured profile's calibrated prediction"
-    return [f"{whose} covers dense models on one device, and {model.id} {why}: the figures are the roofline bound"]
+    if why is not None:
+        return [f"{whose} covers dense models on one device, and {model.id} {why}: the figures are the roofline bound"]
+    lacking = None if llama else calibrate.lacks(hardware.measured, inputs.weight_dtype)
+    if lacking is None:
+        return []
+    dtype = inputs.weight_dtype
+    if dtype not in calibrate.MEASURED:
+        return [
+            f"{whose} covers {', '.join(calibrate.MEASURED)} weights (torch's), not {dtype}: the figures are the "
+            "roofline bound"
+        ]
+    return [
+        f"{whose} needs {dtype} curves, and the profile has {lacking} (a profile measured with "
+        f"`roofline measure --dtype {dtype}` has them): the figures are the roofline bound"
+    ]
 
 
 def _uncovered(model: Model, inputs: Inputs) -> str | None:
