@@ -313,6 +313,24 @@ def test_a_run_adding_types_to_a_save_probes_as_the_save_did(tmp_path, monkeypat
     assert done.exit_code == 0 and sized[-1] == 32 * 2**20 and "this run's read ladder" in done.stderr
 
 
+def test_measure_prints_each_types_seconds_and_the_type_stopped_at_its_pace(monkeypatch):
+    pytest.importorskip("gguf")
+    from roofline.measure import llamacpp_profile, machine
+
+    # A run that measured q8_0 in 9.7 s and began q5_0 but stopped it: the table says what each type took, and
+    # stderr names the stopped type among the skipped ones.
+    monkeypatch.setattr(llamacpp, "find", lambda folder=None: llamacpp.Build(Path("/nowhere"), "test"))
+    monkeypatch.setattr(machine, "cpu_cache", lambda: 32 * 2**20)
+    monkeypatch.setattr(llamacpp_profile, "ladder_cache", lambda reported: 32 * 2**20)
+    types = {"Q8_0": {**PROFILE["types"]["Q8_0"], "seconds": 9.7}}
+    result = {**PROFILE, "types": types, "skipped": ["Q5_0", "Q4_0"], "stopped": "Q5_0", "seconds": 58}
+    monkeypatch.setattr(llamacpp_profile, "run", lambda *args: result)
+    done = CliRunner().invoke(app, ["measure", "--engine", "llamacpp"], env={"COLUMNS": "200"})
+    assert done.exit_code == 0, done.output
+    assert "took" in done.stdout and "9.7 s" in done.stdout
+    assert "skipped q5_0,q4_0" in done.stderr and "q5_0 was begun and stopped at its pace" in done.stderr
+
+
 def test_the_numpy_ladder_stops_before_a_fill_past_its_time():
     from roofline.measure.llamacpp_profile import numpy_ladder
 

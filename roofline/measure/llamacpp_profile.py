@@ -573,7 +573,8 @@ HEADER = """\
 
 def report(entry: dict[str, Any]) -> Any:
     """`measure --engine llamacpp --json`: the entry; a table row per type with its decode bandwidth (rows 1),
-    prompt-processing FLOP/s (the largest rows), fixed costs and the deep probe's prompt against the shallow's."""
+    prompt-processing FLOP/s (the largest rows), fixed costs, the deep probe's prompt against the shallow's and the
+    seconds the type took."""
     from roofline.calc.llamacpp import BITS
     from roofline.report import Report
 
@@ -591,6 +592,7 @@ def report(entry: dict[str, Any]) -> Any:
                 "per_layer_s": t["per_layer_s"],
                 "deep_prompt_ratio": (t.get("prompt_depth") or {}).get("ratio"),
                 "repack": t["repack"],
+                "seconds": t.get("seconds"),  # the type's measurement (absent in profiles before it was recorded)
             }
         )
     return Report("llamacpp-profile", entry, rows)

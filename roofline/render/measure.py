@@ -352,6 +352,7 @@ def llamacpp_table(result: dict[str, Any]):
             si(r["per_layer_s"], "s"),
             "-" if r.get("deep_prompt_ratio") is None else f"{r['deep_prompt_ratio']:.2f}x",
             "on" if r["repack"] else "off",
+            "-" if r.get("seconds") is None else f"{r['seconds']:.1f} s",
         ]
         for r in result["rows"]
     ]
@@ -361,7 +362,7 @@ def llamacpp_table(result: dict[str, Any]):
             f"{result['data'].get('seconds')} s)",
             style="bold",
         ),
-        Grid(["type", "decode", "prefill", "per step", "per layer", "deep prompt", "repack"], rows, left=1),
+        Grid(["type", "decode", "prefill", "per step", "per layer", "deep prompt", "repack", "took"], rows, left=1),
     )
 
 
