@@ -776,8 +776,8 @@ def test_bench_against_llama_server(server, load):
 
 def test_the_default_types_stop_at_the_budget(monkeypatch):
     # A stand-in type measurement taking 20 s of a fake clock, with a 60 s budget: the first type always runs; the
-    # second begins at 20 s (20 + slowest 20 = 40 <= 60), the third at 40 s (60 <= 60), the fourth would begin at
-    # 60 s (80 > 60) and so would the fifth: three measured, two skipped. Without a budget all five run.
+    # second begins at 20 s (20 + the median type's 20 = 40 <= 60), the third at 40 s (60 <= 60), the fourth would
+    # begin at 60 s (80 > 60) and so would the fifth: three measured, two skipped. Without a budget all five run.
     from roofline.measure import llamacpp_profile
 
     clock = [0.0]
@@ -796,7 +796,7 @@ def test_the_default_types_stop_at_the_budget(monkeypatch):
     assert list(out["types"]) == ["Q4_K", "Q6_K", "Q8_0"] and out["skipped"] == ["F16", "Q4_0"]
     assert "attention" not in out  # a probe that measured nothing leaves no entry
     # Decode attention is measured once a run, after the first type, on a CPU backend only, inside the budget but
-    # not as a type: taking 15 s, the second type begins at 35 s (35 + slowest 20 = 55 <= 60), the third would at
+    # not as a type: taking 15 s, the second type begins at 35 s (35 + the median 20 = 55 <= 60), the third would at
     # 55 s (75 > 60). Counted as part of the first type (35 s), the second would not begin (35 + 35 = 70 > 60).
     attention = []
 
@@ -849,7 +849,16 @@ def test_a_type_slower_than_the_median_one_is_stopped_at_its_pace(monkeypatch):
     clock[0] = 0.0
     out = llamacpp_profile.run(build, 1e6, types, budget_s=64.0)
     assert list(out["types"]) == list(types[:6]) and out["skipped"] == ["Q4_0"] and "stopped" not in out
-    assert out["seconds"] == 63.0
+    assert out["seconds"] == 63.0 and out["types"]["Q5_0"]["seconds"] == 13.0 and out["types"]["F16"]["seconds"] == 10
+    # Once a type is stopped, no other begins: four 10 s types end at 40 s; q5_k, begun (40 + 10 <= 60), spends 8 s
+    # on its first stage where the median spent 2: 40 + 8 x 10 / 2 = 80 > 60, stopped at 48 s. q5_0 would then fit
+    # (48 + 10 <= 60) but is not begun.
+    slow.clear()
+    slow["Q5_K"] = (8.0, 2.0, 2.0, 2.0, 2.0)
+    clock[0] = 0.0
+    out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
+    assert list(out["types"]) == list(types[:4]) and out["skipped"] == ["Q5_K", "Q5_0", "Q4_0"]
+    assert out["stopped"] == "Q5_K" and out["seconds"] == 48.0
     # A cold first type of 20 s (4 s a stage), then 10 s types ending at 30, 40, 50 s: the median (lower middle) of
     # 10, 10, 10, 20 is 10, so at 50 s the fifth type begins (50 + 10 <= 60) and ends at 60, where the slowest so far
     # (50 + 20 > 60) would have stopped the run at 50 s with four. The sixth (60 + 10 > 60) is skipped.
@@ -897,6 +906,33 @@ def test_saving_into_a_profile_keeps_the_types_measured_before():
     assert sorted(merged["at_width"]) == ["576", "896"] and merged["seconds_per_byte"] == {"1": 2e-10}
     plain = llamacpp_profile.spec({**PROFILE, "types": {"Q8_0": q5}}, base)["engines"]["llamacpp"]["types"]["Q8_0"]
     assert plain["at_width"] == at and plain["seconds_per_byte"] == {"1": 2e-10}
+
+
+def test_a_type_stopped_at_its_pace_leaves_no_probe_behind(monkeypatch, tmp_path):
+    # Pace.mark raises OverBudget between llama.cpp runs: the type's probes, already written, are removed all the
+    # same (measure_type's finally), so a stopped type leaves nothing in the scratch folder.
+    from roofline.measure import llamacpp_profile
+    from roofline.specs import checkpoint
+
+    def write(a, path, kind, name, **kw):
+        path.write_bytes(b"probe")
+        return path
+
+    monkeypatch.setattr(llamacpp_profile.synthetic, "write", write)
+    monkeypatch.setattr(checkpoint, "gguf_model", lambda path: (None, type("W", (), {"streamed_by_dtype": {}})()))
+
+    def entry(build, files, threads, mark):
+        assert all(path.is_file() for _, path, _ in files.values())
+        mark()
+
+    def stop():
+        raise llamacpp_profile.OverBudget
+
+    monkeypatch.setattr(llamacpp_profile, "_type_entry", entry)
+    build = llamacpp.Build(Path("/nowhere"), "test")
+    with pytest.raises(llamacpp_profile.OverBudget):
+        llamacpp_profile.measure_type(build, "Q8_0", tmp_path, 64 * 2**20, None, lambda step: None, None, stop)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_models_own_prompts_run_at_its_own_depth(monkeypatch, tmp_path):

@@ -816,3 +816,16 @@ def test_a_profile_without_the_weight_dtypes_curves_says_the_figures_are_the_bou
     assert any("no decode-shaped bf16 matmul curve" in n and "--dtype bf16" in n for n in bf16.notes)
     int8 = estimate(gpt2, profiled, weight_dtype="int8")
     assert int8.calibrated is None and any("fp32, bf16, fp16 weights (torch's), not int8" in n for n in int8.notes)
+    # A measured block without torch curves (`measure --collectives --save` on a datasheet) is no torch profile: no
+    # such note.
+    collectives = load_hardware("h100-sxm")._replace(id="c", measured={"collectives": {"all_reduce": {}}})
+    assert not any("calibrated prediction" in n for n in estimate(gpt2, collectives, weight_dtype="bf16").notes)
+
+
+def test_the_torch_weight_dtypes_are_those_measure_times():
+    # calibrate.TORCH_DTYPES (which weight dtypes the note says a torch profile covers) is measure's matmul dtypes
+    # less tf32 (a compute mode of fp32 storage, never a weight dtype); calc does not import measure.
+    from roofline.calc.calibrate import TORCH_DTYPES
+    from roofline.measure.timing import MATMUL_DTYPES
+
+    assert set(TORCH_DTYPES) == set(MATMUL_DTYPES) - {"tf32"}

@@ -257,7 +257,7 @@ def conv1d_factor(measured: dict[str, Any] | None, engine: str, a: Architecture,
     return interpolate(sorted((float(m), r) for m, r in table.items()), rows, log_y=True)
 
 
-MEASURED = ("fp32", "bf16", "fp16")  # the weight dtypes a torch profile has curves of (roofline.measure.timing)
+TORCH_DTYPES = ("fp32", "bf16", "fp16")  # weight dtypes a torch profile can time: measure.timing.MATMUL_DTYPES
 
 
 def lacks(profile: dict[str, Any], dtype: str) -> str | None:

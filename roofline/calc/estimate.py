@@ -280,7 +280,8 @@ def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
 def uncalibrated(model: Model, hardware: Hardware, inputs: Inputs) -> list[str]:
     """A note when a measured profile (or llama.cpp's) cannot price this setup (`_uncovered`, `_calibrated`'s gate; a
     torch profile lacking the weight dtype's curves, calibrate.lacks), so that the bound is not read as the measured
-    engine's; empty otherwise."""
+    engine's; empty otherwise. A `measured` block with no torch curves at all (a collectives or read-ladder run) is
+    not a torch profile and gets none."""
     llama = inputs.engine == "llamacpp" and "llamacpp" in engine_costs(hardware)
     if not (hardware.measured or llama):
         return []
@@ -288,18 +289,21 @@ def uncalibrated(model: Model, hardware: Hardware, inputs: Inputs) -> list[str]:
     whose = "llama.cpp's measured profile" if llama else "the measured profile's calibrated prediction"
     if why is not None:
         return [f"{whose} covers dense models on one device, and {model.id} {why}: the figures are the roofline bound"]
-    lacking = None if llama else calibrate.lacks(hardware.measured, inputs.weight_dtype)
-    if lacking is None:
-        return []
     dtype = inputs.weight_dtype
-    if dtype not in calibrate.MEASURED:
+    if (
+        llama
+        or not hardware.measured.get("decode_matmul")
+        or not (lacking := calibrate.lacks(hardware.measured, dtype))
+    ):
+        return []
+    if dtype not in calibrate.TORCH_DTYPES:
         return [
-            f"{whose} covers {', '.join(calibrate.MEASURED)} weights (torch's), not {dtype}: the figures are the "
+            f"{whose} covers {', '.join(calibrate.TORCH_DTYPES)} weights (torch's), not {dtype}: the figures are the "
             "roofline bound"
         ]
     return [
-        f"{whose} needs {dtype} curves, and the profile has {lacking} (a profile measured with "
-        f"`roofline measure --dtype {dtype}` has them): the figures are the roofline bound"
+        f"{whose} needs {dtype}'s decode curve, attention and per-op cost, and the profile has {lacking}: the "
+        f"figures are the roofline bound (`roofline measure --dtype {dtype}` times them)"
     ]
 
 

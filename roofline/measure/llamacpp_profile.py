@@ -219,10 +219,10 @@ def run(
             pace.begin()
             try:
                 entry, info = measure_type(build, kind, Path(folder), cache_bytes, threads, on_step, shape, pace.mark)
-            except OverBudget:
-                out.setdefault("skipped", []).append(kind)
+            except OverBudget:  # the pace has reached the deadline: no more types
                 out["stopped"] = kind
-                continue
+                out.setdefault("skipped", []).extend(types[types.index(kind) :])
+                break
             out["types"][kind] = {**entry, "seconds": round(pace.end(), 1)}
             out.update(info)
             if len(out["types"]) == 1 and not info.get("gpu"):  # once, in the budget, not a type
@@ -241,12 +241,16 @@ class OverBudget(Exception):
 
 class Pace:
     """The default run's types against a deadline [perf_counter s] (None: no deadline), each timed from its start,
-    with `mark`s between its llama.cpp runs. The reference is the median type so far (the lower middle by total
-    time): a type is begun only while the reference would end by the deadline, and stopped (OverBudget, at a mark)
-    when its time so far, scaled by the reference's total over the reference's time at the same mark, would end past
-    it. Types differ: on a 2-core AMX Xeon VM (2026-12-06) f16 took 5.4 s, q6_k and q8_0 10.4, the first type 13.2
-    (its cold start), q5_0 13.3 (its prompt kernels): begun at 50 s by the slowest so far (10.5 s), q5_0 ended the
-    run at 63-64 s; begun by the slowest, the cold first type left 14 s unused."""
+    with `mark`s after its llama.cpp runs (the fixed-cost probes, each width's curve; not after the writing, whose
+    pace says little about the runs'). The reference is the median type so far (the lower middle by total time): a
+    type is begun only while the reference would end by the deadline, and stopped (OverBudget, at a mark) when its
+    time so far, scaled by the reference's total over the reference's time at the same mark, would end past it; the
+    run then measures no more types. The first type is never stopped; its last run (the deep prompt) is never
+    checked. On a 2-core AMX Xeon VM (2026-12-06), by the rule before (begun while the slowest so far fitted, never
+    stopped), q5_0's slow prompt kernels took 13.3 s against about 10 s for the five types before it, and begun at
+    50 s it ended the run at 63-64 s, twice. Later runs of that VM recorded the types' times: the first (q4_k,
+    cold) 11.1-13.2 s, q6_k 9.1-10.4, q8_0 9.8-11.7, f16 5.4-7.1, q5_k 10.7-11.8; the median so far, not the
+    slowest, is the reference, since the cold first type would leave a type's time unused."""
 
     def __init__(self, deadline: float | None):
         self.deadline = deadline
@@ -254,16 +258,20 @@ class Pace:
         self.begun, self.marks = 0.0, []
 
     def reference(self) -> tuple[float, list[float]] | None:
+        """The median type so far (its total and marks [s]), None before the first has ended."""
         return sorted(self.done)[(len(self.done) - 1) // 2] if self.done else None
 
     def may_begin(self) -> bool:
+        """Whether a type begun now would end by the deadline at the reference's time."""
         ref = self.reference()
         return self.deadline is None or ref is None or time.perf_counter() + ref[0] <= self.deadline
 
     def begin(self) -> None:
+        """A type begins now."""
         self.begun, self.marks = time.perf_counter(), []
 
     def mark(self) -> None:
+        """Between two of the type's llama.cpp runs: OverBudget when its pace so far would end past the deadline."""
         self.marks.append(time.perf_counter() - self.begun)
         ref = self.reference()
         if self.deadline is None or ref is None:
@@ -304,7 +312,7 @@ def measure_type(
     mark: Callable[[], None] = lambda: None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One type's entry and the run's threads and build commit: its probes (and `shape`'s own, when given) written
-    in `folder`, run, removed; `mark` called after the writing and between llama.cpp runs (Pace.mark)."""
+    in `folder`, run, removed; `mark` called between its llama.cpp runs (Pace.mark)."""
     from roofline.specs.checkpoint import gguf_model
 
     layer_shapes = {"narrow": probe(NARROW, 1), "wide": probe(WIDE, 1)}
@@ -331,7 +339,6 @@ def measure_type(
         files[name] = same
     on_step(f"llama.cpp {kind.lower()}: llama-bench and llama-batched-bench")
     try:
-        mark()
         return _type_entry(build, files, threads, mark)
     finally:
         for _, path, _ in files.values():
