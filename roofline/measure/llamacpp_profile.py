@@ -241,8 +241,8 @@ class OverBudget(Exception):
 
 class Pace:
     """The default run's types against a deadline [perf_counter s] (None: no deadline), each timed from its start,
-    with `mark`s after its llama.cpp runs (the fixed-cost probes, each width's curve; not after the writing, whose
-    pace says little about the runs'). The reference is the median type so far (the lower middle by total time): a
+    with `mark`s after each width's curve (not after the writing and the small fixed-cost probes, which take 0.1 s:
+    their pace would be the writing's, which says little about the runs'). The reference is the median type so far (the lower middle by total time): a
     type is begun only while the reference would end by the deadline, and stopped (OverBudget, at a mark) when its
     time so far, scaled by the reference's total over the reference's time at the same mark, would end past it; the
     run then measures no more types. The first type is never stopped; its last run (the deep prompt) is never
@@ -354,7 +354,6 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None, mark: Calla
         info = {"threads": results[0]["n_threads"], "build_commit": results[0].get("build_commit")}
         info["gpu"] = results[0].get("gpu_info") or ""  # the GPUs a GPU build runs on; empty on a CPU build
     per_step, per_layer = fixed_cost(tg)
-    mark()
     wide, repack_wide = _curve(build, files["wide"], files["wide_prompt"], per_step, per_layer, threads)
     mark()
     narrow, repack_narrow = _curve(build, files["narrow"], files["narrow_prompt"], per_step, per_layer, threads)
