@@ -242,15 +242,16 @@ class OverBudget(Exception):
 class Pace:
     """The default run's types against a deadline [perf_counter s] (None: no deadline), each timed from its start,
     with `mark`s after each width's curve (not after the writing and the small fixed-cost probes, which take 0.1 s:
-    their pace would be the writing's, which says little about the runs'). The reference is the median type so far (the lower middle by total time): a
-    type is begun only while the reference would end by the deadline, and stopped (OverBudget, at a mark) when its
-    time so far, scaled by the reference's total over the reference's time at the same mark, would end past it; the
-    run then measures no more types. The first type is never stopped; its last run (the deep prompt) is never
-    checked. On a 2-core AMX Xeon VM (2026-12-06), by the rule before (begun while the slowest so far fitted, never
-    stopped), q5_0's slow prompt kernels took 13.3 s against about 10 s for the five types before it, and begun at
-    50 s it ended the run at 63-64 s, twice. Later runs of that VM recorded the types' times: the first (q4_k,
-    cold) 11.1-13.2 s, q6_k 9.1-10.4, q8_0 9.8-11.7, f16 5.4-7.1, q5_k 10.7-11.8; the median so far, not the
-    slowest, is the reference, since the cold first type would leave a type's time unused."""
+    their pace would be the writing's, which says little about the runs'). The reference is the median type so far
+    (the lower middle by total time): a type is begun only while the reference would end by the deadline, and
+    stopped (OverBudget, at a mark) when its time so far, scaled by the reference's total over the reference's time
+    at the same mark, would end past it; the run then measures no more types. The first type is never stopped; its
+    last run (the deep prompt) is never checked. On a 2-core AMX Xeon VM (2026-12-06), by the rule before (begun
+    while the slowest so far fitted, never stopped), q5_0's slow prompt kernels took 13.3 s against about 10 s for
+    the five types before it, and begun at 50 s it ended the run at 63-64 s, twice. Later runs of that VM recorded
+    the types' times: the first (q4_k, cold) 11.1-13.2 s, q6_k 9.1-10.4, q8_0 9.8-11.7, f16 5.4-7.1, q5_k
+    10.7-11.8; the median so far, not the slowest, is the reference, since the cold first type would leave a type's
+    time unused."""
 
     def __init__(self, deadline: float | None):
         self.deadline = deadline
