@@ -774,6 +774,18 @@ def test_bench_against_llama_server(server, load):
     assert 0.3 < ratio < 3
 
 
+def _fake_run(monkeypatch, clock: list[float], measure) -> llamacpp.Build:
+    """llamacpp_profile.run on a fake clock (`clock[0]` seconds) with `measure` in place of measure_type, no decode
+    attention probe and no machine record; the build it is given."""
+    from roofline.measure import llamacpp_profile
+
+    monkeypatch.setattr(llamacpp_profile.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(llamacpp_profile, "measure_type", measure)
+    monkeypatch.setattr(llamacpp_profile, "measure_attention", lambda *a: None)
+    monkeypatch.setattr(llamacpp_profile.machine, "record", lambda: {})
+    return llamacpp.Build(Path("/nowhere"), "test")
+
+
 def test_the_default_types_stop_at_the_budget(monkeypatch):
     # A stand-in type measurement taking 20 s of a fake clock, with a 60 s budget: the first type always runs; the
     # second begins at 20 s (20 + the median type's 20 = 40 <= 60), the third at 40 s (60 <= 60), the fourth would
@@ -786,11 +798,7 @@ def test_the_default_types_stop_at_the_budget(monkeypatch):
         clock[0] += 20.0
         return {"kind": kind}, {}
 
-    monkeypatch.setattr(llamacpp_profile.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(llamacpp_profile, "measure_type", fake)
-    monkeypatch.setattr(llamacpp_profile, "measure_attention", lambda *a: None)
-    monkeypatch.setattr(llamacpp_profile.machine, "record", lambda: {})
-    build = llamacpp.Build(Path("/nowhere"), "test")
+    build = _fake_run(monkeypatch, clock, fake)
     types = ("Q4_K", "Q6_K", "Q8_0", "F16", "Q4_0")
     out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
     assert list(out["types"]) == ["Q4_K", "Q6_K", "Q8_0"] and out["skipped"] == ["F16", "Q4_0"]
@@ -837,11 +845,7 @@ def test_a_type_slower_than_the_median_one_is_stopped_at_its_pace(monkeypatch):
         clock[0] += last
         return {"kind": kind}, {}
 
-    monkeypatch.setattr(llamacpp_profile.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(llamacpp_profile, "measure_type", fake)
-    monkeypatch.setattr(llamacpp_profile, "measure_attention", lambda *a: None)
-    monkeypatch.setattr(llamacpp_profile.machine, "record", lambda: {})
-    build = llamacpp.Build(Path("/nowhere"), "test")
+    build = _fake_run(monkeypatch, clock, fake)
     types = ("Q4_K", "Q6_K", "Q8_0", "F16", "Q5_K", "Q5_0", "Q4_0")
     out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
     assert list(out["types"]) == list(types[:5]) and out["skipped"] == ["Q5_0", "Q4_0"] and out["stopped"] == "Q5_0"

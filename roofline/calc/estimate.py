@@ -289,12 +289,11 @@ def uncalibrated(model: Model, hardware: Hardware, inputs: Inputs) -> list[str]:
     whose = "llama.cpp's measured profile" if llama else "the measured profile's calibrated prediction"
     if why is not None:
         return [f"{whose} covers dense models on one device, and {model.id} {why}: the figures are the roofline bound"]
+    if llama or not hardware.measured.get("decode_matmul"):  # llama.cpp's types stand in for each other; no torch
+        return []
     dtype = inputs.weight_dtype
-    if (
-        llama
-        or not hardware.measured.get("decode_matmul")
-        or not (lacking := calibrate.lacks(hardware.measured, dtype))
-    ):
+    lacking = calibrate.lacks(hardware.measured, dtype)
+    if lacking is None:
         return []
     if dtype not in calibrate.TORCH_DTYPES:
         return [
