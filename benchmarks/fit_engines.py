@@ -9,14 +9,20 @@ Parameters, each with a physical meaning (roofline/calc/presets.py applies them)
   runs on MI300X and MI350X are loop-bound and 12-33% slower than CUDA's costs price them. Per era; a fold with no
   ROCm run of the era holds it at 0 (CUDA's), so a left-out AMD device never learns its own cost from itself;
 - request_overhead_s: a fixed cost per request outside the engine loop (HTTP, tokenizer, detokenizer), on TTFT and E2E;
+- format_bandwidth:FORMAT (FORMATS: fp8, fp4): the share of peak bandwidth decode reaches with weights in that format,
+  whose GEMV/MoE kernels are not bf16's (SGLang: the fp8 runs on H100 and DGX Spark 15-32% slower a token than the
+  bf16 fraction prices, the MXFP4 gpt-oss runs 2-37% faster). Only an engine with runs in the format has it, and a
+  fold of the held-out refits with none prices the format at the general fraction, as a format without its own
+  figure is priced;
 - the KV allocation rule: memory_fraction (vLLM's gpu_memory_utilization default 0.9, SGLang's mem_fraction_static
   0.88 on 80 GB cards) minus reserve_bytes per device (activations of the profiling run, CUDA graphs, NCCL buffers).
   vLLM's reserve is read off the KV capacities its logs state (the BLIS runs: tokens x KV bytes per token against
   0.9 x memory - weights), not fitted; SGLang's runs state none, so its reserve is 0 and its fraction is the default.
 Borrowed: a parameter an engine's runs cannot identify is taken from another engine's stored preset (BORROWED:
 SGLang's prefill rate is vLLM's) and held fixed; fit vLLM first (the default order does).
-Fitted: the six above, by pattern search from four starts (the best kept) on the sum over cases of the mean squared
-log(predicted / measured) of the case's metrics (each case weighs the same, however many metrics it reports).
+Fitted: the six above and the formats' fractions, by pattern search from four starts (the best kept) on the sum over
+cases of the mean squared log(predicted / measured) of the case's metrics (each case weighs the same, however many
+metrics it reports).
 Builds: an engine's runs may span builds whose engine loop differs (vLLM's 2024-25 CI builds take about 2 ms
 more per decode step of a batch of 8 than 0.11-0.19 do). ERAS splits them: one fit shares the kernels'
 fractions and the per-request cost over all runs, and gives each era its own step and layer costs (PER_ERA); each
@@ -60,6 +66,8 @@ RANGES = {
     "layer_overhead_s": (0.0, 2e-4),
     "rocm_layer_overhead_s": (0.0, 2e-4),
 }
+FORMATS = ("fp8", "fp4")  # weight formats whose runs get their own bandwidth fraction (format_bandwidth)
+FORMAT_RANGE, FORMAT_START = (0.2, 1.0), 0.8
 START = {
     "bandwidth_fraction": 0.8,
     "compute_fraction": 0.5,
@@ -102,6 +110,7 @@ GROUPS = {  # the error bars a preset stores: metric group -> the case metrics i
 
 def preset_of(engine: str, params: dict[str, float], reserve: float, **extra) -> Preset:
     fraction = ENGINES[engine][0]
+    formats = {n.split(":")[1]: v for n, v in params.items() if n.startswith("format_bandwidth:")}
     return Preset(
         engine,
         params["bandwidth_fraction"],
@@ -115,6 +124,7 @@ def preset_of(engine: str, params: dict[str, float], reserve: float, **extra) ->
         layer_overhead_s=params["layer_overhead_s"],
         rocm_layer_overhead_s=params["rocm_layer_overhead_s"],
         reserve_bytes=reserve,
+        format_bandwidth=formats,
         **extra,
     )
 
@@ -140,16 +150,18 @@ def stored(engine: str) -> dict[str, float]:
     (`step_overhead_s@vllm-legacy`)."""
     first, *later = eras(engine)
     params = {n: getattr(load_preset(first), n) for n in RANGES}
+    params.update({f"format_bandwidth:{k}": v for k, v in load_preset(first).format_bandwidth.items()})
     for era in later:
         params.update({f"{n}@{era}": getattr(load_preset(era), n) for n in PER_ERA})
     return params
 
 
-def ranges(engine: str) -> dict[str, tuple[float, float]]:
+def ranges(engine: str, formats: tuple[str, ...] = ()) -> dict[str, tuple[float, float]]:
     """The fitted parameters and their bounds: RANGES, plus the loop's costs of each era after the first
-    (`step_overhead_s@vllm-legacy`)."""
+    (`step_overhead_s@vllm-legacy`) and the bandwidth fraction of each of `formats` (`format_bandwidth:fp8`)."""
     later = eras(engine)[1:]
-    return {**RANGES, **{f"{n}@{era}": RANGES[n] for era in later for n in PER_ERA}}
+    own = {f"format_bandwidth:{f}": FORMAT_RANGE for f in formats}
+    return {**RANGES, **{f"{n}@{era}": RANGES[n] for era in later for n in PER_ERA}, **own}
 
 
 def borrowed(engine: str) -> dict[str, float]:
@@ -160,16 +172,24 @@ def borrowed(engine: str) -> dict[str, float]:
     return {n: getattr(load_preset(lender), n) for n in names}
 
 
-def start(engine: str) -> dict[str, float]:
-    """START for every fitted parameter, each era's loop costs starting where the shared ones do; a borrowed
-    parameter at its lender's value."""
-    return {**{n: START[n.split("@")[0]] for n in ranges(engine)}, **borrowed(engine)}
+def start(engine: str, formats: tuple[str, ...] = ()) -> dict[str, float]:
+    """START for every fitted parameter, each era's loop costs starting where the shared ones do, each format's
+    fraction at FORMAT_START; a borrowed parameter at its lender's value."""
+    shared = {n: START[n.split("@")[0]] for n in ranges(engine)}
+    return {**shared, **{f"format_bandwidth:{f}": FORMAT_START for f in formats}, **borrowed(engine)}
 
 
 def era_params(params: dict[str, float], era: str) -> dict[str, float]:
-    """The six parameters a run of `era` is priced with: the shared ones, and its era's loop costs."""
+    """The parameters a run of `era` is priced with: the shared ones (the formats' fractions among them), and its
+    era's loop costs."""
     own = {n: params[f"{n}@{era}"] for n in PER_ERA if f"{n}@{era}" in params}
-    return {**{n: params[n] for n in RANGES}, **own}
+    formats = {n: v for n, v in params.items() if n.startswith("format_bandwidth:")}
+    return {**{n: params[n] for n in RANGES}, **own, **formats}
+
+
+def weight_format(p) -> str:
+    """A prepared run's weight dtype (fp8, fp4, bf16, ...)."""
+    return p.inputs.weight_dtype
 
 
 class Pricer:
@@ -178,9 +198,10 @@ class Pricer:
     def __init__(self, engine: str, cases: list[dict]):
         self.engine, self.cases, self.memo = engine, cases, {}
         self.default_era = eras(engine)[0]
-        self.ranges = ranges(engine)
         self.borrowed = borrowed(engine)
         self.base = {c["id"]: self._prepare(c) for c in cases}
+        self.formats = tuple(f for f in FORMATS if any(weight_format(p) == f for p in self.base.values()))
+        self.ranges = ranges(engine, self.formats)
         self.requests = {c["id"]: self._requests(c) for c in cases}
         self.reserve = round(self._reserve(), -6) if engine == "vllm" else 0.0  # as stored
 
@@ -221,7 +242,11 @@ class Pricer:
 
     def _simulated(self, c: dict, params: dict[str, float]) -> tuple[dict[str, float], float]:
         params = era_params(params, era_of(self.engine, c))
-        key = (c["id"], *(round(params[n], 7) for n in RANGES))
+        own = params.get(f"format_bandwidth:{weight_format(self.base[c['id']])}")  # None: the general fraction
+        params = {n: v for n, v in params.items() if n in RANGES}
+        if own is not None:
+            params["format_bandwidth:" + weight_format(self.base[c["id"]])] = own
+        key = (c["id"], *(round(params[n], 7) for n in RANGES), own)
         if key not in self.memo:
             p = with_preset(self.base[c["id"]], preset_of(self.engine, params, self.reserve))
             requests = self.requests[c["id"]]
@@ -264,6 +289,9 @@ class Pricer:
                 free.pop(n)
         for n in [n for n in free if "@" in n and n.split("@")[1] not in eras]:
             fixed[n] = free.pop(n)  # an era none of the cases is from
+        have = {weight_format(self.base[c["id"]]) for c in cases}
+        for n in [n for n in free if n.startswith("format_bandwidth:") and n.split(":")[1] not in have]:
+            free.pop(n)  # no run in the format: priced at the general fraction, as an unfitted format is
         best = pattern_search(
             lambda q: self.loss(cases, {**fixed, **q}), free, tolerance=2e-3, ranges=self.ranges, scale=scale
         )
@@ -279,7 +307,7 @@ def held_out(pricer: Pricer, fitted: dict[str, float]) -> tuple[dict, dict, dict
         rest = [o for o in cases if o is not c]
         q = pricer.fit(rest, fitted, scale=0.05)
         by_case[c["id"]] = pricer.residuals(c, q)
-        for n in pricer.ranges:
+        for n in [n for n in pricer.ranges if n in q]:  # a format no other run has is not refitted
             spans[n] = [min(spans[n][0], q[n]), max(spans[n][1], q[n])]
     devices = sorted({c["hardware"] for c in cases})
     if len(devices) > 1:
@@ -304,10 +332,10 @@ def fit_engine(engine: str) -> dict[str, dict]:
     """One fit over all of an engine's runs; a record (the YAML's content) per preset, each with its era's runs."""
     cases = serving_cases.cases(engine)
     pricer = Pricer(engine, cases)
-    tries = [pricer.fit(cases, {**start(engine), **s}) for s in ({}, *STARTS)]
+    tries = [pricer.fit(cases, {**start(engine, pricer.formats), **s}) for s in ({}, *STARTS)]
     fitted = min(tries, key=lambda q: pricer.loss(cases, q))  # the best of several starts (pattern search is local)
     by_case, by_device, spans = held_out(pricer, fitted)
-    rounded = {k: round(v, 4 if "fraction" in k else 6) for k, v in fitted.items()}  # as stored
+    rounded = {k: round(v, 4 if "fraction" in k or k.startswith("format_") else 6) for k, v in fitted.items()}
     records = {}
     for era in dict.fromkeys(era_of(engine, c) for c in cases):
         mine = [c for c in cases if era_of(engine, c) == era]
@@ -320,15 +348,17 @@ def fit_engine(engine: str) -> dict[str, dict]:
             if runs:
                 errors[group] = {"runs": runs, "case": case_err, "device": device_err}
         stored = era_params(rounded, era)
-        own_spans = {n: spans.get(f"{n}@{era}", spans[n]) for n in RANGES}
+        own = {n: spans.get(f"{n}@{era}", spans[n]) for n in RANGES}
+        own.update({n: spans[n] for n in stored if n.startswith("format_bandwidth:")})
+        formats = {n.split(":")[1]: stored.pop(n) for n in list(stored) if n.startswith("format_bandwidth:")}
+        value = {**stored, **{f"format_bandwidth:{f}": v for f, v in formats.items()}}
         records[era] = {
             **stored,
+            **({"format_bandwidth": formats} if formats else {}),
             "memory_fraction": ENGINES[engine][0],
             "reserve_bytes": pricer.reserve,
             "batch_covered": round(max(pricer.batch(c, rounded) for c in mine), 1),
-            "ranges": {
-                k: [min(round(a, 6), stored[k]), max(round(b, 6), stored[k])] for k, (a, b) in own_spans.items()
-            },
+            "ranges": {k: [min(round(a, 6), value[k]), max(round(b, 6), value[k])] for k, (a, b) in own.items()},
             "errors": errors,
             "cases": [c["id"] for c in mine],
             "devices": sorted({c["hardware"] for c in mine}),
@@ -383,6 +413,8 @@ def show(engine: str, record: dict) -> None:
           f"{record['step_overhead_s'] * 1e3:.2f} ms + {record['layer_overhead_s'] * 1e6:.0f} us a layer (ROCm "
           f"+{record['rocm_layer_overhead_s'] * 1e6:.0f} us), request {record['request_overhead_s'] * 1e3:.1f} ms, "
           f"reserve {record['reserve_bytes'] / 1e9:.2f} GB, {len(record['cases'])} cases")  # fmt: skip
+    for f, v in record.get("format_bandwidth", {}).items():
+        print(f"  {f} weights: bandwidth {v}")
     print(f"  {'metric':<22}{'runs':>6}{'leave-one-case-out':>20}{'leave-one-device-out':>22}")
     for group, e in record["errors"].items():
         device = "n/a" if e["device"] is None else f"{e['device'] * 100:.1f}%"

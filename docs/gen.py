@@ -202,8 +202,11 @@ def serving_reality(engine: str) -> None:
     runs = {c["id"]: c for c in json.loads((ROOT / "benchmarks/data/serving-train.json").read_text())["cases"]}
     engine_of_runs = runs[p.cases[0]]["engine"]  # vllm-legacy's runs are vllm's
     devices = sorted({c["hardware"] for c in serving_cases.cases(engine_of_runs) if c["id"] in p.cases})
+    formats = ", ".join(f"{f} weights {v:.3g}" for f, v in p.format_bandwidth.items())
     out = [
-        f"Fitted: {p.bandwidth_fraction:.3g} of peak bandwidth, {p.compute_fraction:.3g} of peak FLOP/s, "
+        f"Fitted: {p.bandwidth_fraction:.3g} of peak bandwidth"
+        + (f" ({formats})" if formats else "")
+        + f", {p.compute_fraction:.3g} of peak FLOP/s, "
         f"{p.step_overhead_s * 1e3:.3g} ms a step + {p.layer_overhead_s * 1e6:.3g} µs a layer a step"
         + (f" (+{p.rocm_layer_overhead_s * 1e6:.3g} µs on ROCm)" if p.rocm_layer_overhead_s else "")
         + f", {p.request_overhead_s * 1e3:.3g} ms a request; KV pool {p.memory_fraction:g} x memory - weights - "

@@ -356,3 +356,48 @@ def test_a_plan_beyond_the_presets_runs_says_so(monkeypatch):
     busy = plan(model, h100, prompt_tokens=200, output_tokens=1000, rate=2.0, tpot_slo=0.2, tps=(1,), engine="vllm")
     assert busy.best.reason.startswith("meets the SLOs; engine vllm: a mean batch of")
     assert "(1.0 at most)" in busy.best.reason
+
+
+def test_a_weight_formats_own_bandwidth_fraction_by_hand():
+    # SGLang's fp8 runs (Qwen3-8B-FP8 on H100, Llama-3.1-8B/70B FP8 on DGX Spark) give fp8 weights their own share of
+    # peak bandwidth. Llama-3.1-8B at batch 1 on an H100 SXM (3.35 TB/s) decodes memory-bound, so TPOT = decode bytes
+    # / (the format's fraction x 3.35e12) + step_overhead_s + 32 layers x layer_overhead_s, with fp8 weights at the
+    # fp8 fraction and bf16 ones at the general fraction; the note names whose fraction it is.
+    p = presets.load("sglang")
+    assert "fp8" in p.format_bandwidth and p.format_bandwidth["fp8"] != p.bandwidth_fraction
+    model, h100 = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    step = p.step_overhead_s + 32 * p.layer_overhead_s  # Llama-3.1-8B: 32 layers (config.json num_hidden_layers)
+    for dtype, fraction in (("fp8", p.format_bandwidth["fp8"]), ("bf16", p.bandwidth_fraction)):
+        e = estimate(model, h100, batch=1, weight_dtype=dtype, engine="sglang")
+        assert e.engine.tpot_s == pytest.approx(e.decode.bytes / (fraction * 3.35e12) + step, rel=0.01), dtype
+        said = [n for n in e.notes if n.startswith("engine sglang: a preset")][0]
+        assert (f"{fraction:.2f} of peak bandwidth (fp8 weights' own)" in said) == (dtype == "fp8"), said
+
+
+def test_the_fit_prices_a_format_none_of_its_runs_has_at_the_general_fraction():
+    # A fold of the held-out refits without an fp8 run cannot identify the fp8 fraction: the refit drops it, so the
+    # left-out fp8 run is priced at the general fraction (as a format without its own figure is), not at the full
+    # fit's fp8 value, which would leak the run into its own prediction.
+    fit_engines, serving_cases = load("fit_engines"), load("serving_cases")
+    chosen = ("sglang-gptoss120b-h100-tp8-bf16-bs1", "sglang-spark-llama31-8b-fp8-bs1")
+    cases = [c for c in serving_cases.cases("sglang") if c["id"] in chosen]
+    pricer = fit_engines.Pricer("sglang", cases)
+    assert pricer.formats == ("fp8",)
+    bf16, fp8 = sorted(cases, key=lambda c: "fp8" in c["id"])
+    fitted = pricer.fit([bf16], {**fit_engines.start("sglang", ("fp8",)), "format_bandwidth:fp8": 0.3}, scale=0.05)
+    assert "format_bandwidth:fp8" not in fitted
+    general = {**fitted, "format_bandwidth:fp8": fitted["bandwidth_fraction"]}
+    own = {**fitted, "format_bandwidth:fp8": 0.3}
+    assert pricer.price(fp8, fitted) == pricer.price(fp8, general) != pricer.price(fp8, own)
+
+
+def test_a_bad_format_bandwidth_names_the_file_and_field(tmp_path, monkeypatch):
+    from roofline.errors import RooflineError
+    from roofline.specs import catalog
+
+    (tmp_path / "engines").mkdir()
+    text = (ROOT / "engines" / "sglang.yaml").read_text().replace("\n  fp8: 0.", "\n  fp9: 0.", 1)
+    (tmp_path / "engines" / "sglang.yaml").write_text(text)
+    monkeypatch.setattr(catalog, "data_dir", lambda: tmp_path)
+    with pytest.raises(RooflineError, match=r"sglang\.yaml: key .format_bandwidth.: expected a mapping of weight"):
+        presets.load("sglang")

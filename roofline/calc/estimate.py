@@ -404,6 +404,11 @@ class EnginePrediction(NamedTuple):
     typical_error: dict = {}
 
 
+def _format_own(preset, weight_dtype: str) -> str:
+    """' (fp8 weights' own)' where the preset's bandwidth fraction is its weight format's, else ''."""
+    return f" ({weight_dtype} weights' own)" if weight_dtype in preset.format_bandwidth else ""
+
+
 def _pool(preset) -> str:
     """'memory fraction 0.90', or 'KV pool 0.95 of the memory the weights leave' (kv_pool: free)."""
     if preset.kv_pool == "free":
@@ -435,7 +440,8 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
         k = p.preset_setup.knobs
         notes.append(
             f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} "
-            f"(engines/{preset.name}.yaml): on {p.hardware.id}, {k.bandwidth_efficiency:.2f} of peak bandwidth "
+            f"(engines/{preset.name}.yaml): on {p.hardware.id}, {k.bandwidth_efficiency:.2f} of peak bandwidth"
+            f"{_format_own(preset, inputs.weight_dtype)} "
             f"and {k.compute_efficiency:.2f} of the {inputs.compute_dtype} peak, "
             f"+{presets.step_cost(preset, p.model, p.hardware) * 1e3:.2g} "
             f"ms a step, {_pool(preset)}"

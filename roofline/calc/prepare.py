@@ -125,23 +125,22 @@ def _preset(
     preset = presets.for_device(name, hardware)
     if k.pp > 1 or k.disagg:
         return preset, None
-    return preset, _preset_setup(model, hardware, k, inputs.compute_dtype, preset, weights)
+    return preset, _preset_setup(model, hardware, k, inputs, preset, weights)
 
 
 def with_preset(p: Prepared, preset: Any) -> Prepared:
     """`p` priced with `preset` (a roofline.specs.presets.Preset), as `--engine` would: how benchmarks/fit_engines.py
     tries candidate parameters through the code path users run."""
-    setup = _preset_setup(p.model, p.hardware, p.knobs, p.inputs.compute_dtype, preset, p.shape.weights)
+    setup = _preset_setup(p.model, p.hardware, p.knobs, p.inputs, preset, p.shape.weights)
     return p._replace(preset=preset, preset_setup=setup)
 
 
-def _preset_setup(
-    model: Model, hardware: Hardware, k: Knobs, compute_dtype: str, preset: Any, weights: float
-) -> Prepared:
+def _preset_setup(model: Model, hardware: Hardware, k: Knobs, inputs: Inputs, preset: Any, weights: float) -> Prepared:
     """The setup under the preset's knobs; `weights`: bytes per device, for a KV pool of what they leave."""
     from roofline.calc import presets
 
-    applied = presets.knobs(preset, hardware, compute_dtype)
+    compute_dtype = inputs.compute_dtype
+    applied = presets.knobs(preset, hardware, compute_dtype, inputs.weight_dtype)
     if getattr(preset, "kv_pool", "memory") == "free":  # a share of what the weights leave (TensorRT-LLM's rule)
         reserve = (preset.reserve_bytes or 0.0) / hardware.memory_capacity  # kept out after the share is taken
         share = min(presets.of_free(preset.memory_fraction, weights, hardware), 1.0)  # weights over memory: none

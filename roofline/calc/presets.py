@@ -6,7 +6,8 @@ FLOP/s its prefill reaches, a fixed cost per decode step, and the share of memor
 the engine has kept its own (activations, CUDA graphs, workspace). A prediction with a preset is the roofline
 estimate with those efficiencies and memory fraction, plus the fixed cost on every decode step:
     TPOT = max(FLOPs / (F x compute), bytes / (W x bandwidth)) + step_overhead_s + layers x layer_overhead_s
-           (+ layers x rocm_layer_overhead_s on an AMD Instinct device: ROCm's launches and syncs cost more)
+           (+ layers x rocm_layer_overhead_s on an AMD Instinct device: ROCm's launches and syncs cost more;
+           bandwidth: format_bandwidth[weight dtype] where the preset has the format's own, e.g. fp8)
     output tokens/s = B x O / (TTFT + (O - 1) x TPOT)
 Three optional keys shape a preset whose engine the datasheet peaks describe badly (benchmarks/train_presets.py
 says why each is used): `backend` (cuda, metal or rocm: the devices it applies to; `--engine llamacpp` picks
@@ -53,10 +54,14 @@ def backend_of(hardware) -> str | None:
     return next((b for b, vendor in BACKENDS.items() if hardware.name.startswith(vendor)), None)
 
 
-def knobs(preset: "Preset | dict[str, Any]", hardware=None, compute_dtype: str | None = None) -> dict[str, float]:
-    """The estimate knobs a preset sets on `hardware` computing in `compute_dtype`: its efficiencies, relative to the
-    bound's peaks and never above them, and its memory fraction. (hardware and compute_dtype are needed only for a
-    preset with compute_peak or bandwidth_cap.)"""
+def knobs(
+    preset: "Preset | dict[str, Any]", hardware=None, compute_dtype: str | None = None, weight_dtype: str | None = None
+) -> dict[str, float]:
+    """The estimate knobs a preset sets on `hardware` computing in `compute_dtype` with weights in `weight_dtype`: its
+    efficiencies, relative to the bound's peaks and never above them, and its memory fraction. The bandwidth fraction
+    is the weight format's own where the preset has one (format_bandwidth: fp8 or MXFP4 weights run other decode
+    kernels than bf16's), else the general one. (hardware and compute_dtype are needed only for a preset with
+    compute_peak or bandwidth_cap.)"""
     p = preset._asdict() if hasattr(preset, "_asdict") else preset
     compute = p["compute_fraction"]
     roof = p.get("compute_peak")
@@ -69,7 +74,7 @@ def knobs(preset: "Preset | dict[str, Any]", hardware=None, compute_dtype: str |
                 "engine",
             )
         compute *= hardware.peak_flops[roof] / hardware.peak_flops[compute_dtype]
-    bandwidth = p["bandwidth_fraction"]
+    bandwidth = (p.get("format_bandwidth") or {}).get(weight_dtype, p["bandwidth_fraction"])
     if p.get("bandwidth_cap") is not None:
         bandwidth = min(bandwidth, p["bandwidth_cap"] / hardware.memory_bandwidth)
     reserve = p.get("reserve_bytes") or 0.0  # the engine's own memory, kept out of its KV pool on every device
@@ -147,14 +152,14 @@ def beyond_runs(preset: Preset, batch: float) -> str | None:
     """A note when a prediction runs a mean batch above any its preset's fitted runs reached (batch_covered, as
     simulated), where its typical error was never measured. GPUStack's vLLM and SGLang runs with every request sent
     at once whose simulated mean batch is beyond their preset's (25 vLLM runs at 122-292 against 118, 14 SGLang ones
-    at 11-318 against 4; benchmarks/candidates.py) served a median 0.39 of the output tokens/s priced
+    at 11-343 against 4; benchmarks/candidates.py) served a median 0.51 of the output tokens/s priced
     (docs/reality.md). None within its runs, or without the record."""
     if not preset.batch_covered or batch <= preset.batch_covered:
         return None
     return (
         f"engine {preset.name}: a mean batch of {batch:.1f} is beyond its published runs' ({preset.batch_covered:.1f} "
-        "at most), so its typical error does not apply; published runs beyond their preset's (mean batches 11-318, "
-        "every request sent at once) served a median 0.39x the output tokens/s priced (docs/reality.md)"
+        "at most), so its typical error does not apply; published runs beyond their preset's (mean batches 11-343, "
+        "every request sent at once) served a median 0.51x the output tokens/s priced (docs/reality.md)"
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from roofline.errors import UsageError
+from roofline.specs.records import DTYPE_BYTES
 
 PARAMETERS = ("bandwidth_fraction", "compute_fraction", "step_overhead_s", "memory_fraction")
 RANGES = {
@@ -54,6 +55,7 @@ class Preset(NamedTuple):
     scheduler: str = "vllm"  # the simulator's policy for this engine (roofline.calc.replica.POLICIES)
     devices: list[str] = []  # the devices its runs are on: elsewhere its errors are the leave-one-device-out ones
     batch_covered: float = 0.0  # the largest mean running batch of its fitted runs as simulated (0: not recorded)
+    format_bandwidth: dict[str, float] = {}  # weight dtype -> the bandwidth fraction with weights in it (its kernels)
 
 
 def load(name: str) -> Preset:
@@ -92,7 +94,11 @@ def load(name: str) -> Preset:
     policy = f.take("scheduler", choice(*SCHEDULERS), f"one of: {', '.join(SCHEDULERS)}", "vllm")
     errors = f.take("errors", _errors, "a mapping of metric to {runs, case, device} held-out median errors", {})
     covered = f.take("batch_covered", number_between(*COVERED), f"a number from {COVERED[0]:g} to {COVERED[1]:g}", 0.0)
+    formats = f.take(
+        "format_bandwidth", _fractions, f"a mapping of weight dtype ({', '.join(DTYPE_BYTES)}) to a fraction 0.05-1", {}
+    )
     fitted = {**values, **extra, **({"bandwidth_cap": cap} if cap is not None else {})}
+    fitted.update({f"format_bandwidth:{k}": v for k, v in formats.items()})  # their spans: format_bandwidth:fp8
     spans = f.take("ranges", _spans(fitted), "a mapping of fitted parameter to [low, high] around its value", {})
     source = f.take("source", text, "how the preset was fitted")
     f.take("notes", text, "notes", "")
@@ -112,6 +118,7 @@ def load(name: str) -> Preset:
             "rocm_layer_overhead_s",
             "reserve_bytes",
             "batch_covered",
+            "format_bandwidth",
             "errors",
             "kv_pool",
             "scheduler",
@@ -134,6 +141,7 @@ def load(name: str) -> Preset:
         **extra,
         errors=errors,
         batch_covered=covered,
+        format_bandwidth=formats,
         kv_pool=pool,
         scheduler=policy,
     )
@@ -149,6 +157,15 @@ def _strings(value: Any) -> list[str]:
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
         raise TypeError
     return value
+
+
+def _fractions(value: Any) -> dict[str, float]:
+    low, high = RANGES["bandwidth_fraction"]
+    if not isinstance(value, dict) or not set(value) <= set(DTYPE_BYTES):
+        raise TypeError
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and low <= v <= high for v in value.values()):
+        raise TypeError
+    return {k: float(v) for k, v in value.items()}
 
 
 def _spans(fitted: dict[str, float]) -> Callable[[Any], dict[str, list[float]]]:
