@@ -24,7 +24,7 @@ import fit_engines  # noqa: E402
 import serving_cases  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "gpustack-candidates.json"
-MODELS = {  # checkpoint -> (bundled model, weight dtype other than the model's own)
+MODELS = {  # checkpoint -> (bundled model, named weight format other than the model's own: FP8 keeps lm_head bf16)
     "Qwen/Qwen3-8B": ("qwen3-8b", None),
     "Qwen/Qwen3-8B-FP8": ("qwen3-8b", "fp8"),
     "Qwen/Qwen3-14B": ("qwen3-14b", None),
@@ -59,7 +59,7 @@ def cases(engine: str) -> list[dict]:
         requests = int(c["dataset"].split(" successful")[0].split()[-1])
         clients = c["concurrency"] or requests  # rate inf without a cap: every request at once
         dist = serving_cases.SHAREGPT if "sharegpt" in c["dataset"].lower() else None
-        extra = {"weight_dtype": dtype} if dtype else {}
+        extra = {"quant": dtype} if dtype else {}
         setup = serving_cases.loop(model, round(lengths[0]), round(lengths[1]), clients, requests, dist, **extra)
         measured = {m: c["metrics"][m] for m in serving_cases.METRICS if m in c["metrics"]}
         version = serving_cases.version_of(c["engine_version"] or "")

@@ -9,11 +9,12 @@ Parameters, each with a physical meaning (roofline/calc/presets.py applies them)
   runs on MI300X and MI350X are loop-bound and 12-33% slower than CUDA's costs price them. Per era; a fold with no
   ROCm run of the era holds it at 0 (CUDA's), so a left-out AMD device never learns its own cost from itself;
 - request_overhead_s: a fixed cost per request outside the engine loop (HTTP, tokenizer, detokenizer), on TTFT and E2E;
-- format_bandwidth:FORMAT (FORMATS: fp8, fp4): the share of peak bandwidth decode reaches with weights in that format,
-  whose GEMV/MoE kernels are not bf16's (SGLang: the fp8 runs on H100 and DGX Spark 15-32% slower a token than the
-  bf16 fraction prices, the MXFP4 gpt-oss runs 2-37% faster). Only an engine with runs in the format has it, and a
-  fold of the held-out refits with none prices the format at the general fraction, as a format without its own
-  figure is priced;
+- format_bandwidth:FORMAT (FORMATS: fp8, fp4): the share of peak bandwidth the weights' reads reach in that format,
+  whose GEMV/MoE kernels are not bf16's; every other read (KV) stays at bandwidth_fraction. (SGLang's fp8 runs on
+  H100 and the DGX Spark were priced 13-32% fast a token by one fraction for all, its MXFP4 gpt-oss ones on the DGX
+  Spark and B200 20-37% slow.) Only an engine with FORMAT_RUNS runs or more in the format has it, so that a left-out
+  run's format figure comes from another run; a fold of the held-out refits with none prices the format at the
+  general fraction, as a format without its own figure is priced;
 - the KV allocation rule: memory_fraction (vLLM's gpu_memory_utilization default 0.9, SGLang's mem_fraction_static
   0.88 on 80 GB cards) minus reserve_bytes per device (activations of the profiling run, CUDA graphs, NCCL buffers).
   vLLM's reserve is read off the KV capacities its logs state (the BLIS runs: tokens x KV bytes per token against
@@ -67,6 +68,7 @@ RANGES = {
     "rocm_layer_overhead_s": (0.0, 2e-4),
 }
 FORMATS = ("fp8", "fp4")  # weight formats whose runs get their own bandwidth fraction (format_bandwidth)
+FORMAT_RUNS = 2  # runs an engine needs in a format for its own fraction: one left out, another still identifies it
 FORMAT_RANGE, FORMAT_START = (0.2, 1.0), 0.8
 START = {
     "bandwidth_fraction": 0.8,
@@ -200,13 +202,14 @@ class Pricer:
         self.default_era = eras(engine)[0]
         self.borrowed = borrowed(engine)
         self.base = {c["id"]: self._prepare(c) for c in cases}
-        self.formats = tuple(f for f in FORMATS if any(weight_format(p) == f for p in self.base.values()))
+        count = {f: sum(weight_format(p) == f for p in self.base.values()) for f in FORMATS}
+        self.formats = tuple(f for f in FORMATS if count[f] >= FORMAT_RUNS)
         self.ranges = ranges(engine, self.formats)
         self.requests = {c["id"]: self._requests(c) for c in cases}
         self.reserve = round(self._reserve(), -6) if engine == "vllm" else 0.0  # as stored
 
     def _prepare(self, c: dict):
-        extra = {k: c[k] for k in ("weight_dtype", "kv_dtype") if k in c}
+        extra = {k: c[k] for k in ("weight_dtype", "kv_dtype", "quant") if k in c}
         if c.get("cached"):
             extra["cached_tokens"] = c["cached"]
         return prepare(load_model(c["model"]), load_hardware(c["hardware"]), None, tp=c["tp"], **extra)

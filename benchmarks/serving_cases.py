@@ -100,7 +100,9 @@ def _batch(model: str, hardware: str, tp: int, prompt: int, output: int, **extra
 
 def _single(model: str, hardware: str, tp: int, prompt: int, output: int, dtype: str) -> dict:
     """One request at a time (SGLang's bench_one_batch_server at batch 1, a single chat): its TPOT."""
-    weights = {} if dtype == "mxfp4" else {"weight_dtype": dtype}  # mxfp4: the checkpoint's own format
+    # mxfp4: the checkpoint's own format; fp8: the named format (linear layers in fp8, embeddings and lm_head in bf16,
+    # as FP8 checkpoints and SGLang's online fp8 quantization keep them)
+    weights = {} if dtype == "mxfp4" else {"quant": "fp8"} if dtype == "fp8" else {"weight_dtype": dtype}
     return {"model": model, "hardware": hardware, "tp": tp, "prompt": prompt, "output": output, "concurrency": 1,
             "requests": 2, "warmup": 0, **weights}  # fmt: skip
 
@@ -122,7 +124,7 @@ SETUPS = {
     "vllmperf-h100-mixtral-8x7b-tp2-bs8": _batch("mixtral-8x7b", "h100-sxm", 2, 32, 128),
     "vllmperf-h200-mixtral-8x7b-tp2-bs8": _batch("mixtral-8x7b", "h200", 2, 32, 128),
     "rocmblog-mi300x-llama3-8b-latency-512-512-fp16": _batch("llama-3.1-8b", "mi300x", 1, 512, 512),
-    "rocmblog-mi300x-llama3-8b-latency-512-512-fp8": _batch("llama-3.1-8b", "mi300x", 1, 512, 512, weight_dtype="fp8"),
+    "rocmblog-mi300x-llama3-8b-latency-512-512-fp8": _batch("llama-3.1-8b", "mi300x", 1, 512, 512, quant="fp8"),
     "vllmblog-fp8kv-h100-llama31-8b-c8-20k-bf16kv": loop("llama-3.1-8b", 20000, 2000, 8, 150, PLUS_MINUS_15),
     "vllmblog-fp8kv-h100-llama31-8b-c8-20k-fp8kv": loop(
         "llama-3.1-8b", 20000, 2000, 8, 150, PLUS_MINUS_15, kv_dtype="fp8"
@@ -130,7 +132,7 @@ SETUPS = {
     "vllmblog-fp8kv-h100-gptoss20b-c8-20k-bf16kv": loop("gpt-oss-20b", 20000, 2000, 8, 150, PLUS_MINUS_15),
     "gpustack-h100-qwen3-8b-c4-vllm": loop("qwen3-8b", 233, 221, 4, 100, SHAREGPT),
     "gpustack-h100-qwen3-8b-c4-sglang": loop("qwen3-8b", 233, 221, 4, 100, SHAREGPT),
-    "gpustack-h100-qwen3-8b-fp8-c4-sglang": loop("qwen3-8b", 233, 221, 4, 100, SHAREGPT, weight_dtype="fp8"),
+    "gpustack-h100-qwen3-8b-fp8-c4-sglang": loop("qwen3-8b", 233, 221, 4, 100, SHAREGPT, quant="fp8"),
     **{
         f"sglang-gptoss120b-{device}-tp{tp}-{dtype}-bs1": _single("gpt-oss-120b", hardware, tp, 1024, 512, dtype)
         for device, hardware, tp in (("b200", "b200", 4), ("h100", "h100-sxm", 8), ("mi350", "mi350x", 8))

@@ -37,7 +37,7 @@ def test_serving_presets_load_with_their_error_bars():
     legacy = presets.load("vllm-legacy")  # older or unstated builds: offline batch latencies only, no TTFT
     assert len(legacy.cases) >= 5 and legacy.errors["e2e"]["runs"] == len(legacy.cases)
     assert not set(legacy.cases) & set(vllm.cases) and legacy.step_overhead_s >= 0 and legacy.layer_overhead_s >= 0
-    shared = ("bandwidth_fraction", "compute_fraction", "request_overhead_s", "reserve_bytes")
+    shared = ("bandwidth_fraction", "compute_fraction", "request_overhead_s", "reserve_bytes", "format_bandwidth")
     assert all(getattr(legacy, n) == getattr(vllm, n) for n in shared)  # one fit: only the loop's costs differ
 
 
@@ -360,35 +360,55 @@ def test_a_plan_beyond_the_presets_runs_says_so(monkeypatch):
 
 def test_a_weight_formats_own_bandwidth_fraction_by_hand():
     # SGLang's fp8 runs (Qwen3-8B-FP8 on H100, Llama-3.1-8B/70B FP8 on DGX Spark) give fp8 weights their own share of
-    # peak bandwidth. Llama-3.1-8B at batch 1 on an H100 SXM (3.35 TB/s) decodes memory-bound, so TPOT = decode bytes
-    # / (the format's fraction x 3.35e12) + step_overhead_s + 32 layers x layer_overhead_s, with fp8 weights at the
-    # fp8 fraction and bf16 ones at the general fraction; the note names whose fraction it is.
+    # peak bandwidth; the KV cache is read by the same attention kernels whatever the weights, at the general share.
+    # Llama-3.1-8B on an H100 SXM (3.35 TB/s) decodes memory-bound at batch 1 and at batch 32 with 8k-token prompts,
+    # so TPOT = the streamed weight bytes / (weight fraction x 3.35e12) + the step's other bytes (KV) / (general
+    # fraction x 3.35e12) + step_overhead_s + 32 layers x layer_overhead_s, with fp8 weights (--quant fp8: linear
+    # layers in fp8, lm_head in bf16) at the fp8 fraction and bf16 ones at the general fraction. Where KV dominates
+    # the bytes, fp8 weights still decode faster than bf16 ones (fewer weight bytes, the same KV).
     p = presets.load("sglang")
-    assert "fp8" in p.format_bandwidth and p.format_bandwidth["fp8"] != p.bandwidth_fraction
+    fp8, general = p.format_bandwidth["fp8"], p.bandwidth_fraction
+    assert fp8 < general  # the fp8 runs were slower a token than the general fraction priced them
     model, h100 = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     step = p.step_overhead_s + 32 * p.layer_overhead_s  # Llama-3.1-8B: 32 layers (config.json num_hidden_layers)
-    for dtype, fraction in (("fp8", p.format_bandwidth["fp8"]), ("bf16", p.bandwidth_fraction)):
-        e = estimate(model, h100, batch=1, weight_dtype=dtype, engine="sglang")
-        assert e.engine.tpot_s == pytest.approx(e.decode.bytes / (fraction * 3.35e12) + step, rel=0.01), dtype
-        said = [n for n in e.notes if n.startswith("engine sglang: a preset")][0]
-        assert (f"{fraction:.2f} of peak bandwidth (fp8 weights' own)" in said) == (dtype == "fp8"), said
+    for batch, prompt in ((1, 1024), (32, 8192)):
+        tpot = {}
+        for quant, own in (("fp8", fp8), (None, general)):
+            e = estimate(model, h100, batch=batch, prompt_tokens=prompt, quant=quant, engine="sglang")
+            weights = e.weight_bytes_streamed
+            hand = weights / (own * 3.35e12) + (e.decode.bytes - weights) / (general * 3.35e12) + step
+            assert e.engine.tpot_s == pytest.approx(hand, rel=0.01), (batch, quant)
+            said = [n for n in e.notes if n.startswith("engine sglang: a preset")][0]
+            assert (f"{general:.2f} of peak bandwidth (fp8 weights {fp8:.2f})" in said) == (quant == "fp8"), said
+            assert "bf16 weights" not in said
+            tpot[quant] = e.engine.tpot_s
+        assert tpot["fp8"] < tpot[None], batch
 
 
 def test_the_fit_prices_a_format_none_of_its_runs_has_at_the_general_fraction():
-    # A fold of the held-out refits without an fp8 run cannot identify the fp8 fraction: the refit drops it, so the
-    # left-out fp8 run is priced at the general fraction (as a format without its own figure is), not at the full
-    # fit's fp8 value, which would leak the run into its own prediction.
+    # A fold of the held-out refits without an fp8 run cannot identify the fp8 fraction: leaving the DGX Spark out
+    # leaves no fp8 run, so its two fp8 runs are priced at the general fraction (as a format without its own figure
+    # is), not at the full fit's fp8 value, which would leak them into their own prediction. A format with one run
+    # gets no fraction at all: left out, nothing would check it.
     fit_engines, serving_cases = load("fit_engines"), load("serving_cases")
-    chosen = ("sglang-gptoss120b-h100-tp8-bf16-bs1", "sglang-spark-llama31-8b-fp8-bs1")
+    chosen = (
+        "sglang-gptoss120b-h100-tp8-bf16-bs1",
+        "sglang-spark-llama31-8b-fp8-bs1",
+        "sglang-spark-llama31-70b-fp8-bs1",
+    )
     cases = [c for c in serving_cases.cases("sglang") if c["id"] in chosen]
     pricer = fit_engines.Pricer("sglang", cases)
-    assert pricer.formats == ("fp8",)
-    bf16, fp8 = sorted(cases, key=lambda c: "fp8" in c["id"])
-    fitted = pricer.fit([bf16], {**fit_engines.start("sglang", ("fp8",)), "format_bandwidth:fp8": 0.3}, scale=0.05)
-    assert "format_bandwidth:fp8" not in fitted
-    general = {**fitted, "format_bandwidth:fp8": fitted["bandwidth_fraction"]}
-    own = {**fitted, "format_bandwidth:fp8": 0.3}
-    assert pricer.price(fp8, fitted) == pricer.price(fp8, general) != pricer.price(fp8, own)
+    assert pricer.formats == ("fp8",) and fit_engines.Pricer("sglang", cases[:2]).formats == ()
+    bf16 = [c for c in cases if "bf16" in c["id"]]
+    fitted = pricer.fit(cases, fit_engines.start("sglang", ("fp8",)))
+    assert fitted["format_bandwidth:fp8"] != fitted["bandwidth_fraction"]
+    _, by_device, _ = fit_engines.held_out(pricer, fitted)
+    alone = pricer.fit(bf16, fitted, scale=0.05)  # the spark fold: the H100 run alone
+    assert "format_bandwidth:fp8" not in alone
+    for c in cases:
+        if "spark" in c["id"]:
+            own = {**alone, "format_bandwidth:fp8": fitted["format_bandwidth:fp8"]}
+            assert by_device[c["id"]] == pricer.residuals(c, alone) != pricer.residuals(c, own)
 
 
 def test_a_bad_format_bandwidth_names_the_file_and_field(tmp_path, monkeypatch):
@@ -396,8 +416,11 @@ def test_a_bad_format_bandwidth_names_the_file_and_field(tmp_path, monkeypatch):
     from roofline.specs import catalog
 
     (tmp_path / "engines").mkdir()
-    text = (ROOT / "engines" / "sglang.yaml").read_text().replace("\n  fp8: 0.", "\n  fp9: 0.", 1)
-    (tmp_path / "engines" / "sglang.yaml").write_text(text)
     monkeypatch.setattr(catalog, "data_dir", lambda: tmp_path)
-    with pytest.raises(RooflineError, match=r"sglang\.yaml: key .format_bandwidth.: expected a mapping of weight"):
-        presets.load("sglang")
+    stored = (ROOT / "engines" / "sglang.yaml").read_text()
+    assert "\n  fp8: 0." in stored
+    # an unknown dtype; bf16 (the general fraction's own); a fraction above 1; a bool
+    for bad in ("\n  fp9: 0.", "\n  bf16: 0.", "\n  fp8: 1.5 #", "\n  fp8: true #"):
+        (tmp_path / "engines" / "sglang.yaml").write_text(stored.replace("\n  fp8: 0.", bad, 1))
+        with pytest.raises(RooflineError, match=r"sglang\.yaml: key .format_bandwidth.: expected a mapping of quant"):
+            presets.load("sglang")

@@ -67,7 +67,9 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
     inputs, storage = resolve(model, hardware, k, notes)
     ep = ep_degree(model, hardware, k, notes)
     check_layout(model, k)
-    shape = Shape(model, storage, inputs.kv_dtype, inputs.compute_dtype, k.tp, ep)
+    own = k.weight_bandwidth_efficiency  # a preset's weight format's share: its weight bytes stream at that share
+    scale = k.bandwidth_efficiency / own if own else 1.0
+    shape = Shape(model, storage, inputs.kv_dtype, inputs.compute_dtype, k.tp, ep, stream_scale=scale)
     link, latency = tier(hardware, k.tp, f"tp {k.tp}", inputs, notes)
     ep_link = tier(hardware, max(k.tp, ep), f"ep {ep}", inputs, notes) if ep > 1 else None
     draft = speculative.drafter(model, k, inputs.weight_dtype, inputs.kv_dtype, inputs.compute_dtype, k.tp, storage)
@@ -76,7 +78,7 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
     peak = hardware.peak_flops[inputs.compute_dtype]
     active = float(model.counts.active) if model.counts else model.params
     preset, preset_setup = _preset(model, hardware, k, inputs, shape.weights)
-    faster = cache.speedup(cache.ladder(hardware.measured), shape.streamed(1))
+    faster = cache.speedup(cache.ladder(hardware.measured), shape.streamed(1) / scale)
     if faster > 1.005:
         notes.append(
             f"the weights a step streams ({shape.streamed(1) / 1e6:.0f} MB) fit where the profile's read ladder ran "

@@ -7,7 +7,7 @@ the engine has kept its own (activations, CUDA graphs, workspace). A prediction 
 estimate with those efficiencies and memory fraction, plus the fixed cost on every decode step:
     TPOT = max(FLOPs / (F x compute), bytes / (W x bandwidth)) + step_overhead_s + layers x layer_overhead_s
            (+ layers x rocm_layer_overhead_s on an AMD Instinct device: ROCm's launches and syncs cost more;
-           bandwidth: format_bandwidth[weight dtype] where the preset has the format's own, e.g. fp8)
+           the weights' bytes at format_bandwidth[weight dtype] where the preset has the format's own, e.g. fp8)
     output tokens/s = B x O / (TTFT + (O - 1) x TPOT)
 Three optional keys shape a preset whose engine the datasheet peaks describe badly (benchmarks/train_presets.py
 says why each is used): `backend` (cuda, metal or rocm: the devices it applies to; `--engine llamacpp` picks
@@ -58,10 +58,10 @@ def knobs(
     preset: "Preset | dict[str, Any]", hardware=None, compute_dtype: str | None = None, weight_dtype: str | None = None
 ) -> dict[str, float]:
     """The estimate knobs a preset sets on `hardware` computing in `compute_dtype` with weights in `weight_dtype`: its
-    efficiencies, relative to the bound's peaks and never above them, and its memory fraction. The bandwidth fraction
-    is the weight format's own where the preset has one (format_bandwidth: fp8 or MXFP4 weights run other decode
-    kernels than bf16's), else the general one. (hardware and compute_dtype are needed only for a preset with
-    compute_peak or bandwidth_cap.)"""
+    efficiencies, relative to the bound's peaks and never above them, and its memory fraction. Weight reads run at
+    the weight format's own bandwidth fraction where the preset has one (format_bandwidth: fp8 or MXFP4 weights run
+    other kernels than bf16's), every other read (KV, activations) at the general one. (hardware and compute_dtype
+    are needed only for a preset with compute_peak or bandwidth_cap.)"""
     p = preset._asdict() if hasattr(preset, "_asdict") else preset
     compute = p["compute_fraction"]
     roof = p.get("compute_peak")
@@ -74,13 +74,15 @@ def knobs(
                 "engine",
             )
         compute *= hardware.peak_flops[roof] / hardware.peak_flops[compute_dtype]
-    bandwidth = (p.get("format_bandwidth") or {}).get(weight_dtype, p["bandwidth_fraction"])
+    bandwidth = p["bandwidth_fraction"]
+    own = (p.get("format_bandwidth") or {}).get(weight_dtype)
     if p.get("bandwidth_cap") is not None:
         bandwidth = min(bandwidth, p["bandwidth_cap"] / hardware.memory_bandwidth)
     reserve = p.get("reserve_bytes") or 0.0  # the engine's own memory, kept out of its KV pool on every device
     return {
         "compute_efficiency": min(compute, 1.0),
         "bandwidth_efficiency": min(bandwidth, 1.0),
+        "weight_bandwidth_efficiency": None if own is None else min(own, 1.0),
         "memory_fraction": max(p["memory_fraction"] - (reserve / hardware.memory_capacity if reserve else 0.0), 0.01),
     }
 
@@ -152,14 +154,14 @@ def beyond_runs(preset: Preset, batch: float) -> str | None:
     """A note when a prediction runs a mean batch above any its preset's fitted runs reached (batch_covered, as
     simulated), where its typical error was never measured. GPUStack's vLLM and SGLang runs with every request sent
     at once whose simulated mean batch is beyond their preset's (25 vLLM runs at 122-292 against 118, 14 SGLang ones
-    at 11-343 against 4; benchmarks/candidates.py) served a median 0.51 of the output tokens/s priced
+    at 11-342 against 4; benchmarks/candidates.py) served a median 0.39 of the output tokens/s priced
     (docs/reality.md). None within its runs, or without the record."""
     if not preset.batch_covered or batch <= preset.batch_covered:
         return None
     return (
         f"engine {preset.name}: a mean batch of {batch:.1f} is beyond its published runs' ({preset.batch_covered:.1f} "
-        "at most), so its typical error does not apply; published runs beyond their preset's (mean batches 11-343, "
-        "every request sent at once) served a median 0.51x the output tokens/s priced (docs/reality.md)"
+        "at most), so its typical error does not apply; published runs beyond their preset's (mean batches 11-342, "
+        "every request sent at once) served a median 0.39x the output tokens/s priced (docs/reality.md)"
     )
 
 

@@ -19,11 +19,21 @@ class Shape:
     """One model's per-step quantities for given dtypes and tensor parallelism (SI units, per device)."""
 
     def __init__(
-        self, model: Model, storage: "Storage | float", kv_dtype: str, compute_dtype: str, tp: int = 1, ep: int = 1
+        self,
+        model: Model,
+        storage: "Storage | float",
+        kv_dtype: str,
+        compute_dtype: str,
+        tp: int = 1,
+        ep: int = 1,
+        stream_scale: float = 1.0,
     ):
         """`storage`: how the weights are stored (roofline.calc.storage), or plain bits per weight. `ep` > 1 spreads
-        whole routed experts over ep devices (expert parallelism); everything else splits over tp as before."""
-        self.model, self.tp, self.ep = model, tp, ep
+        whole routed experts over ep devices (expert parallelism); everything else splits over tp as before.
+        `stream_scale`: the time a weight byte takes to stream against any other byte (an engine whose kernels for
+        the weights' format reach bandwidth share w where its other reads reach b: b / w); the streamed weight bytes
+        are priced as that many, while `weights` (memory) stays in bytes."""
+        self.model, self.tp, self.ep, self.stream_scale = model, tp, ep, stream_scale
         # Experts spread over max(ep, tp) devices (ep < tp: each expert group tensor-split over tp / ep devices, as
         # SGLang's ep_size); ep > tp runs attention data-parallel in ep / tp groups of tp devices, each holding its
         # share of the sequences (vLLM's EP = DP x TP).
@@ -56,11 +66,12 @@ class Shape:
         return (self.storage.resident - self.expert_bytes) / self.tp + self.expert_bytes / self.expert_split
 
     def streamed(self, tokens: float) -> float:
-        """Weight bytes per device read by a step that routes `tokens` tokens."""
+        """Weight bytes per device read by a step that routes `tokens` tokens (times stream_scale)."""
         fixed = self.storage.fixed_streamed
         if not self._moe:
-            return fixed / self.tp
-        return fixed / self.tp + (streamed(self.storage, self.model, tokens) - fixed) / self.expert_split
+            return self.stream_scale * fixed / self.tp
+        routed = (streamed(self.storage, self.model, tokens) - fixed) / self.expert_split
+        return self.stream_scale * (fixed / self.tp + routed)
 
     def group(self, batch: int) -> int:
         """Sequences on the busiest attention group: the batch split over the dp groups (all of it when dp = 1)."""

@@ -316,7 +316,8 @@ def compare(
                     e.requests_per_s,
                 )
             )
-    shared = {k: v for k, v in knobs._asdict().items() if k != "draft"}
+    internal = ("draft", "weight_bandwidth_efficiency")  # a Model; a preset's own knob (no option sets it)
+    shared = {k: v for k, v in knobs._asdict().items() if k not in internal}
     inputs = {
         "models": [m.id for m in models],
         "hardware": [h.id for h in devices],

@@ -28,6 +28,7 @@ BACKENDS = {"cuda": "NVIDIA", "metal": "Apple", "rocm": "AMD Instinct"}  # backe
 KV_POOLS = ("memory", "free")  # what memory_fraction is a share of: all memory, or what the weights leave
 SCHEDULERS = ("vllm", "trtllm")  # roofline.calc.replica.POLICIES an engine preset may name
 COMPUTE_PEAKS = ("fp32", "fp16", "bf16", "fp8", "int8")
+FORMATS = tuple(d for d in DTYPE_BYTES if DTYPE_BYTES[d] < 2)  # format_bandwidth's keys: bandwidth_fraction is 16-bit's
 
 
 class Preset(NamedTuple):
@@ -95,7 +96,10 @@ def load(name: str) -> Preset:
     errors = f.take("errors", _errors, "a mapping of metric to {runs, case, device} held-out median errors", {})
     covered = f.take("batch_covered", number_between(*COVERED), f"a number from {COVERED[0]:g} to {COVERED[1]:g}", 0.0)
     formats = f.take(
-        "format_bandwidth", _fractions, f"a mapping of weight dtype ({', '.join(DTYPE_BYTES)}) to a fraction 0.05-1", {}
+        "format_bandwidth",
+        _fractions,
+        f"a mapping of quantized weight dtype ({', '.join(FORMATS)}) to a fraction 0.05-1",
+        {},
     )
     fitted = {**values, **extra, **({"bandwidth_cap": cap} if cap is not None else {})}
     fitted.update({f"format_bandwidth:{k}": v for k, v in formats.items()})  # their spans: format_bandwidth:fp8
@@ -161,7 +165,7 @@ def _strings(value: Any) -> list[str]:
 
 def _fractions(value: Any) -> dict[str, float]:
     low, high = RANGES["bandwidth_fraction"]
-    if not isinstance(value, dict) or not set(value) <= set(DTYPE_BYTES):
+    if not isinstance(value, dict) or not set(value) <= set(FORMATS):
         raise TypeError
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and low <= v <= high for v in value.values()):
         raise TypeError
