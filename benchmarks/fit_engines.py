@@ -10,9 +10,9 @@ Parameters, each with a physical meaning (roofline/calc/presets.py applies them)
   ROCm run of the era holds it at 0 (CUDA's), so a left-out AMD device never learns its own cost from itself;
 - request_overhead_s: a fixed cost per request outside the engine loop (HTTP, tokenizer, detokenizer), on TTFT and E2E;
 - format_bandwidth:FORMAT (FORMATS: fp8, fp4): the share of peak bandwidth the weights' reads reach in that format,
-  whose GEMV/MoE kernels are not bf16's; every other read (KV) stays at bandwidth_fraction. (SGLang's fp8 runs on
-  H100 and the DGX Spark were priced 13-32% fast a token by one fraction for all, its MXFP4 gpt-oss ones on the DGX
-  Spark and B200 20-37% slow.) Only an engine with FORMAT_RUNS runs or more in the format has it, so that a left-out
+  whose GEMV/MoE kernels are not bf16's; every other read (KV) stays at bandwidth_fraction. (One fraction for all priced
+  SGLang's fp8 runs on H100 and the DGX Spark 12-28% fast a token held out, its MXFP4 gpt-oss ones on the DGX Spark
+  and B200 28-34% slow.) Only an engine with FORMAT_RUNS runs or more in the format has it, so that a left-out
   run's format figure comes from another run; a fold of the held-out refits with none prices the format at the
   general fraction, as a format without its own figure is priced;
 - the KV allocation rule: memory_fraction (vLLM's gpu_memory_utilization default 0.9, SGLang's mem_fraction_static

@@ -376,6 +376,8 @@ def test_a_weight_formats_own_bandwidth_fraction_by_hand():
         for quant, own in (("fp8", fp8), (None, general)):
             e = estimate(model, h100, batch=batch, prompt_tokens=prompt, quant=quant, engine="sglang")
             weights = e.weight_bytes_streamed
+            bound = estimate(model, h100, batch=batch, prompt_tokens=prompt, quant=quant)
+            assert (weights, e.decode.bytes) == (bound.weight_bytes_streamed, bound.decode.bytes)  # bytes, not time
             hand = weights / (own * 3.35e12) + (e.decode.bytes - weights) / (general * 3.35e12) + step
             assert e.engine.tpot_s == pytest.approx(hand, rel=0.01), (batch, quant)
             said = [n for n in e.notes if n.startswith("engine sglang: a preset")][0]

@@ -404,9 +404,11 @@ class EnginePrediction(NamedTuple):
     typical_error: dict = {}
 
 
-def _format_own(k, weight_dtype: str) -> str:
-    """' (fp8 weights 0.64)' where the preset reads the weights at their format's own bandwidth fraction, else ''."""
-    own = k.weight_bandwidth_efficiency
+def _format_own(preset, weight_dtype: str, hardware) -> str:
+    """' (fp8 weights 0.67)' where the preset reads the weights at their format's own bandwidth fraction, else ''."""
+    from roofline.calc.presets import weight_share
+
+    own = weight_share(preset, weight_dtype, hardware)
     return "" if own is None else f" ({weight_dtype} weights {own:.2f})"
 
 
@@ -442,7 +444,7 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
         notes.append(
             f"engine {name}: a preset learned from {len(preset.cases)} published benchmark case(s){checked} "
             f"(engines/{preset.name}.yaml): on {p.hardware.id}, {k.bandwidth_efficiency:.2f} of peak bandwidth"
-            f"{_format_own(k, inputs.weight_dtype)} "
+            f"{_format_own(preset, inputs.weight_dtype, p.hardware)} "
             f"and {k.compute_efficiency:.2f} of the {inputs.compute_dtype} peak, "
             f"+{presets.step_cost(preset, p.model, p.hardware) * 1e3:.2g} "
             f"ms a step, {_pool(preset)}"

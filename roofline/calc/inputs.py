@@ -73,8 +73,6 @@ def resolve(model: Model, hardware: Hardware, k: Knobs, notes: list[str]) -> tup
         )
     for name in ("memory_fraction", "compute_efficiency", "bandwidth_efficiency"):
         fraction(getattr(k, name), name)
-    if k.weight_bandwidth_efficiency is not None:
-        fraction(k.weight_bandwidth_efficiency, "weight_bandwidth_efficiency")
     for feature in (prefix, speculative, chunked, pipeline, disagg):
         feature.check(k)
     quant = _quant(model, k, notes)

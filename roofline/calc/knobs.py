@@ -19,7 +19,6 @@ class Knobs(NamedTuple):
     memory_fraction: float = 0.9  # share of memory for weights + KV (vLLM's gpu_memory_utilization)
     compute_efficiency: float = 1.0  # achievable share of peak FLOP/s; 1.0 = the roofline bound
     bandwidth_efficiency: float = 1.0  # achievable share of peak bandwidth; 1.0 = the roofline bound
-    weight_bandwidth_efficiency: float | None = None  # weight reads' own share (a preset's format); None: the same
     tp: int = 1  # tensor-parallel devices
     ep: int = 1  # expert-parallel devices (MoE): whole experts spread over them
     quant: str | None = None  # a named weight format: q4_0, q4_k_m, q5_k_m, q6_k, q8_0, awq, gptq, fp8, nvfp4, mxfp4

@@ -60,15 +60,18 @@ class Prepared(NamedTuple):
     preset_setup: "Prepared | None"  # the same inputs under the preset's efficiencies and memory fraction
 
 
-def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **overrides: Any) -> Prepared:
-    """Validate the knobs and build the per-step model once; `estimate_at` then prices any batch and lengths."""
+def prepare(
+    model: Model, hardware: Hardware, knobs: Knobs | None = None, *, weight_share: float | None = None, **overrides: Any
+) -> Prepared:
+    """Validate the knobs and build the per-step model once; `estimate_at` then prices any batch and lengths.
+    `weight_share`: the share of peak bandwidth the weights' reads run at where it is not the bandwidth efficiency's
+    (an engine preset's weight format, presets.weight_share); its streamed weight bytes are priced as that many more."""
     k = knobs_of(knobs, overrides)
     notes: list[str] = []
     inputs, storage = resolve(model, hardware, k, notes)
     ep = ep_degree(model, hardware, k, notes)
     check_layout(model, k)
-    own = k.weight_bandwidth_efficiency  # a preset's weight format's share: its weight bytes stream at that share
-    scale = k.bandwidth_efficiency / own if own else 1.0
+    scale = k.bandwidth_efficiency / weight_share if weight_share else 1.0
     shape = Shape(model, storage, inputs.kv_dtype, inputs.compute_dtype, k.tp, ep, stream_scale=scale)
     link, latency = tier(hardware, k.tp, f"tp {k.tp}", inputs, notes)
     ep_link = tier(hardware, max(k.tp, ep), f"ep {ep}", inputs, notes) if ep > 1 else None
@@ -78,10 +81,11 @@ def prepare(model: Model, hardware: Hardware, knobs: Knobs | None = None, **over
     peak = hardware.peak_flops[inputs.compute_dtype]
     active = float(model.counts.active) if model.counts else model.params
     preset, preset_setup = _preset(model, hardware, k, inputs, shape.weights)
-    faster = cache.speedup(cache.ladder(hardware.measured), shape.streamed(1) / scale)
+    streamed = shape.streamed(1) / scale  # bytes
+    faster = cache.speedup(cache.ladder(hardware.measured), streamed)
     if faster > 1.005:
         notes.append(
-            f"the weights a step streams ({shape.streamed(1) / 1e6:.0f} MB) fit where the profile's read ladder ran "
+            f"the weights a step streams ({streamed / 1e6:.0f} MB) fit where the profile's read ladder ran "
             f"{faster:.2f}x its memory speed: the bound reads them at "
             f"{hardware.memory_bandwidth * faster / 1e9:.1f} GB/s"
         )
@@ -142,12 +146,13 @@ def _preset_setup(model: Model, hardware: Hardware, k: Knobs, inputs: Inputs, pr
     from roofline.calc import presets
 
     compute_dtype = inputs.compute_dtype
-    applied = presets.knobs(preset, hardware, compute_dtype, inputs.weight_dtype)
+    applied = presets.knobs(preset, hardware, compute_dtype)
     if getattr(preset, "kv_pool", "memory") == "free":  # a share of what the weights leave (TensorRT-LLM's rule)
         reserve = (preset.reserve_bytes or 0.0) / hardware.memory_capacity  # kept out after the share is taken
         share = min(presets.of_free(preset.memory_fraction, weights, hardware), 1.0)  # weights over memory: none
         applied["memory_fraction"] = max(share - reserve, 0.01)
-    return prepare(model, hardware, k._replace(engine=None, compute_dtype=compute_dtype, **applied))
+    share = presets.weight_share(preset, inputs.weight_dtype, hardware) if hasattr(preset, "format_bandwidth") else None
+    return prepare(model, hardware, k._replace(engine=None, compute_dtype=compute_dtype, **applied), weight_share=share)
 
 
 def _pipeline_links(

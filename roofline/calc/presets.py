@@ -54,14 +54,10 @@ def backend_of(hardware) -> str | None:
     return next((b for b, vendor in BACKENDS.items() if hardware.name.startswith(vendor)), None)
 
 
-def knobs(
-    preset: "Preset | dict[str, Any]", hardware=None, compute_dtype: str | None = None, weight_dtype: str | None = None
-) -> dict[str, float]:
-    """The estimate knobs a preset sets on `hardware` computing in `compute_dtype` with weights in `weight_dtype`: its
-    efficiencies, relative to the bound's peaks and never above them, and its memory fraction. Weight reads run at
-    the weight format's own bandwidth fraction where the preset has one (format_bandwidth: fp8 or MXFP4 weights run
-    other kernels than bf16's), every other read (KV, activations) at the general one. (hardware and compute_dtype
-    are needed only for a preset with compute_peak or bandwidth_cap.)"""
+def knobs(preset: "Preset | dict[str, Any]", hardware=None, compute_dtype: str | None = None) -> dict[str, float]:
+    """The estimate knobs a preset sets on `hardware` computing in `compute_dtype`: its efficiencies, relative to the
+    bound's peaks and never above them, and its memory fraction. (hardware and compute_dtype are needed only for a
+    preset with compute_peak or bandwidth_cap.)"""
     p = preset._asdict() if hasattr(preset, "_asdict") else preset
     compute = p["compute_fraction"]
     roof = p.get("compute_peak")
@@ -75,16 +71,27 @@ def knobs(
             )
         compute *= hardware.peak_flops[roof] / hardware.peak_flops[compute_dtype]
     bandwidth = p["bandwidth_fraction"]
-    own = (p.get("format_bandwidth") or {}).get(weight_dtype)
     if p.get("bandwidth_cap") is not None:
         bandwidth = min(bandwidth, p["bandwidth_cap"] / hardware.memory_bandwidth)
     reserve = p.get("reserve_bytes") or 0.0  # the engine's own memory, kept out of its KV pool on every device
     return {
         "compute_efficiency": min(compute, 1.0),
         "bandwidth_efficiency": min(bandwidth, 1.0),
-        "weight_bandwidth_efficiency": None if own is None else min(own, 1.0),
         "memory_fraction": max(p["memory_fraction"] - (reserve / hardware.memory_capacity if reserve else 0.0), 0.01),
     }
+
+
+def weight_share(preset: "Preset", weight_dtype: str, hardware) -> float | None:
+    """The share of `hardware`'s peak bandwidth the preset's engine reads weights stored in `weight_dtype` at, where
+    the preset has the format's own (format_bandwidth: fp8 or MXFP4 weights run other kernels than bf16's), never
+    above 1 or its bandwidth_cap; None: its general bandwidth fraction, which every other read (the KV cache,
+    activations) keeps either way."""
+    own = preset.format_bandwidth.get(weight_dtype)
+    if own is None:
+        return None
+    if preset.bandwidth_cap is not None:
+        own = min(own, preset.bandwidth_cap / hardware.memory_bandwidth)
+    return min(own, 1.0)
 
 
 def of_free(fraction: float, weight_bytes: float, hardware) -> float:

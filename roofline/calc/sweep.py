@@ -316,8 +316,7 @@ def compare(
                     e.requests_per_s,
                 )
             )
-    internal = ("draft", "weight_bandwidth_efficiency")  # a Model; a preset's own knob (no option sets it)
-    shared = {k: v for k, v in knobs._asdict().items() if k not in internal}
+    shared = {k: v for k, v in knobs._asdict().items() if k != "draft"}
     inputs = {
         "models": [m.id for m in models],
         "hardware": [h.id for h in devices],
