@@ -245,10 +245,9 @@ class Pricer:
 
     def _simulated(self, c: dict, params: dict[str, float]) -> tuple[dict[str, float], float]:
         params = era_params(params, era_of(self.engine, c))
-        own = params.get(f"format_bandwidth:{weight_format(self.base[c['id']])}")  # None: the general fraction
-        params = {n: v for n, v in params.items() if n in RANGES}
-        if own is not None:
-            params["format_bandwidth:" + weight_format(self.base[c["id"]])] = own
+        fmt = f"format_bandwidth:{weight_format(self.base[c['id']])}"
+        own = params.get(fmt)  # None: the general fraction
+        params = {**{n: params[n] for n in RANGES}, **({fmt: own} if own is not None else {})}
         key = (c["id"], *(round(params[n], 7) for n in RANGES), own)
         if key not in self.memo:
             p = with_preset(self.base[c["id"]], preset_of(self.engine, params, self.reserve))

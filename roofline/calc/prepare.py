@@ -151,7 +151,7 @@ def _preset_setup(model: Model, hardware: Hardware, k: Knobs, inputs: Inputs, pr
         reserve = (preset.reserve_bytes or 0.0) / hardware.memory_capacity  # kept out after the share is taken
         share = min(presets.of_free(preset.memory_fraction, weights, hardware), 1.0)  # weights over memory: none
         applied["memory_fraction"] = max(share - reserve, 0.01)
-    share = presets.weight_share(preset, inputs.weight_dtype, hardware) if hasattr(preset, "format_bandwidth") else None
+    share = presets.weight_share(preset, inputs.weight_dtype, hardware)
     return prepare(model, hardware, k._replace(engine=None, compute_dtype=compute_dtype, **applied), weight_share=share)
 
 

@@ -56,7 +56,7 @@ class Preset(NamedTuple):
     scheduler: str = "vllm"  # the simulator's policy for this engine (roofline.calc.replica.POLICIES)
     devices: list[str] = []  # the devices its runs are on: elsewhere its errors are the leave-one-device-out ones
     batch_covered: float = 0.0  # the largest mean running batch of its fitted runs as simulated (0: not recorded)
-    format_bandwidth: dict[str, float] = {}  # weight dtype -> the bandwidth fraction with weights in it (its kernels)
+    format_bandwidth: dict[str, float] = {}  # weight dtype -> the share of peak bandwidth its weights' reads reach
 
 
 def load(name: str) -> Preset:
