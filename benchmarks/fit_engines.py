@@ -1,5 +1,6 @@
-"""Fit the vLLM and SGLang presets (engines/vllm.yaml, engines/sglang.yaml) on published serving runs, each priced by
-`roofline simulate` the way it was measured (benchmarks/serving_cases.py), and measure their held-out errors.
+"""Fit the vLLM and SGLang presets (engines/vllm.yaml, engines/sglang.yaml) on published serving runs
+(serving-train.json and GPUStack's lab closed loops), each priced by `roofline simulate` the way it was measured
+(benchmarks/serving_cases.py), and measure their held-out errors.
 
 Parameters, each with a physical meaning (roofline/calc/presets.py applies them):
 - bandwidth_fraction, compute_fraction: the achieved shares of peak bandwidth and peak FLOP/s of the compute dtype;
@@ -94,10 +95,11 @@ ERAS = {  # engine -> its presets, the first the default: (name, the builds it c
     ),
 }
 BORROWED = {  # engine -> (the engine it takes them from, parameters its own runs cannot identify)
-    # SGLang's two runs with a TTFT are short prompts (233 tokens) at 4 clients, whose TTFT is mostly the per-request
-    # cost: fitted alone, its prefill rate came out 0.31 of peak with a held-out span of 0.10-0.54, which would price
-    # any long prompt about 2.7x slow. Both engines run prefill on the same GEMM libraries (cuBLAS/CUTLASS via torch)
-    # and attention kernels (FlashAttention-3, FlashInfer), and vLLM's runs identify the rate (20k-token prompts).
+    # SGLang's runs with a TTFT are all short prompts (233 tokens) at 4 clients, whose TTFT is mostly the per-request
+    # cost: fitted alone (on the first two), its prefill rate came out 0.31 of peak with a held-out span of 0.10-0.54,
+    # which would price any long prompt about 2.7x slow. Both engines run prefill on the same GEMM libraries
+    # (cuBLAS/CUTLASS via torch) and attention kernels (FlashAttention-3, FlashInfer), and vLLM's runs identify the
+    # rate (20k-token prompts).
     "sglang": ("vllm", ("compute_fraction",)),
 }
 PER_ERA = ("step_overhead_s", "layer_overhead_s", "rocm_layer_overhead_s")  # the engine loop's costs, per era
@@ -370,8 +372,8 @@ def fit_engine(engine: str) -> dict[str, dict]:
             },
             "source": (
                 "benchmarks/fit_engines.py: pattern search on the published runs below "
-                "(benchmarks/data/serving-train.json, mapped by benchmarks/serving_cases.py), each priced by roofline "
-                "simulate as it was measured"
+                "(benchmarks/data/serving-train.json and GPUStack's lab closed loops in gpustack-candidates.json, "
+                "mapped by benchmarks/serving_cases.py), each priced by roofline simulate as it was measured"
             ),
             "notes": _notes(engine, era, mine, cases, pricer.reserve),
         }

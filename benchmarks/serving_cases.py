@@ -1,5 +1,7 @@
-"""The published vLLM and SGLang serving runs of benchmarks/data/serving-train.json that roofline can price, each as
-the workload it was measured with (benchmarks/fit_engines.py fits the engine presets on them).
+"""The published vLLM and SGLang serving runs roofline can price, each as the workload it was measured with
+(benchmarks/fit_engines.py fits the engine presets on them): those of benchmarks/data/serving-train.json, and the
+closed loops of GPUStack's performance lab (benchmarks/data/gpustack-candidates.json, extracted with their sources;
+its runs of every request at once are priced by benchmarks/candidates.py, not fitted on: see `lab`).
 
 A case is priced the way it was measured: `roofline simulate` with the run's scheduler settings, lengths and load
 (constant or Poisson rate, a closed loop of N clients, or all requests at once = a closed loop of as many clients as
@@ -18,9 +20,10 @@ Left out, and why (case ids in serving-train.json):
 - The DGX Spark runs state no lengths: priced at a 512-token prompt (a chat's: 30), whose batch-1 decode step is
   the weights' read; their TPOT only.
 - vllmblog-fp8kv-*-c1 (an ITL fit over a length sweep, not a run), gpustack A100 Qwen3-14B (memory size not
-  stated) and gpustack H100 Qwen3-32B (docs/performance-lab/qwen3-32b/h100.md says "NVIDIA H100 GPUs": SXM, 3.35
-  TB/s, or PCIe, 2.0 TB/s, is not stated, where the same lab's Qwen3-8B page says SXM): not a figure that can be
-  priced as measured.
+  stated): not a figure that can be priced as measured.
+- gpustack H100 Qwen3-32B (every request at once; serving-train.json's copy of the page says "NVIDIA H100 GPUs",
+  the page's newest commit "A single NVIDIA H100 SXM GPU"): the saturated regime the step model does not capture
+  (docs/reality.md), like the lab's other runs of every request at once.
 - The blisgt "reasoning" runs are saturated (4 requests/s offered, under 2.2 served): their TTFT and E2E grow with
   the run's length, and their output tokens/s (537 for the 7B, a sixth of 128 sequences at their TPOT) counts
   requests the client gave up on: only their TPOT is used.
@@ -33,6 +36,7 @@ import re
 from pathlib import Path
 
 DATA = Path(__file__).parent / "data" / "serving-train.json"
+LAB = Path(__file__).parent / "data" / "gpustack-candidates.json"
 METRICS = {  # serving-train.json metric -> (simulation metric, statistic)
     "ttft_ms_mean": ("ttft_s", "mean"),
     "ttft_ms_p50": ("ttft_s", "p50"),
@@ -159,7 +163,25 @@ def cases(engine: str) -> list[dict]:
         measured = {m: case["metrics"][m] for m in METRICS if m in case["metrics"] and m not in skip}
         version = version_of(case.get("engine_version") or "")
         out.append({**setup, "id": case["id"], "measured": measured, "source": case["source"], "version": version})
-    return out
+    out += [c for c in lab(engine) if c["concurrency"] < c["requests"]]
+    return [{**c, "measured": _warm(c["measured"], c.get("concurrency"))} for c in out]
+
+
+def _warm(measured: dict, clients: int | None) -> dict:
+    """A closed loop's metrics without its TTFT mean and p99 where a cold start shows in them: a p99 above 2N x the
+    median at N clients. A request waits behind at most the N - 1 others' prefills, so the load alone keeps its TTFT
+    within about N x the median; beyond twice that, a few requests paid what the client's single warm-up request did
+    not cover (SGLang FP8 Qwen3-8B at 4 clients with the FlashInfer attention backend: p50 40.7 ms, p99 5,701 ms, mean
+    269 ms; with Triton's: 43.8, 493, 60.2). Their p50 is kept."""
+    p50, p99 = measured.get("ttft_ms_p50"), measured.get("ttft_ms_p99")
+    if clients is None or p50 is None or p99 is None or p99 <= 2 * clients * p50:
+        return measured
+    return {m: v for m, v in measured.items() if m not in ("ttft_ms_mean", "ttft_ms_p99")}
+
+
+def published() -> dict[str, dict]:
+    """Every run of both files as published (id -> its record: engine, hardware, metrics, source)."""
+    return {c["id"]: c for path in (DATA, LAB) for c in json.loads(path.read_text())["cases"]}
 
 
 def version_of(stated: str) -> tuple[int, int] | None:
@@ -167,3 +189,53 @@ def version_of(stated: str) -> tuple[int, int] | None:
     ("not stated ... (CI build of vLLM main, 2024-25)", "ROCm build (version not stated)")."""
     found = re.match(r"v?(\d+)\.(\d+)", stated.strip())
     return (int(found[1]), int(found[2])) if found else None
+
+
+LAB_MODELS = {  # checkpoint -> (bundled model, named weight format other than the model's own: FP8 keeps lm_head bf16)
+    "Qwen/Qwen3-8B": ("qwen3-8b", None),
+    "Qwen/Qwen3-8B-FP8": ("qwen3-8b", "fp8"),
+    "Qwen/Qwen3-14B": ("qwen3-14b", None),
+    "Qwen/Qwen3-14B-FP8": ("qwen3-14b", "fp8"),
+    "Qwen/Qwen3-32B": ("qwen3-32b", None),
+    "openai/gpt-oss-20b": ("gpt-oss-20b", None),
+    "openai/gpt-oss-120b": ("gpt-oss-120b", None),
+}
+LAB_LEFT_OUT = ("SPECULATIVE", "SAME RUN", "DATA PARALLEL", "EXPERT PARALLEL", "PIPELINE")  # the file's flags in notes
+
+
+def lab_hardware(stated: str) -> str | None:
+    """The bundled device a lab run's card is, from what its page says (before the extraction's own remarks)."""
+    card = stated.split(" (")[0]
+    if card.startswith("NVIDIA A100 SXM 80GB"):
+        return "a100-80gb-sxm"
+    if card.startswith("NVIDIA H100 SXM"):
+        return "h100-sxm"
+    return None  # an A100 of unstated memory, an RTX 4090, an Ascend NPU, ...
+
+
+def lab(engine: str) -> list[dict]:
+    """GPUStack's performance-lab runs of `engine` roofline can price: a bundled model (Qwen3-8B/14B/32B in bf16 or
+    FP8, gpt-oss-20b/120b) on one A100 SXM 80GB or H100 SXM, without speculative decoding, data, expert or pipeline
+    parallelism, and not a reprint of a serving-train.json run. All `vllm bench serve` with ShareGPT or random
+    prompts: a closed loop of `--max-concurrency` clients, or every request at once (rate inf, no cap: as many clients
+    as requests). The closed loops are training runs (`cases`); the runs of every request at once, where the engines
+    serve about half of what the step model prices (docs/reality.md), are what benchmarks/candidates.py prices."""
+    out = []
+    for c in json.loads(LAB.read_text())["cases"]:
+        device = lab_hardware(c["hardware"])
+        means = (c["input_tokens"], c["output_tokens"])
+        if c["engine"] != engine or c["model"] not in LAB_MODELS or device is None or c["tp"] != 1 or c["pp"] != 1:
+            continue
+        if any(flag in c["notes"] for flag in LAB_LEFT_OUT) or not all(isinstance(n, (int, float)) for n in means):
+            continue
+        model, dtype = LAB_MODELS[c["model"]]
+        requests = int(c["dataset"].split(" successful")[0].split()[-1])
+        clients = c["concurrency"] or requests  # rate inf without a cap: every request at once
+        dist = SHAREGPT if "sharegpt" in c["dataset"].lower() else None
+        extra = {"quant": dtype} if dtype else {}
+        setup = loop(model, round(means[0]), round(means[1]), clients, requests, dist, **extra)
+        measured = {m: c["metrics"][m] for m in METRICS if m in c["metrics"]}
+        version = version_of(c["engine_version"] or "")
+        out.append({**setup, "hardware": device, "id": c["id"], "measured": measured, "source": c["source"],
+                    "version": version})  # fmt: skip
+    return out

@@ -187,9 +187,15 @@ def docstrings(module: str, names: list[str] | None = None) -> None:
     cog.out("\n")
 
 
+def card(run: dict) -> str:
+    """A published run's device as its source names it, without the lab extraction's quote of its page."""
+    return run["hardware"].split(" (page:")[0]
+
+
 def serving_reality(engine: str) -> None:
     """A serving preset against its published runs: the fit, the held-out errors, the residual distribution and
-    every case's predicted vs measured figure (engines/ENGINE.yaml, benchmarks/data/serving-train.json)."""
+    every case's predicted vs measured figure (engines/ENGINE.yaml; the runs as published in benchmarks/data/:
+    serving-train.json and gpustack-candidates.json)."""
     import math
     import statistics
 
@@ -199,7 +205,7 @@ def serving_reality(engine: str) -> None:
     import serving_cases
 
     p = load(engine)
-    runs = {c["id"]: c for c in json.loads((ROOT / "benchmarks/data/serving-train.json").read_text())["cases"]}
+    runs = serving_cases.published()
     engine_of_runs = runs[p.cases[0]]["engine"]  # vllm-legacy's runs are vllm's
     devices = sorted({c["hardware"] for c in serving_cases.cases(engine_of_runs) if c["id"] in p.cases})
     formats = ", ".join(f"{f} weights {v:.3g}" for f, v in p.format_bandwidth.items())
@@ -238,6 +244,6 @@ def serving_reality(engine: str) -> None:
         held = p.holdout.get(f"{key} (left out)")
         held_text = "-" if held is None else f"{math.exp(held) - 1:+.0%}"
         out.append(
-            f"| {case} | {runs[case]['hardware']} | {metric} | {measured:.4g} | {math.exp(r) - 1:+.0%} | {held_text} |"
+            f"| {case} | {card(runs[case])} | {metric} | {measured:.4g} | {math.exp(r) - 1:+.0%} | {held_text} |"
         )
     cog.out("\n".join(out) + "\n")

@@ -160,15 +160,15 @@ def error_summary(preset: Preset, hardware) -> str:
 def beyond_runs(preset: Preset, batch: float) -> str | None:
     """A note when a prediction runs a mean batch above any its preset's fitted runs reached (batch_covered, as
     simulated), where its typical error was never measured. GPUStack's vLLM and SGLang runs with every request sent
-    at once whose simulated mean batch is beyond their preset's (25 vLLM runs at 122-292 against 118, 14 SGLang ones
-    at 11-342 against 4; benchmarks/candidates.py) served a median 0.39 of the output tokens/s priced
+    at once whose simulated mean batch is beyond their preset's (25 vLLM runs at 122-289 against 118, 14 SGLang ones
+    at 11-342 against 4; benchmarks/candidates.py) served a median 0.49 of the output tokens/s priced
     (docs/reality.md). None within its runs, or without the record."""
     if not preset.batch_covered or batch <= preset.batch_covered:
         return None
     return (
         f"engine {preset.name}: a mean batch of {batch:.1f} is beyond its published runs' ({preset.batch_covered:.1f} "
         "at most), so its typical error does not apply; published runs beyond their preset's (mean batches 11-342, "
-        "every request sent at once) served a median 0.39x the output tokens/s priced (docs/reality.md)"
+        "every request sent at once) served a median 0.49x the output tokens/s priced (docs/reality.md)"
     )
 
 
