@@ -405,7 +405,7 @@ class EnginePrediction(NamedTuple):
 
 
 def _format_own(preset, weight_dtype: str, hardware) -> str:
-    """' (fp8 weights 0.67)' where the preset reads the weights at their format's own bandwidth fraction, else ''."""
+    """' (fp4 weights 0.52)' where the preset reads the weights at their format's own bandwidth fraction, else ''."""
     from roofline.calc.presets import weight_share
 
     own = weight_share(preset, weight_dtype, hardware)
