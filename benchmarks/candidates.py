@@ -28,7 +28,7 @@ def cases(engine: str) -> list[dict]:
 
 
 def main(engines: list[str]) -> None:
-    served = []  # (measured / priced output tokens/s, batch) of the runs beyond their preset's batches, all engines
+    served = []  # (measured / priced output tokens/s, batch, beyond its preset's batches) of each run, all engines
     for engine in engines:
         found = cases(engine)
         pricer, params = fit_engines.Pricer(engine, found), fit_engines.stored(engine)
@@ -44,16 +44,21 @@ def main(engines: list[str]) -> None:
             for m, e in errors.items():
                 groups.setdefault(("all", m), []).append(e)
                 groups.setdefault(("beyond" if beyond else "within", m), []).append(e)
-            if beyond and "output_tok_s" in errors:
-                served.append((1 / (1 + errors["output_tok_s"]), batch))
+            if "output_tok_s" in errors:
+                served.append((1 / (1 + errors["output_tok_s"]), batch, beyond))
         for (group, m), errors in sorted(groups.items()):
             print(f"  {group:<7} {m:<14} runs {len(errors):>3}  median {statistics.median(errors):+.0%}")
-    if served:  # the figure beyond_runs' note quotes
-        low, high = min(b for _, b in served), max(b for _, b in served)
-        print(
-            f"beyond, {' and '.join(engines)}: {len(served)} runs at mean batches {low:.0f}-{high:.0f} served a median "
-            f"{statistics.median(r for r, _ in served):.2f}x the output tokens/s priced"
-        )
+    for group, runs in (
+        ("all", served),
+        ("within", [r for r in served if not r[2]]),
+        ("beyond", [r for r in served if r[2]]),
+    ):
+        if runs:  # the figures presets.at_once and presets.beyond_runs quote
+            low, high = min(b for _, b, _ in runs), max(b for _, b, _ in runs)
+            print(
+                f"{group}, {' and '.join(engines)}: {len(runs)} runs at mean batches {low:.0f}-{high:.0f} served a "
+                f"median {statistics.median(r for r, _, _ in runs):.2f}x the output tokens/s priced"
+            )
 
 
 if __name__ == "__main__":

@@ -365,6 +365,32 @@ def test_a_prediction_beyond_the_presets_runs_says_so():
     assert presets.load("trtllm").batch_covered == 0 and not any("beyond its published runs" in n for n in e.notes)
 
 
+def test_every_request_at_once_beyond_what_runs_at_once_says_its_error_does_not_apply():
+    # GPUStack's runs that sent every request at once (benchmarks/candidates.py: 69, each simulated with a queue)
+    # served about half the priced throughput even where their simulated batch was within the preset's runs, a load
+    # none of those runs had. An offline batch that all runs at once (vLLM's batch-of-8 latency runs, the legacy
+    # preset's training load) is not that load; a closed loop of fewer clients than requests is not either, nor is a
+    # preset without published serving runs behind it (trtllm: no batch_covered).
+    from roofline.calc.prepare import prepare, with_preset
+    from roofline.calc.simulate import run_simulation
+    from roofline.calc.workload import closed_loop, lengths
+
+    def notes(engine, requests, clients, max_seqs=None):
+        from roofline.calc.replica import Scheduler
+
+        p = with_preset(prepare(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), None), presets.load(engine))
+        work = closed_loop(requests, lengths(None, 512, "prompt"), lengths(None, 64, "output"), seed=0)
+        s = run_simulation(p, work, concurrency=clients, warmup=0, capacity=False, scheduler=Scheduler(None, max_seqs))
+        return [n for n in s.notes if n.startswith(f"engine {engine}:") and "preset's efficiencies" not in n]
+
+    said = notes("vllm", 64, 64, max_seqs=16)  # 64 at once, 16 run at once: a queue
+    assert len(said) == 1 and "every request sent at once, more than run at once" in said[0] and "0.47x" in said[0]
+    for engine, requests, clients in (("vllm-legacy", 8, 8), ("vllm", 64, 16)):
+        said = notes(engine, requests, clients, max_seqs=16)
+        assert len(said) == 1 and said[0].startswith(f"engine {engine}: typical error"), (engine, said)
+    assert presets.at_once(presets.load("trtllm")) is None
+
+
 def test_a_bad_batch_covered_names_the_file_and_field(tmp_path, monkeypatch):
     from roofline.errors import RooflineError
     from roofline.specs import catalog

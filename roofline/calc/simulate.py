@@ -225,7 +225,9 @@ def run_simulation(
         )
     end = result.end_s or 1e-300
     if p.preset is not None and p.preset_setup is not None:
-        notes += _preset_error(p, result.batch_time / end)
+        # every request sent at once, more than run at once (an offline batch that all runs is not that load)
+        everyone = concurrency is not None and concurrency >= len(requests) > result.batch_max
+        notes += _preset_error(p, result.batch_time / end, everyone)
     per_request = [
         {
             "request": i,
@@ -264,14 +266,16 @@ def run_simulation(
     )
 
 
-def _preset_error(p: Prepared, batch: float) -> list[str]:
-    """The note on the preset's typical error at this mean running batch: its held-out error where its runs went,
-    else that the error does not apply (presets.beyond_runs)."""
-    from roofline.calc.presets import beyond_runs, error_summary
+def _preset_error(p: Prepared, batch: float, everyone: bool) -> list[str]:
+    """The note on the preset's typical error at this mean running batch and load (`everyone`: every request sent at
+    once, more than run at once): its held-out error where its runs went, else that the error does not apply
+    (presets.at_once, presets.beyond_runs)."""
+    from roofline.calc.presets import at_once, beyond_runs, error_summary
 
-    beyond, typical = beyond_runs(p.preset, batch), error_summary(p.preset, p.hardware)
-    if beyond:
-        return [beyond]
+    caveat = (at_once(p.preset) if everyone else None) or beyond_runs(p.preset, batch)
+    if caveat:
+        return [caveat]
+    typical = error_summary(p.preset, p.hardware)
     return [f"engine {p.preset.name}: typical error {typical}"] if typical else []
 
 
