@@ -3,7 +3,8 @@ GPUStack's performance lab, extracted with their sources; its closed loops are t
 presets, the way each was measured: every request at once (`vllm bench serve` at rate inf, 100-1000 requests: the
 engine saturated). Prints each run's errors, and their medians grouped by whether the run's simulated mean batch is
 beyond the largest its preset's fitted runs reached (`batch_covered`, where `estimate` and `simulate` say their
-typical error stops). Which runs: `serving_cases.lab`.
+typical error stops), and last the pooled medians of served / priced output tokens/s over all, within and beyond
+(the figures presets.at_once and presets.beyond_runs quote). Which runs: `serving_cases.lab`.
 
     python benchmarks/candidates.py [vllm|sglang]
 """

@@ -365,29 +365,41 @@ def test_a_prediction_beyond_the_presets_runs_says_so():
     assert presets.load("trtllm").batch_covered == 0 and not any("beyond its published runs" in n for n in e.notes)
 
 
-def test_every_request_at_once_beyond_what_runs_at_once_says_its_error_does_not_apply():
+def test_every_request_at_once_with_some_waiting_says_its_error_does_not_apply():
     # GPUStack's runs that sent every request at once (benchmarks/candidates.py: 69, each simulated with a queue)
     # served about half the priced throughput even where their simulated batch was within the preset's runs, a load
-    # none of those runs had. An offline batch that all runs at once (vLLM's batch-of-8 latency runs, the legacy
-    # preset's training load) is not that load; a closed loop of fewer clients than requests is not either, nor is a
-    # preset without published serving runs behind it (trtllm: no batch_covered).
+    # none of those runs had. It is the load whatever sends it (at least as many clients as requests, or a trace with
+    # one arrival time) and whatever makes a request wait (the sequence limit, or preemption when the KV fills). Not
+    # that load: an offline batch that all runs at once (vLLM's batch-of-8 latency runs, the legacy preset's own), a
+    # closed loop of fewer clients than requests; nor a preset without published serving runs (trtllm).
     from roofline.calc.prepare import prepare, with_preset
+    from roofline.calc.replica import Scheduler
     from roofline.calc.simulate import run_simulation
     from roofline.calc.workload import closed_loop, lengths
 
-    def notes(engine, requests, clients, max_seqs=None):
-        from roofline.calc.replica import Scheduler
-
-        p = with_preset(prepare(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), None), presets.load(engine))
-        work = closed_loop(requests, lengths(None, 512, "prompt"), lengths(None, 64, "output"), seed=0)
+    def notes(engine, requests, clients, max_seqs=None, output=64, device="h100-sxm", preset=None, trace=False):
+        p = prepare(load_model("llama-3.1-8b"), load_hardware(device), None)
+        p = with_preset(p, preset or presets.load(engine))
+        work = closed_loop(requests, lengths(None, 512, "prompt"), lengths(None, output, "output"), seed=0)
+        if trace:  # an open loop whose arrivals are all at 0 s
+            work, clients = [r._replace(arrival_s=0.0) for r in work], None
         s = run_simulation(p, work, concurrency=clients, warmup=0, capacity=False, scheduler=Scheduler(None, max_seqs))
         return [n for n in s.notes if n.startswith(f"engine {engine}:") and "preset's efficiencies" not in n]
 
-    said = notes("vllm", 64, 64, max_seqs=16)  # 64 at once, 16 run at once: a queue
-    assert len(said) == 1 and "every request sent at once, more than run at once" in said[0] and "0.47x" in said[0]
+    at_once = "every request sent at once, some waiting"
+    for said in (
+        notes("vllm", 64, 64, max_seqs=16),  # 64 at once, 16 run at once
+        notes("vllm", 64, 100, max_seqs=16),  # more clients than requests
+        notes("vllm", 64, None, max_seqs=16, trace=True),
+        notes("vllm", 16, 16, output=4096, device="l4"),  # all 16 admitted, then preempted as their KV outgrows 24 GB
+    ):
+        assert len(said) == 1 and at_once in said[0] and "0.47x" in said[0], said
     for engine, requests, clients in (("vllm-legacy", 8, 8), ("vllm", 64, 16)):
         said = notes(engine, requests, clients, max_seqs=16)
         assert len(said) == 1 and said[0].startswith(f"engine {engine}: typical error"), (engine, said)
+    # the load and the batch both beyond the runs: both notes
+    said = notes("vllm", 64, 64, max_seqs=16, preset=presets.load("vllm")._replace(batch_covered=8.0))
+    assert len(said) == 2 and at_once in said[0] and "beyond its published runs' (8.0 at most)" in said[1]
     assert presets.at_once(presets.load("trtllm")) is None
 
 

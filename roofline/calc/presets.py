@@ -174,19 +174,19 @@ def beyond_runs(preset: Preset, batch: float) -> str | None:
 
 
 def at_once(preset: Preset) -> str | None:
-    """A note for a simulation that sends every request at once (as many clients as requests), more than the engine
-    runs at once, with a preset fitted on published serving runs (batch_covered recorded), none of which was such a
-    load (an offline batch of 8 all runs). GPUStack's vLLM and SGLang runs of it (69: `vllm bench serve` at rate inf,
-    100-1,000 requests, each simulated with a queue; benchmarks/candidates.py) served a median 0.47 of the output
-    tokens/s priced, and 0.46 for the 30 whose simulated batch is within their preset's (docs/reality.md): the
-    shortfall is the load's, not only the batch's. None for a preset without the record (TensorRT-LLM's is fitted on
-    trtllm-bench's queued runs themselves)."""
+    """A note for a simulation that sends every request at one moment while some of them wait (simulate._at_once),
+    with a preset fitted on published serving runs (batch_covered recorded), none of which was such a load (an
+    offline batch of 8 all runs at once). GPUStack's vLLM 0.10-0.11 and SGLang 0.5 runs of it (69: `vllm bench serve`
+    at rate inf, 100-1,000 requests, each simulated with a queue; benchmarks/candidates.py) served a median 0.47 of
+    the output tokens/s priced over mean batches 2-342 (from 0.02 to 3.2 run by run), and 0.46 for the 30 whose
+    simulated batch is within their preset's (docs/reality.md): the shortfall goes with the load, not only the
+    batch. None for a preset without the record (TensorRT-LLM's is fitted on trtllm-bench's queued runs)."""
     if not preset.batch_covered:
         return None
     return (
-        f"engine {preset.name}: every request sent at once, more than run at once, is a load none of its published "
-        "runs had, so its typical error does not apply; published runs of every request at once (69, at mean batches "
-        "2-342) served a median 0.47x the output tokens/s priced (docs/reality.md)"
+        f"engine {preset.name}: every request sent at once, some waiting, is a load none of its published runs had, "
+        "so its typical error does not apply; published runs of every request at once (69, at mean batches 2-342) "
+        "served a median 0.47x the output tokens/s priced (docs/reality.md)"
     )
 
 

@@ -225,9 +225,7 @@ def run_simulation(
         )
     end = result.end_s or 1e-300
     if p.preset is not None and p.preset_setup is not None:
-        # every request sent at once, more than run at once (an offline batch that all runs is not that load)
-        everyone = concurrency is not None and concurrency >= len(requests) > result.batch_max
-        notes += _preset_error(p, result.batch_time / end, everyone)
+        notes += _preset_error(p, result.batch_time / end, _at_once(result))
     per_request = [
         {
             "request": i,
@@ -266,15 +264,25 @@ def run_simulation(
     )
 
 
+def _at_once(result) -> bool:
+    """Whether every request was sent at one moment and some of them waited: admitted after it arrived, or preempted
+    back into the queue (`vllm bench serve` at rate inf; a closed loop of at least as many clients as requests; a
+    trace whose arrivals are all one time). An offline batch that all runs at once did not wait."""
+    first = result.arrival[0]
+    if any(a != first for a in result.arrival):
+        return False
+    return result.preemptions > 0 or any(ad > a for ad, a in zip(result.admitted, result.arrival))
+
+
 def _preset_error(p: Prepared, batch: float, everyone: bool) -> list[str]:
     """The note on the preset's typical error at this mean running batch and load (`everyone`: every request sent at
-    once, more than run at once): its held-out error where its runs went, else that the error does not apply
-    (presets.at_once, presets.beyond_runs)."""
+    once, some waiting): its held-out error where its runs went, else why it does not apply: the load
+    (presets.at_once), the batch (presets.beyond_runs), or both."""
     from roofline.calc.presets import at_once, beyond_runs, error_summary
 
-    caveat = (at_once(p.preset) if everyone else None) or beyond_runs(p.preset, batch)
-    if caveat:
-        return [caveat]
+    caveats = [c for c in (at_once(p.preset) if everyone else None, beyond_runs(p.preset, batch)) if c]
+    if caveats:
+        return caveats
     typical = error_summary(p.preset, p.hardware)
     return [f"engine {p.preset.name}: typical error {typical}"] if typical else []
 
