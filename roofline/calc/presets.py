@@ -16,8 +16,8 @@ multiplies, e.g. fp32: llama.cpp's prefill follows the CUDA-core rate, not the t
 can exceed 1), and `bandwidth_cap` (bytes/s its decode kernels never exceed, whatever the device offers).
 Either way a preset is never faster than the bound: compute and bandwidth are capped at the bound's peaks.
 `batch_covered` (vllm, sglang) is the largest mean batch its fitted runs reached as simulated: beyond it a note says
-its typical error does not apply (beyond_runs), as one does for a simulation that sends every request at once
-(at_once), a load none of those runs had.
+its typical error does not apply (beyond_runs), as one does for a simulation that sends every request at one moment
+while some of them wait (at_once), a load none of those runs had.
 """
 
 from collections.abc import Callable
