@@ -33,7 +33,8 @@ errors of its own runs.
 Held out: each case refitted without it (leave-one-case-out, refining the full fit) and each device's cases refitted
 without that device (leave-one-device-out, searched afresh from the four starts, so the device never informs its own
 prediction); the median |predicted / measured - 1| of those held-out predictions, per metric, is the preset's typical
-error (`errors:`), which estimate and simulate print beside an engine's prediction.
+error (`errors:`), which estimate and simulate print beside an engine's prediction; each figure's fold residuals
+are stored too (`holdout:`, `holdout_device:`).
 Coverage: each preset records the largest mean running batch its runs reached as simulated (`batch_covered`);
 estimate and simulate say when a prediction goes beyond it, where the held-out errors were never measured.
 Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (about 17 minutes on two cores; vLLM 16).
@@ -378,6 +379,12 @@ def fit_engine(engine: str) -> dict[str, dict]:
             "holdout": {
                 f"{cid} {m} (left out)": round(r, 4) for cid, ms in by_case.items() if cid in ids for m, r in ms.items()
             },
+            "holdout_device": {
+                f"{cid} {m} (device left out)": round(r, 4)
+                for cid, ms in by_device.items()
+                if cid in ids
+                for m, r in ms.items()
+            },
             "source": (
                 "benchmarks/fit_engines.py: pattern search on the published runs below "
                 "(benchmarks/data/serving-train.json and GPUStack's lab closed loops in gpustack-candidates.json, "
@@ -420,7 +427,7 @@ def write(engine: str, record: dict) -> None:
     (ROOT / "engines" / f"{engine}.yaml").write_text(head + text)
 
 
-def show(engine: str, record: dict) -> None:
+def show(engine: str, record: dict, device_of: dict[str, str]) -> None:
     print(f"{engine}: bandwidth {record['bandwidth_fraction']}, compute {record['compute_fraction']}, step "
           f"{record['step_overhead_s'] * 1e3:.2f} ms + {record['layer_overhead_s'] * 1e6:.0f} us a layer (ROCm "
           f"+{record['rocm_layer_overhead_s'] * 1e6:.0f} us), request {record['request_overhead_s'] * 1e3:.1f} ms, "
@@ -431,6 +438,11 @@ def show(engine: str, record: dict) -> None:
     for group, e in record["errors"].items():
         device = "n/a" if e["device"] is None else f"{e['device'] * 100:.1f}%"
         print(f"  {group:<22}{e['runs']:>6}{e['case'] * 100:>19.1f}%{device:>22}")
+    folds: dict[str, list[float]] = {}  # device left out -> its runs' |error| on every figure
+    for key, r in record["holdout_device"].items():
+        folds.setdefault(device_of[key.split(" ")[0]], []).append(abs(math.exp(r) - 1))
+    for device, errors in sorted(folds.items()):
+        print(f"  {device} left out: {len(errors)} figures, median {statistics.median(errors):.1%}")
     for key, r in record["residuals"].items():
         print(f"  {key:<70} {math.exp(r) - 1:+7.1%}")
 
@@ -438,8 +450,9 @@ def show(engine: str, record: dict) -> None:
 def main(argv: list[str]) -> int:
     only = [a for a in argv if not a.startswith("--")] or list(ENGINES)
     for engine in only:
+        device_of = {c["id"]: c["hardware"] for c in serving_cases.cases(engine)}
         for name, record in fit_engine(engine).items():
-            show(name, record)
+            show(name, record, device_of)
             if "--print-only" not in argv:
                 write(name, record)
     return 0

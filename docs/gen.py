@@ -202,12 +202,14 @@ def serving_reality(engine: str) -> None:
     from roofline.specs.presets import load
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
+    import fit_engines
     import serving_cases
 
     p = load(engine)
     runs = serving_cases.published()
     engine_of_runs = runs[p.cases[0]]["engine"]  # vllm-legacy's runs are vllm's
-    devices = sorted({c["hardware"] for c in serving_cases.cases(engine_of_runs) if c["id"] in p.cases})
+    device_of = {c["id"]: c["hardware"] for c in serving_cases.cases(engine_of_runs) if c["id"] in p.cases}
+    devices = sorted(set(device_of.values()))
     formats = ", ".join(f"{f} weights {v:.3g}" for f, v in p.format_bandwidth.items())
     out = [
         f"Fitted: {p.bandwidth_fraction:.3g} of peak bandwidth"
@@ -227,6 +229,8 @@ def serving_reality(engine: str) -> None:
     for metric, e in p.errors.items():
         device = "n/a" if e.get("device") is None else f"{e['device']:.1%}"
         out.append(f"| {metric} | {e['runs']} | {e['case']:.1%} | {device} |")
+    if p.holdout_device:
+        out += _by_device(p, device_of, fit_engines.GROUPS)
     errors = [abs(math.exp(r) - 1) for r in p.holdout.values()]
     out += [
         "",
@@ -235,15 +239,44 @@ def serving_reality(engine: str) -> None:
         f"within 10%: {sum(e <= 0.10 for e in errors) / len(errors):.0%}, within 25%: "
         f"{sum(e <= 0.25 for e in errors) / len(errors):.0%}, largest {max(errors):.0%}.",
         "",
-        "| run | device | figure | measured | fitted | held out |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| run | device | figure | measured | fitted | held out | its device left out |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
+
+    def held(r: float | None) -> str:
+        return "-" if r is None else f"{math.exp(r) - 1:+.0%}"
+
     for key, r in p.residuals.items():
         case, metric = key.split(" ")
         measured = runs[case]["metrics"][metric]
-        held = p.holdout.get(f"{key} (left out)")
-        held_text = "-" if held is None else f"{math.exp(held) - 1:+.0%}"
+        left_out, device_out = p.holdout.get(f"{key} (left out)"), p.holdout_device.get(f"{key} (device left out)")
         out.append(
-            f"| {case} | {card(runs[case])} | {metric} | {measured:.4g} | {math.exp(r) - 1:+.0%} | {held_text} |"
+            f"| {case} | {card(runs[case])} | {metric} | {measured:.4g} | {math.exp(r) - 1:+.0%} | {held(left_out)} "
+            f"| {held(device_out)} |"
         )
     cog.out("\n".join(out) + "\n")
+
+
+def _by_device(p, device_of: dict[str, str], groups: dict[str, tuple[str, ...]]) -> list[str]:
+    """Each device's fold apart: the median |error| of its runs' figures, priced by the refit without that device."""
+    import math
+    import statistics
+
+    shown = [g for g in groups if g in p.errors]
+    out = [
+        "",
+        "Each device left out, device by device (median |predicted / measured - 1| of its runs' figures, refitted "
+        "without it; the table above pools them):",
+        "",
+        "| device left out | runs | " + " | ".join(shown) + " |",
+        "| --- | --- |" + " --- |" * len(shown),
+    ]
+    for d in sorted({device_of[k.split(" ")[0]] for k in p.holdout_device}):
+        mine = {k: r for k, r in p.holdout_device.items() if device_of[k.split(" ")[0]] == d}
+        cells = []
+        for g in shown:
+            errors = [abs(math.exp(r) - 1) for k, r in mine.items() if k.split(" ")[1] in groups[g]]
+            cells.append(f"{statistics.median(errors):.1%}" if errors else "-")
+        count = len({k.split(" ")[0] for k in mine})
+        out.append(f"| {d} | {count} | " + " | ".join(cells) + " |")
+    return out

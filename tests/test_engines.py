@@ -553,3 +553,21 @@ def test_a_bad_format_bandwidth_names_the_file_and_field(tmp_path, monkeypatch):
         (tmp_path / "engines" / "sglang.yaml").write_text(stored.replace("\n  fp8: 0.", bad, 1))
         with pytest.raises(RooflineError, match=r"sglang\.yaml: key .format_bandwidth.: expected a mapping of quant"):
             presets.load("sglang")
+
+
+def test_each_device_figure_is_the_median_of_the_stored_device_folds():
+    # The "each device left out" error a preset prints off its devices is the median |predicted / measured - 1| over
+    # its runs' figures as their device's fold priced them, which the YAML keeps (holdout_device), so the figure can
+    # be checked, and broken down by device (docs/reality.md), from the file alone.
+    import math
+    import statistics
+
+    from roofline.specs import presets as specs
+
+    groups = load("fit_engines").GROUPS
+    for name in ("vllm", "vllm-legacy", "sglang"):
+        p = specs.load(name)
+        assert {k.split(" ")[0] for k in p.holdout_device} == set(p.cases)
+        for group, e in p.errors.items():
+            figures = [abs(math.exp(r) - 1) for k, r in p.holdout_device.items() if k.split(" ")[1] in groups[group]]
+            assert e["device"] == pytest.approx(statistics.median(figures), abs=5e-4), (name, group)

@@ -41,6 +41,7 @@ class Preset(NamedTuple):
     residuals: dict[str, float]  # case/figure -> log(predicted / measured)
     source: str
     holdout: dict[str, float] = {}  # held-aside case/figure -> log(predicted / measured): never fitted on
+    holdout_device: dict[str, float] = {}  # case/figure -> log(predicted / measured), refitted without its device
     backend: str | None = None  # cuda / metal: the devices it was fitted on and applies to (None: any)
     compute_peak: str | None = (
         None  # the dtype whose peak compute_fraction multiplies (None: the estimate's compute dtype)
@@ -81,6 +82,9 @@ def load(name: str) -> Preset:
     devices = f.take("devices", _strings, "a list of the hardware ids its runs are on", [])
     residuals = f.take("residuals", _residuals, "a mapping of case/figure to log(predicted / measured)")
     holdout = f.take("holdout", _residuals, "a mapping of held-aside case/figure to log(predicted / measured)", {})
+    by_device = f.take(
+        "holdout_device", _residuals, "a mapping of case/figure to log(predicted / measured) without its device", {}
+    )
     backend = f.take("backend", choice(*BACKENDS), f"one of: {', '.join(BACKENDS)}", None)
     peak = f.take("compute_peak", choice(*COMPUTE_PEAKS), f"one of: {', '.join(COMPUTE_PEAKS)}", None)
     low, high = RANGES["bandwidth_cap"]
@@ -113,6 +117,7 @@ def load(name: str) -> Preset:
             "devices",
             "residuals",
             "holdout",
+            "holdout_device",
             "backend",
             "compute_peak",
             "bandwidth_cap",
@@ -138,6 +143,7 @@ def load(name: str) -> Preset:
         residuals=residuals,
         source=source,
         holdout=holdout,
+        holdout_device=by_device,
         backend=backend,
         compute_peak=peak,
         bandwidth_cap=cap,
