@@ -31,10 +31,11 @@ fractions and the per-request cost over all runs, and gives each era its own ste
 era is written as its own preset (vllm: builds 0.10 and later; vllm-legacy: older or unstated builds), with the
 errors of its own runs.
 Held out: each case refitted without it (leave-one-case-out, refining the full fit) and each device's cases refitted
-without that device (leave-one-device-out, searched afresh from the four starts, so the device never informs its own
-prediction); the median |predicted / measured - 1| of those held-out predictions, per metric, is the preset's typical
-error (`errors:`), which estimate and simulate print beside an engine's prediction; each figure's fold residuals
-are stored too (`holdout:`, `holdout_device:`).
+without that device (leave-one-device-out, searched afresh from the four starts, not from the optimum that saw the
+device; the KV reserve, which formats get a fraction and a borrowed parameter still come from every run, and a fold
+with no TTFT left does not score its runs' TTFTs); the median |predicted / measured - 1| of those held-out
+predictions, per metric, is the preset's typical error (`errors:`), which estimate and simulate print beside an
+engine's prediction; each figure's fold residuals are stored too (`holdout:`, `holdout_device:`).
 Coverage: each preset records the largest mean running batch its runs reached as simulated (`batch_covered`);
 estimate and simulate say when a prediction goes beyond it, where the held-out errors were never measured.
 Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (about 17 minutes on two cores; vLLM 16).
@@ -283,8 +284,7 @@ class Pricer:
     def fit(self, cases: list[dict], start: dict[str, float], scale: float = 0.25) -> dict[str, float]:
         """The parameters that minimize the loss on `cases`, from `start`; those the cases cannot identify (the
         prefill rate and the per-request cost, without a TTFT among them) are kept at their start."""
-        ttft = any(m.startswith("ttft") for c in cases for m in c["measured"])
-        fixed = {} if ttft else {n: start[n] for n in ("compute_fraction", "request_overhead_s")}
+        fixed = {} if has_ttft(cases) else {n: start[n] for n in ("compute_fraction", "request_overhead_s")}
         fixed.update(self.borrowed)
         free = {n: v for n, v in start.items() if n not in fixed}
         eras = {era_of(self.engine, c) for c in cases}
@@ -304,6 +304,12 @@ class Pricer:
         return {**fixed, **best}
 
 
+def has_ttft(cases: list[dict]) -> bool:
+    """Whether any of `cases` reports a TTFT: without one, a fit cannot identify the prefill rate or the per-request
+    cost and holds them at their start."""
+    return any(m.startswith("ttft") for c in cases for m in c["measured"])
+
+
 def best_fit(pricer: Pricer, cases: list[dict]) -> dict[str, float]:
     """The best of the fits from START and from each of STARTS (pattern search is local)."""
     tries = [pricer.fit(cases, {**start(pricer.engine, pricer.formats), **s}) for s in ({}, *STARTS)]
@@ -314,7 +320,8 @@ def held_out(pricer: Pricer, fitted: dict[str, float]) -> tuple[dict, dict, dict
     """Leave-one-case-out and leave-one-device-out residuals (case id -> metric -> log error), and the parameters'
     spans over the case refits. A case fold refines the full fit (one run barely moves it); a device fold searches
     afresh from the full fit's own starts, since starting at the optimum that saw the device flatters it several-fold
-    (vLLM's TPOT each device 6.6% from there, 50% afresh)."""
+    (vLLM's TPOT each device 6.6% from there, 50% afresh). A device fold whose other runs report no TTFT holds the
+    per-request cost at its start, a guess: its runs' TTFTs are not scored (SGLang's H100 fold)."""
     cases = pricer.cases
     by_case, by_device, spans = {}, {}, {n: [fitted[n], fitted[n]] for n in pricer.ranges}
     for c in cases:
@@ -327,10 +334,11 @@ def held_out(pricer: Pricer, fitted: dict[str, float]) -> tuple[dict, dict, dict
     if len(devices) > 1:
         for d in devices:
             rest = [o for o in cases if o["hardware"] != d]
-            q = best_fit(pricer, rest)
+            q, scored = best_fit(pricer, rest), has_ttft(rest)
             for c in cases:
                 if c["hardware"] == d:
-                    by_device[c["id"]] = pricer.residuals(c, q)
+                    r = pricer.residuals(c, q)
+                    by_device[c["id"]] = {m: v for m, v in r.items() if scored or not m.startswith("ttft")}
     return by_case, by_device, spans
 
 

@@ -121,14 +121,15 @@ def timings(e, step_overhead_s: float, request_overhead_s: float = 0.0) -> tuple
 
 
 def typical_errors(preset: Preset, hardware) -> dict[str, dict]:
-    """The preset's held-out errors that apply on `hardware`, per metric: {runs, case, device, applies}. On a device
-    its runs are on, the leave-one-run-out median (applies: case); on any other, the leave-one-device-out one
-    (applies: device), the error of a device the fit never saw, where the preset has one."""
+    """The preset's held-out errors that apply on `hardware`, per metric: {runs, case, device, applies, elsewhere}.
+    On a device its runs are on, the leave-one-run-out median (applies: case); on any other (elsewhere: true), the
+    leave-one-device-out one (applies: device), the error of a device the fit never saw, where the preset has one,
+    and the leave-one-run-out one where no device fold could score the metric."""
     elsewhere = bool(preset.devices) and hardware.id not in preset.devices
     out = {}
     for metric, e in preset.errors.items():
         by_device = elsewhere and e.get("device") is not None
-        out[metric] = {**e, "applies": "device" if by_device else "case"}
+        out[metric] = {**e, "applies": "device" if by_device else "case", "elsewhere": elsewhere}
     return out
 
 
@@ -143,8 +144,11 @@ def error_summary(preset: Preset, hardware) -> str:
         "e2e": "E2E",
         "output_tokens_per_s": "output tokens/s",
     }
+    mixed = len({v["applies"] for v in errors.values()}) > 1
     parts = [
-        f"{labels[k]} +-{v[v['applies']] * 100:.0f}% ({v['runs']:.0f} runs)"
+        f"{labels[k]} +-{v[v['applies']] * 100:.0f}% ({v['runs']:.0f} runs"
+        + (", each run left out" if mixed and v["applies"] == "case" else "")
+        + ")"
         for k, v in errors.items()
         if k in labels and v.get("case") is not None
     ]

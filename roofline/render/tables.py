@@ -404,5 +404,5 @@ def _typical(engine, metric: str) -> str:
     if not entry or entry.get("case") is None:
         return ""
     applies = entry.get("applies", "case")
-    where = ", each device left out" if applies == "device" else ""
+    where = ", each device left out" if applies == "device" else ", each run left out" if entry.get("elsewhere") else ""
     return f" ({engine.name} preset, +-{entry[applies] * 100:.0f}% on {entry['runs']} published runs{where})"
