@@ -316,14 +316,20 @@ def best_fit(pricer: Pricer, cases: list[dict]) -> dict[str, float]:
     return min(tries, key=lambda q: pricer.loss(cases, q))
 
 
-def held_out(pricer: Pricer, fitted: dict[str, float]) -> tuple[dict, dict, dict[str, list[float]]]:
-    """Leave-one-case-out and leave-one-device-out residuals (case id -> metric -> log error), and the parameters'
-    spans over the case refits. A case fold refines the full fit (one run barely moves it); a device fold searches
-    afresh from the full fit's own starts, since starting at the optimum that saw the device flatters it several-fold
-    (vLLM's TPOT each device 6.6% from there, 50% afresh). A device fold whose other runs report no TTFT holds the
-    per-request cost at its start, a guess: its runs' TTFTs are not scored (SGLang's H100 fold)."""
+def rounded(params: dict[str, float]) -> dict[str, float]:
+    """Parameters as a preset stores them: fractions to 4 decimals, seconds to 6."""
+    return {k: round(v, 4 if "fraction" in k or k.startswith("format_") else 6) for k, v in params.items()}
+
+
+def held_out(pricer: Pricer, fitted: dict[str, float]) -> tuple[dict, dict, dict[str, list[float]], dict]:
+    """Leave-one-case-out and leave-one-device-out residuals (case id -> metric -> log error), the parameters'
+    spans over the case refits, and each device fold's parameters (device -> rounded(), which priced its runs).
+    A case fold refines the full fit (one run barely moves it); a device fold searches afresh from the full fit's
+    own starts, since starting at the optimum that saw the device flatters it several-fold (vLLM's TPOT each device
+    6.6% from there, 50% afresh). A device fold whose other runs report no TTFT holds the per-request cost at its
+    start, a guess: its runs' TTFTs are not scored (SGLang's H100 fold)."""
     cases = pricer.cases
-    by_case, by_device, spans = {}, {}, {n: [fitted[n], fitted[n]] for n in pricer.ranges}
+    by_case, by_device, folds, spans = {}, {}, {}, {n: [fitted[n], fitted[n]] for n in pricer.ranges}
     for c in cases:
         rest = [o for o in cases if o is not c]
         q = pricer.fit(rest, fitted, scale=0.05)
@@ -334,12 +340,13 @@ def held_out(pricer: Pricer, fitted: dict[str, float]) -> tuple[dict, dict, dict
     if len(devices) > 1:
         for d in devices:
             rest = [o for o in cases if o["hardware"] != d]
-            q, scored = best_fit(pricer, rest), has_ttft(rest)
+            q, scored = rounded(best_fit(pricer, rest)), has_ttft(rest)
+            folds[d] = q
             for c in cases:
                 if c["hardware"] == d:
                     r = pricer.residuals(c, q)
                     by_device[c["id"]] = {m: v for m, v in r.items() if scored or not m.startswith("ttft")}
-    return by_case, by_device, spans
+    return by_case, by_device, spans, folds
 
 
 def typical(residuals: dict[str, dict[str, float]], group: str) -> tuple[int, float | None]:
@@ -355,8 +362,8 @@ def fit_engine(engine: str) -> dict[str, dict]:
     cases = serving_cases.cases(engine)
     pricer = Pricer(engine, cases)
     fitted = best_fit(pricer, cases)
-    by_case, by_device, spans = held_out(pricer, fitted)
-    rounded = {k: round(v, 4 if "fraction" in k or k.startswith("format_") else 6) for k, v in fitted.items()}
+    by_case, by_device, spans, folds = held_out(pricer, fitted)
+    stored_fit = rounded(fitted)
     records = {}
     for era in dict.fromkeys(era_of(engine, c) for c in cases):
         mine = [c for c in cases if era_of(engine, c) == era]
@@ -368,7 +375,7 @@ def fit_engine(engine: str) -> dict[str, dict]:
             _, device_err = typical(device, group) if device else (0, None)
             if runs:
                 errors[group] = {"runs": runs, "case": case_err, "device": device_err}
-        stored = era_params(rounded, era)
+        stored = era_params(stored_fit, era)
         own = {n: spans.get(f"{n}@{era}", spans[n]) for n in RANGES}
         own.update({n: spans[n] for n in stored if n.startswith("format_bandwidth:")})
         formats = {n.split(":")[1]: stored.pop(n) for n in list(stored) if n.startswith("format_bandwidth:")}
@@ -378,12 +385,14 @@ def fit_engine(engine: str) -> dict[str, dict]:
             **({"format_bandwidth": formats} if formats else {}),
             "memory_fraction": ENGINES[engine][0],
             "reserve_bytes": pricer.reserve,
-            "batch_covered": round(max(pricer.batch(c, rounded) for c in mine), 1),
+            "batch_covered": round(max(pricer.batch(c, stored_fit) for c in mine), 1),
             "ranges": {k: [min(round(a, 6), value[k]), max(round(b, 6), value[k])] for k, (a, b) in own.items()},
             "errors": errors,
             "cases": [c["id"] for c in mine],
             "devices": sorted({c["hardware"] for c in mine}),
-            "residuals": {f"{c['id']} {m}": round(r, 4) for c in mine for m, r in pricer.residuals(c, rounded).items()},
+            "residuals": {
+                f"{c['id']} {m}": round(r, 4) for c in mine for m, r in pricer.residuals(c, stored_fit).items()
+            },
             "holdout": {
                 f"{cid} {m} (left out)": round(r, 4) for cid, ms in by_case.items() if cid in ids for m, r in ms.items()
             },
@@ -393,6 +402,7 @@ def fit_engine(engine: str) -> dict[str, dict]:
                 if cid in ids
                 for m, r in ms.items()
             },
+            "device_folds": {d: q for d, q in folds.items() if d in {c["hardware"] for c in mine}},
             "source": (
                 "benchmarks/fit_engines.py: pattern search on the published runs below "
                 "(benchmarks/data/serving-train.json and GPUStack's lab closed loops in gpustack-candidates.json, "

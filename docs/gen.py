@@ -230,7 +230,7 @@ def serving_reality(engine: str) -> None:
         device = "n/a" if e.get("device") is None else f"{e['device']:.1%}"
         out.append(f"| {metric} | {e['runs']} | {e['case']:.1%} | {device} |")
     if p.holdout_device:
-        out += _by_device(p, device_of, fit_engines.GROUPS)
+        out += _by_device(p, device_of, fit_engines)
     errors = [abs(math.exp(r) - 1) for r in p.holdout.values()]
     out += [
         "",
@@ -257,19 +257,21 @@ def serving_reality(engine: str) -> None:
     cog.out("\n".join(out) + "\n")
 
 
-def _by_device(p, device_of: dict[str, str], groups: dict[str, tuple[str, ...]]) -> list[str]:
-    """Each device's fold apart: the median |error| of its runs' figures, priced by the refit without that device."""
+def _by_device(p, device_of: dict[str, str], fit_engines) -> list[str]:
+    """Each device's fold apart: the median |error| of its runs' figures, priced by the refit without that device,
+    and what that refit found."""
     import math
     import statistics
 
+    groups = fit_engines.GROUPS
     shown = [g for g in groups if g in p.errors]
     out = [
         "",
         "Each device left out, device by device (median |predicted / measured - 1| of its runs' figures, refitted "
         "without it; the table above pools them):",
         "",
-        "| device left out | runs | " + " | ".join(shown) + " |",
-        "| --- | --- |" + " --- |" * len(shown),
+        "| device left out | runs | " + " | ".join(shown) + " | the refit without it |",
+        "| --- | --- |" + " --- |" * len(shown) + " --- |",
     ]
     for d in sorted({device_of[k.split(" ")[0]] for k in p.holdout_device}):
         mine = {k: r for k, r in p.holdout_device.items() if device_of[k.split(" ")[0]] == d}
@@ -278,5 +280,13 @@ def _by_device(p, device_of: dict[str, str], groups: dict[str, tuple[str, ...]])
             errors = [abs(math.exp(r) - 1) for k, r in mine.items() if k.split(" ")[1] in groups[g]]
             cells.append(f"{statistics.median(errors):.1%}" if errors else "-")
         count = len({k.split(" ")[0] for k in mine})
-        out.append(f"| {d} | {count} | " + " | ".join(cells) + " |")
+        q = fit_engines.era_params(p.device_folds[d], p.name) if d in p.device_folds else None
+        fold = (
+            f"bandwidth {q['bandwidth_fraction']:.2f}, prefill {q['compute_fraction']:.2f} of peak, "
+            f"{q['step_overhead_s'] * 1e3:.2g} ms a step + {q['layer_overhead_s'] * 1e6:.2g} µs a layer, "
+            f"{q['request_overhead_s'] * 1e3:.2g} ms a request"
+            if q
+            else "-"
+        )
+        out.append(f"| {d} | {count} | " + " | ".join(cells) + f" | {fold} |")
     return out

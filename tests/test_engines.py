@@ -536,8 +536,8 @@ def test_the_fit_prices_a_format_none_of_its_runs_has_at_the_general_fraction():
     bf16 = [c for c in cases if "bf16" in c["id"]]
     fitted = pricer.fit(cases, fit_engines.start("sglang", ("fp8",)))
     assert fitted["format_bandwidth:fp8"] != fitted["bandwidth_fraction"]
-    _, by_device, _ = fit_engines.held_out(pricer, fitted)
-    alone = fit_engines.best_fit(pricer, bf16)  # the spark fold: the H100 run alone
+    _, by_device, _, _ = fit_engines.held_out(pricer, fitted)
+    alone = fit_engines.rounded(fit_engines.best_fit(pricer, bf16))  # the spark fold: the H100 run alone
     assert "format_bandwidth:fp8" not in alone
     for c in cases:
         if "spark" in c["id"]:
@@ -555,8 +555,8 @@ def test_a_device_fold_searches_afresh_not_from_the_full_fit():
     pricer = fit_engines.Pricer("sglang", cases)
     fitted = fit_engines.best_fit(pricer, cases)
     elsewhere = {n: v * 0.5 + 0.01 for n, v in fitted.items()}  # every parameter somewhere else
-    by_case, by_device, _ = fit_engines.held_out(pricer, fitted)
-    by_case_elsewhere, by_device_elsewhere, _ = fit_engines.held_out(pricer, elsewhere)
+    by_case, by_device, _, _ = fit_engines.held_out(pricer, fitted)
+    by_case_elsewhere, by_device_elsewhere, _, _ = fit_engines.held_out(pricer, elsewhere)
     assert by_device == by_device_elsewhere and set(by_device) == set(chosen)
     assert by_case != by_case_elsewhere
 
@@ -573,6 +573,21 @@ def test_a_bad_format_bandwidth_names_the_file_and_field(tmp_path, monkeypatch):
     for bad in ("\n  fp9: 0.", "\n  bf16: 0.", "\n  fp8: 1.5 #", "\n  fp8: true #"):
         (tmp_path / "engines" / "sglang.yaml").write_text(stored.replace("\n  fp8: 0.", bad, 1))
         with pytest.raises(RooflineError, match=r"sglang\.yaml: key .format_bandwidth.: expected a mapping of quant"):
+            presets.load("sglang")
+
+
+def test_a_bad_device_fold_names_the_file_and_field(tmp_path, monkeypatch):
+    from roofline.errors import RooflineError
+    from roofline.specs import catalog
+
+    (tmp_path / "engines").mkdir()
+    monkeypatch.setattr(catalog, "data_dir", lambda: tmp_path)
+    stored = (ROOT / "engines" / "sglang.yaml").read_text()
+    assert "\n  b200:\n    compute_fraction: " in stored
+    # a parameter that is not a number; a device whose fold is not a mapping
+    for bad in ("\n  b200:\n    compute_fraction: fast #", "\n  b200: 0.9\n  b201:\n    compute_fraction: "):
+        (tmp_path / "engines" / "sglang.yaml").write_text(stored.replace("\n  b200:\n    compute_fraction: ", bad, 1))
+        with pytest.raises(RooflineError, match=r"sglang\.yaml: key .device_folds.: expected a mapping of device"):
             presets.load("sglang")
 
 
@@ -606,9 +621,31 @@ def test_a_device_fold_without_a_ttft_left_does_not_score_ttft():
     cases = [c for c in serving_cases.cases("sglang") if c["id"] in chosen]
     pricer = fit_engines.Pricer("sglang", cases)
     fitted = fit_engines.best_fit(pricer, cases)
-    by_case, by_device, _ = fit_engines.held_out(pricer, fitted)
+    by_case, by_device, _, _ = fit_engines.held_out(pricer, fitted)
     h100 = "gpustack-h100-qwen3-8b-c4-sglang"
     measured = set(next(c for c in cases if c["id"] == h100)["measured"])
     assert {"ttft_ms_mean", "tpot_ms_mean", "output_tok_s"} <= measured == set(by_case[h100])
     assert set(by_device[h100]) == {m for m in measured if not m.startswith("ttft")}
     assert set(by_device["sglang-spark-gptoss20b-c1"]) == set(by_case["sglang-spark-gptoss20b-c1"])
+
+
+def test_each_stored_device_fold_reprices_its_runs_as_stored():
+    # Each device figure can be checked from the YAML alone: the stored parameters of a device's fold (device_folds,
+    # the refit without it) price that device's runs to the stored residuals (holdout_device), not to the full fit's
+    # (residuals). SGLang's MI350X and B200 folds (two batch-1 runs each) and vllm-legacy's H200 fold (three batches).
+    from roofline.specs import presets as specs
+
+    fit_engines, serving_cases = load("fit_engines"), load("serving_cases")
+    pricers = {e: fit_engines.Pricer(e, serving_cases.cases(e)) for e in ("sglang", "vllm")}  # the fit's KV reserve
+    chosen = (("sglang", "sglang", "mi350x"), ("sglang", "sglang", "b200"), ("vllm-legacy", "vllm", "h200"))
+    for name, engine, device in chosen:
+        p, pricer = specs.load(name), pricers[engine]
+        mine = [c for c in pricer.cases if c["hardware"] == device and c["id"] in p.cases]
+        assert mine and device in p.device_folds
+        moved = False
+        for c in mine:
+            for m, r in pricer.residuals(c, p.device_folds[device]).items():
+                held = p.holdout_device[f"{c['id']} {m} (device left out)"]
+                assert r == pytest.approx(held, abs=1e-3), (c["id"], m)
+                moved |= abs(held - p.residuals[f"{c['id']} {m}"]) > 1e-3
+        assert moved, device  # the fold priced them apart from the full fit

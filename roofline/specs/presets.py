@@ -42,6 +42,7 @@ class Preset(NamedTuple):
     source: str
     holdout: dict[str, float] = {}  # held-aside case/figure -> log(predicted / measured): never fitted on
     holdout_device: dict[str, float] = {}  # case/figure -> log(predicted / measured), refitted without its device
+    device_folds: dict[str, dict[str, float]] = {}  # device left out -> the refit's parameters that priced its runs
     backend: str | None = None  # cuda / metal: the devices it was fitted on and applies to (None: any)
     compute_peak: str | None = (
         None  # the dtype whose peak compute_fraction multiplies (None: the estimate's compute dtype)
@@ -85,6 +86,7 @@ def load(name: str) -> Preset:
     by_device = f.take(
         "holdout_device", _residuals, "a mapping of case/figure to log(predicted / measured) without its device", {}
     )
+    folds = f.take("device_folds", _folds, "a mapping of device to {parameter: number}", {})
     backend = f.take("backend", choice(*BACKENDS), f"one of: {', '.join(BACKENDS)}", None)
     peak = f.take("compute_peak", choice(*COMPUTE_PEAKS), f"one of: {', '.join(COMPUTE_PEAKS)}", None)
     low, high = RANGES["bandwidth_cap"]
@@ -118,6 +120,7 @@ def load(name: str) -> Preset:
             "residuals",
             "holdout",
             "holdout_device",
+            "device_folds",
             "backend",
             "compute_peak",
             "bandwidth_cap",
@@ -144,6 +147,7 @@ def load(name: str) -> Preset:
         source=source,
         holdout=holdout,
         holdout_device=by_device,
+        device_folds=folds,
         backend=backend,
         compute_peak=peak,
         bandwidth_cap=cap,
@@ -200,6 +204,14 @@ def _residuals(value: Any) -> dict[str, float]:
         isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value.values()
     ):
         raise TypeError
+    return value
+
+
+def _folds(value: Any) -> dict[str, dict[str, float]]:
+    if not isinstance(value, dict) or not all(isinstance(d, str) for d in value):
+        raise TypeError
+    for params in value.values():
+        _residuals(params)
     return value
 
 
