@@ -144,10 +144,9 @@ def error_summary(preset: Preset, hardware) -> str:
         "e2e": "E2E",
         "output_tokens_per_s": "output tokens/s",
     }
-    mixed = len({v["applies"] for v in errors.values()}) > 1
     parts = [
         f"{labels[k]} +-{v[v['applies']] * 100:.0f}% ({v['runs']:.0f} runs"
-        + (", each run left out" if mixed and v["applies"] == "case" else "")
+        + (", each run left out" if v["elsewhere"] and v["applies"] == "case" else "")
         + ")"
         for k, v in errors.items()
         if k in labels and v.get("case") is not None
@@ -156,8 +155,8 @@ def error_summary(preset: Preset, hardware) -> str:
         return ""
     if any(v["applies"] == "device" for v in errors.values()):
         return (
-            f"{', '.join(parts)}: median |error| on published runs, each device's left out of the fit "
-            f"({hardware.id} has none of its runs)"
+            f"{', '.join(parts)}: median |error| on published runs, each device's left out of the fit where not "
+            f"marked ({hardware.id} has none of its runs)"
         )
     return f"{', '.join(parts)}: median |error| on published runs, each left out of the fit"
 
