@@ -115,9 +115,19 @@ GROUPS = {  # the error bars a preset stores: metric group -> the case metrics i
 }
 
 
+def format_key(fmt: str) -> str:
+    """The fit's name for the bandwidth fraction of weights in `fmt` (format_bandwidth:fp8)."""
+    return f"format_bandwidth:{fmt}"
+
+
+def formats_of(params: dict[str, float]) -> dict[str, float]:
+    """The formats' own fractions among `params`: format -> fraction."""
+    return {n.split(":")[1]: v for n, v in params.items() if n.startswith("format_bandwidth:")}
+
+
 def preset_of(engine: str, params: dict[str, float], reserve: float, **extra) -> Preset:
     fraction = ENGINES[engine][0]
-    formats = {n.split(":")[1]: v for n, v in params.items() if n.startswith("format_bandwidth:")}
+    formats = formats_of(params)
     return Preset(
         engine,
         params["bandwidth_fraction"],
@@ -157,7 +167,7 @@ def stored(engine: str) -> dict[str, float]:
     (`step_overhead_s@vllm-legacy`)."""
     first, *later = eras(engine)
     params = {n: getattr(load_preset(first), n) for n in RANGES}
-    params.update({f"format_bandwidth:{k}": v for k, v in load_preset(first).format_bandwidth.items()})
+    params.update({format_key(f): v for f, v in load_preset(first).format_bandwidth.items()})
     for era in later:
         params.update({f"{n}@{era}": getattr(load_preset(era), n) for n in PER_ERA})
     return params
@@ -167,7 +177,7 @@ def ranges(engine: str, formats: tuple[str, ...] = ()) -> dict[str, tuple[float,
     """The fitted parameters and their bounds: RANGES, plus the loop's costs of each era after the first
     (`step_overhead_s@vllm-legacy`) and the bandwidth fraction of each of `formats` (`format_bandwidth:fp8`)."""
     later = eras(engine)[1:]
-    own = {f"format_bandwidth:{f}": FORMAT_RANGE for f in formats}
+    own = {format_key(f): FORMAT_RANGE for f in formats}
     return {**RANGES, **{f"{n}@{era}": RANGES[n] for era in later for n in PER_ERA}, **own}
 
 
@@ -183,14 +193,14 @@ def start(engine: str, formats: tuple[str, ...] = ()) -> dict[str, float]:
     """START for every fitted parameter, each era's loop costs starting where the shared ones do, each format's
     fraction at FORMAT_START; a borrowed parameter at its lender's value."""
     shared = {n: START[n.split("@")[0]] for n in ranges(engine)}
-    return {**shared, **{f"format_bandwidth:{f}": FORMAT_START for f in formats}, **borrowed(engine)}
+    return {**shared, **{format_key(f): FORMAT_START for f in formats}, **borrowed(engine)}
 
 
 def era_params(params: dict[str, float], era: str) -> dict[str, float]:
     """The parameters a run of `era` is priced with: the shared ones (the formats' fractions among them), and its
     era's loop costs."""
     own = {n: params[f"{n}@{era}"] for n in PER_ERA if f"{n}@{era}" in params}
-    formats = {n: v for n, v in params.items() if n.startswith("format_bandwidth:")}
+    formats = {format_key(f): v for f, v in formats_of(params).items()}
     return {**{n: params[n] for n in RANGES}, **own, **formats}
 
 
@@ -250,7 +260,7 @@ class Pricer:
 
     def _simulated(self, c: dict, params: dict[str, float]) -> tuple[dict[str, float], float]:
         params = era_params(params, era_of(self.engine, c))
-        fmt = f"format_bandwidth:{weight_format(self.base[c['id']])}"
+        fmt = format_key(weight_format(self.base[c["id"]]))
         own = params.get(fmt)  # None: the general fraction
         params = {**{n: params[n] for n in RANGES}, **({fmt: own} if own is not None else {})}
         key = (c["id"], *(round(params[n], 7) for n in RANGES), own)
@@ -296,8 +306,8 @@ class Pricer:
         for n in [n for n in free if "@" in n and n.split("@")[1] not in eras]:
             fixed[n] = free.pop(n)  # an era none of the cases is from
         have = {weight_format(self.base[c["id"]]) for c in cases}
-        for n in [n for n in free if n.startswith("format_bandwidth:") and n.split(":")[1] not in have]:
-            free.pop(n)  # no run in the format: priced at the general fraction, as an unfitted format is
+        for f in [f for f in formats_of(free) if f not in have]:
+            free.pop(format_key(f))  # no run in the format: priced at the general fraction, as an unfitted format is
         best = pattern_search(
             lambda q: self.loss(cases, {**fixed, **q}), free, tolerance=2e-3, ranges=self.ranges, scale=scale
         )
@@ -377,9 +387,10 @@ def fit_engine(engine: str) -> dict[str, dict]:
                 errors[group] = {"runs": runs, "case": case_err, "device": device_err}
         stored = era_params(stored_fit, era)
         own = {n: spans.get(f"{n}@{era}", spans[n]) for n in RANGES}
-        own.update({n: spans[n] for n in stored if n.startswith("format_bandwidth:")})
-        formats = {n.split(":")[1]: stored.pop(n) for n in list(stored) if n.startswith("format_bandwidth:")}
-        value = {**stored, **{f"format_bandwidth:{f}": v for f, v in formats.items()}}
+        formats = formats_of(stored)
+        own.update({format_key(f): spans[format_key(f)] for f in formats})
+        value = dict(stored)
+        stored = {n: v for n, v in stored.items() if n not in map(format_key, formats)}
         records[era] = {
             **stored,
             **({"format_bandwidth": formats} if formats else {}),

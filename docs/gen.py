@@ -285,7 +285,7 @@ def _by_device(p, device_of: dict[str, str], fit_engines) -> list[str]:
             f"bandwidth {q['bandwidth_fraction']:.2f}, prefill {q['compute_fraction']:.2f} of peak, "
             f"{q['step_overhead_s'] * 1e3:.2g} ms a step + {q['layer_overhead_s'] * 1e6:.2g} µs a layer, "
             f"{q['request_overhead_s'] * 1e3:.2g} ms a request"
-            + "".join(f", {k.split(':')[1]} weights {v:.2f}" for k, v in q.items() if k.startswith("format_bandwidth:"))
+            + "".join(f", {f} weights {v:.2f}" for f, v in fit_engines.formats_of(q).items())
             if q
             else "-"
         )
