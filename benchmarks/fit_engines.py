@@ -38,7 +38,7 @@ predictions, per metric, is the preset's typical error (`errors:`), which estima
 engine's prediction; each figure's fold residuals are stored too (`holdout:`, `holdout_device:`).
 Coverage: each preset records the largest mean running batch its runs reached as simulated (`batch_covered`);
 estimate and simulate say when a prediction goes beyond it, where the held-out errors were never measured.
-Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (about 17 minutes on two cores; vLLM 16).
+Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (about 22 minutes on two cores; vLLM 21).
 """
 
 from __future__ import annotations
