@@ -389,8 +389,8 @@ def fit_engine(engine: str) -> dict[str, dict]:
         own = {n: spans.get(f"{n}@{era}", spans[n]) for n in RANGES}
         formats = formats_of(stored)
         own.update({format_key(f): spans[format_key(f)] for f in formats})
-        value = dict(stored)
-        stored = {n: v for n, v in stored.items() if n not in map(format_key, formats)}
+        value, keys = dict(stored), {format_key(f) for f in formats}
+        stored = {n: v for n, v in stored.items() if n not in keys}
         records[era] = {
             **stored,
             **({"format_bandwidth": formats} if formats else {}),

@@ -202,7 +202,6 @@ def serving_reality(engine: str) -> None:
     from roofline.specs.presets import load
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import fit_engines
     import serving_cases
 
     p = load(engine)
@@ -230,7 +229,7 @@ def serving_reality(engine: str) -> None:
         device = "n/a" if e.get("device") is None else f"{e['device']:.1%}"
         out.append(f"| {metric} | {e['runs']} | {e['case']:.1%} | {device} |")
     if p.holdout_device:
-        out += _by_device(p, device_of, fit_engines)
+        out += _by_device(p, device_of)
     errors = [abs(math.exp(r) - 1) for r in p.holdout.values()]
     out += [
         "",
@@ -257,11 +256,13 @@ def serving_reality(engine: str) -> None:
     cog.out("\n".join(out) + "\n")
 
 
-def _by_device(p, device_of: dict[str, str], fit_engines) -> list[str]:
+def _by_device(p, device_of: dict[str, str]) -> list[str]:
     """Each device's fold apart: the median |error| of its runs' figures, priced by the refit without that device,
-    and what that refit found."""
+    and what that refit found (benchmarks/ on the path: serving_reality puts it there)."""
     import math
     import statistics
+
+    import fit_engines
 
     groups = fit_engines.GROUPS
     shown = [g for g in groups if g in p.errors]

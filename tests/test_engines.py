@@ -549,15 +549,20 @@ def test_the_fit_prices_a_format_none_of_its_runs_has_at_the_general_fraction():
             assert by_device[c["id"]] == pricer.residuals(c, alone) != pricer.residuals(c, own)
 
 
+def _sglang_fit(chosen: tuple[str, ...]):
+    """fit_engines, the chosen SGLang cases, their pricer, and the best fit on them all."""
+    fit_engines, serving_cases = load("fit_engines"), load("serving_cases")
+    cases = [c for c in serving_cases.cases("sglang") if c["id"] in chosen]
+    pricer = fit_engines.Pricer("sglang", cases)
+    return fit_engines, cases, pricer, fit_engines.best_fit(pricer, cases)
+
+
 def test_a_device_fold_searches_afresh_not_from_the_full_fit():
     # Starting a fold at the optimum that saw the left-out device leaks it into its own prediction: vLLM's TPOT each
     # device left out read 6.6% from there and 50% from the fit's own starts. A device fold's residuals must not
     # depend on the full fit it is given; a case fold refines it, so its residuals may.
-    fit_engines, serving_cases = load("fit_engines"), load("serving_cases")
     chosen = ("sglang-gptoss120b-h100-tp8-bf16-bs1", "sglang-spark-llama31-8b-fp8-bs1", "sglang-spark-gptoss20b-c1")
-    cases = [c for c in serving_cases.cases("sglang") if c["id"] in chosen]
-    pricer = fit_engines.Pricer("sglang", cases)
-    fitted = fit_engines.best_fit(pricer, cases)
+    fit_engines, cases, pricer, fitted = _sglang_fit(chosen)
     elsewhere = {n: v * 0.5 + 0.01 for n, v in fitted.items()}  # every parameter somewhere else
     by_case, by_device, _, _ = fit_engines.held_out(pricer, fitted)
     by_case_elsewhere, by_device_elsewhere, _, _ = fit_engines.held_out(pricer, elsewhere)
@@ -629,11 +634,8 @@ def test_a_device_fold_without_a_ttft_left_does_not_score_ttft():
     # Without a TTFT among its runs a fit holds the per-request cost and the prefill rate at their start (START's
     # 10 ms, a guess), so a device fold left with none would score its device's TTFTs against that guess. SGLang's
     # TTFT runs are all on one H100: leaving it out keeps their TPOT and throughput scored, not their TTFT.
-    fit_engines, serving_cases = load("fit_engines"), load("serving_cases")
     chosen = ("gpustack-h100-qwen3-8b-c4-sglang", "sglang-spark-llama31-8b-fp8-bs1", "sglang-spark-gptoss20b-c1")
-    cases = [c for c in serving_cases.cases("sglang") if c["id"] in chosen]
-    pricer = fit_engines.Pricer("sglang", cases)
-    fitted = fit_engines.best_fit(pricer, cases)
+    fit_engines, cases, pricer, fitted = _sglang_fit(chosen)
     by_case, by_device, _, _ = fit_engines.held_out(pricer, fitted)
     h100 = "gpustack-h100-qwen3-8b-c4-sglang"
     measured = set(next(c for c in cases if c["id"] == h100)["measured"])
