@@ -592,37 +592,59 @@ def test_freed_memory_is_kept_so_a_second_buffer_faults_no_pages():
 def test_an_llm_shape_over_the_cap_is_narrowed_by_hand():
     from roofline.measure.kernels import fitting_outputs
 
-    # 2 x 256 x 4096 x 4096 = 8.59 GFLOP over a 5.2 GFLOP cap (140 GFLOP/s x 37 ms); 2048 outputs: 4.29 GFLOP.
-    assert fitting_outputs(256, 4096, 4096, 5.2e9) == 2048
-    # 2 x 512 x 4096 = 4.19 MFLOP an output: 1,239 fit 5.2 GFLOP; 14336 halves to 1792 (too many), then 896 (< 1024).
-    assert fitting_outputs(512, 4096, 14336, 5.2e9) is None
-    # 2 x 128 x 1024 = 262,144 FLOP an output: 1,483 fit 0.389 GFLOP (134 GFLOP/s x 2.9 ms): 4096 -> 2048 -> 1024.
-    assert fitting_outputs(128, 1024, 4096, 0.389e9) == 1024
+    # 2 x 256 x 4096 = 2,097,152 FLOP an output: 2,479 fit 5.2 GFLOP (140 GFLOP/s x 37 ms); in steps of 256, 2304.
+    assert fitting_outputs(256, 4096, 4096, 5.2e9) == 2304
+    # 2 x 512 x 4096 = 4,194,304 FLOP an output: 1,239 fit 5.2 GFLOP, so 1024 (halving 14336 would skip 1024: 1792,
+    # then 896); 4.0 GFLOP fits 953, under 1024: none.
+    assert fitting_outputs(512, 4096, 14336, 5.2e9) == 1024
+    assert fitting_outputs(512, 4096, 14336, 4.0e9) is None
+    # 2 x 128 x 1024 = 262,144 FLOP an output: 1,483 fit 0.389 GFLOP (134 GFLOP/s x 2.9 ms): 1280.
+    assert fitting_outputs(128, 1024, 4096, 0.389e9) == 1280
     assert fitting_outputs(128, 1024, 4096, 1.1e9) == 4096  # 1.07 GFLOP fits as planned
 
 
-def test_the_scan_narrows_llm_shapes_and_keeps_the_probe_square():
+class _Fixed:
+    """A clock on which every timed call takes 1 ms: the probe's 256^3 (33.6 MFLOP) runs at 33.6 GFLOP/s."""
+
+    kind = "cpu"
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def times(self, fn, **_):
+        fn()
+        return [1e-3]
+
+
+def _scan(plan):
     torch = pytest.importorskip("torch")
-
-    class Fixed:  # every timed call takes 1 ms: the probe's 256^3 (33.6 MFLOP) runs at 33.6 GFLOP/s
-        kind, plan = "cpu", TINY._replace(squares=(512,), shapes=((64, 256, 4096),), max_call=1e-3, max_time=3e-3)
-
-        def times(self, fn, **_):
-            fn()
-            return [1e-3]
-
     notes = []
     result = measure_kernels.matmul_scan(
-        torch, Fixed(), lambda *shape, dtype: torch.rand(*shape), "fp32", notes, lambda s: None
+        torch, _Fixed(plan), lambda *shape, dtype: torch.rand(*shape), "fp32", notes, lambda s: None
     )
-    # At 33.6 GFLOP/s a square's cap (max_call, 1 ms) is 33.6 MFLOP a call: 512^3 (268 MFLOP) is skipped. An LLM
-    # shape's is half its scan time (1.5 ms, 50 MFLOP): 64 x 256 x 4096 (134 MFLOP) runs with 1024 outputs (33.6
-    # MFLOP; 2048 would be 67); under max_call's cap it would fit none. No planned square ran: the probe's is reported.
-    shapes = {tuple(s["shape"]): s for s in result["shapes"]}
-    assert set(shapes) == {(64, 256, 1024), (256, 256, 256)}
-    assert shapes[(64, 256, 1024)]["planned_shape"] == [64, 256, 4096]
-    assert any("64x256x4096 timed with 1024 outputs, to fit 0.0015 s" in n for n in notes)
-    assert any("512x512x512 (0.008 s) skipped, over 0.001 s per call" in n for n in notes)  # 268 MFLOP / 33.6 G
+    return {tuple(s["shape"]): s for s in result["shapes"]}, notes
+
+
+def test_the_scan_narrows_llm_shapes_and_keeps_the_probe_square():
+    shapes, notes = _scan(TINY._replace(squares=(512,), shapes=((64, 256, 4096),), max_call=1e-3, max_time=3.3e-3))
+    # An LLM shape's cap is a third of the planner's 1.5 x max_time for it (1.65 ms, 55.4 MFLOP at 33.6 GFLOP/s):
+    # 64 x 256 x 4096 (134 MFLOP; 32,768 FLOP an output) runs with 1536 outputs (1,689 fit); under max_call's cap
+    # (1 ms) it would fit none. Then at its 50.3 GFLOP/s a square's cap (max_call, 1 ms) is 50.3 MFLOP a call: 512^3
+    # (268 MFLOP, 5.33 ms) is skipped. No planned square ran: the probe's is reported.
+    assert set(shapes) == {(64, 256, 1536), (256, 256, 256)}
+    assert shapes[(64, 256, 1536)]["planned_shape"] == [64, 256, 4096]
+    assert any("64x256x4096 timed with 1536 outputs, to fit 0.00165 s" in n for n in notes)
+    assert any("512x512x512 (0.00533 s) skipped, over 0.001 s per call" in n for n in notes)
+
+
+def test_a_skipped_shapes_time_goes_to_the_next_llm_shape():
+    shapes, notes = _scan(TINY._replace(squares=(384,), shapes=((128, 256, 4096),), max_call=1e-3, max_time=3.3e-3))
+    # 384^3 (113 MFLOP) takes 3.4 ms at the probe's 33.6 GFLOP/s, over max_call (1 ms): skipped, and the planner's
+    # max_time + max_call for it (4.3 ms) goes to 128 x 256 x 4096 (268 MFLOP; 65,536 FLOP an output). Its cap is
+    # then (4.95 + 4.3) / 3 = 3.083 ms, 103.5 MFLOP: 1536 outputs (1,578 fit), where its own 1.65 ms (844) fit none.
+    assert set(shapes) == {(128, 256, 1536), (256, 256, 256)}
+    assert any("128x256x4096 timed with 1536 outputs, to fit 0.00308333 s" in n for n in notes)
+    assert any("384x384x384" in n and "skipped" in n for n in notes)
 
 
 def test_the_rounds_time_again_the_first_llm_shape_whose_call_fits_a_round():

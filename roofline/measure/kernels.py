@@ -53,29 +53,36 @@ class BestShape:
 def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) -> dict[str, Any]:
     """Shapes in increasing FLOPs; each call's time is estimated from the best rate so far (a 256^3 probe
     first). A square whose single call would exceed the plan's max_call is skipped (the rounds time the best square
-    again, within a round's time); an LLM shape is narrowed to fit half its own scan time (fitting_outputs; two
-    calls in plan.max_time), or skipped when it cannot be. An LLM shape prices prefills beyond the curve, so its cap
-    is its own: held to max_call, a quick fp32 scan on a 2-core Zen 4 VM (196 GFLOP/s) skipped 256 x 4096 x 1024 by
-    3% (11.0 against 10.7 ms) and priced 512- and 2048-token prefills at the 128-row shape's 133 GFLOP/s, 1.23-1.44x
-    slow, where 256-row shapes ran 157-161. Where no planned square ran, the probe is reported as one."""
+    again, within a round's time); an LLM shape is narrowed to fit a third of its own scan time (fitting_outputs; a
+    warm-up and two calls in the planner's 1.5 x plan.max_time), or skipped when it cannot be. An LLM shape prices
+    prefills beyond the curve, so its cap is its own: held to max_call, a quick fp32 scan on a 2-core Zen 4 VM (196
+    GFLOP/s) skipped 256 x 4096 x 1024 by 3% (11.0 against 10.7 ms) and priced 512- and 2048-token prefills at the
+    128-row shape's 133 GFLOP/s, 1.23-1.44x slow, where 256-row shapes ran 157-161. The time the planner gave a
+    skipped shape goes to the next LLM shape: on a 2-core Zen 3 VM a quick fp32 scan skipped both squares and then
+    the 512-row shape too (1792 outputs over its 20 ms cap), and 512- and 2048-token prefills were priced at the
+    128-row shape's 109 GFLOP/s, 1.17-1.43x slow on all 16 held-out rows. Where no planned square ran, the probe is
+    reported as one."""
     plan, probe = clock.plan, 256
     a, b = tensor(probe, probe, dtype=dtype), tensor(probe, probe, dtype=dtype)
     out = torch.matmul(a, b)
     verify_matmul(a, b, out, dtype, f"matmul {dtype} {probe}^3")
     probe_rate = summary(matmul_flops(probe, probe, probe), clock.times(lambda: torch.matmul(a, b, out=out)))[0]
     shapes = sorted([(n, n, n) for n in plan.squares] + list(plan.shapes), key=lambda s: matmul_flops(*s))
-    rate, results, skipped = probe_rate, [], {}
+    rate, results, skipped, spare = probe_rate, [], {}, 0.0
     for m, k, n in shapes:
         planned, square = (m, k, n), m == k == n
-        cap = plan.max_call if square else plan.max_time / 2
+        own = plan.max_time + plan.max_call if square else 1.5 * plan.max_time  # what the planner gave it
+        cap = plan.max_call if square else (own + spare) / 3
         if not square:  # an LLM shape: narrowed to fit, since a prefill's rate is priced from it
             n = fitting_outputs(m, k, n, rate * cap)
         if not n or matmul_flops(m, k, n) / rate > cap:
             skipped.setdefault(cap, []).append(f"{'x'.join(map(str, planned))} ({matmul_flops(*planned) / rate:.3g} s)")
+            spare += own
             continue
         on_step(f"matmul {dtype} {m}x{k}x{n}")
         try:
-            results.append(_matmul_shape(torch, clock, tensor, dtype, m, k, n))
+            results.append(_matmul_shape(torch, clock, tensor, dtype, m, k, n, None if square else 2 * cap))
+            spare = spare if square else 0.0
         except out_of_memory(torch):
             _free(torch)
             notes.append(f"matmul {dtype} {m}x{k}x{n}: out of device memory, skipped")
@@ -110,22 +117,25 @@ def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) ->
 # it stands for (on a 2-core Zen 3 VM, fp32 512 x 4096 x 896 ran 128-132 GFLOP/s where 512-row layers of 1024 x 4096
 # and 4096 x 4096 ran 78-108).
 MIN_OUTPUTS = 1024
+OUTPUT_STEP = 256  # narrowed in steps of 256 outputs, a multiple of every CPU and GPU kernel's tile
 
 
 def fitting_outputs(m: int, k: int, n: int, flops: float) -> int | None:
-    """Output features of an m x k x n matmul halved until its FLOPs fit `flops` (a call's cap at the rate so
-    far), keeping its rows m (the prefill's tokens, where its rate is priced) and its row length k (the hidden
-    size); None under MIN_OUTPUTS. On a 2-core AVX2 Zen 3 VM every LLM shape of the scan was over the cap and
-    prefills rose toward a 512^3 square in cache (154 GFLOP/s best), where 512 x 1024 x 4096 ran 0.76x as fast."""
-    while matmul_flops(m, k, n) > flops and n // 2 >= MIN_OUTPUTS:
-        n //= 2
-    return n if matmul_flops(m, k, n) <= flops else None
+    """The most output features of an m x k x n matmul, n or fewer in multiples of OUTPUT_STEP, whose FLOPs fit
+    `flops` (a call's cap at the rate so far), keeping its rows m (the prefill's tokens, where its rate is priced)
+    and its row length k (the hidden size); None under MIN_OUTPUTS. On a 2-core AVX2 Zen 3 VM every LLM shape of the
+    scan was over the cap and prefills rose toward a 512^3 square in cache (154 GFLOP/s best), where 512 x 1024 x
+    4096 ran 0.76x as fast."""
+    fit = min(n, int(flops // matmul_flops(m, k, 1)) // OUTPUT_STEP * OUTPUT_STEP)
+    return fit if fit >= MIN_OUTPUTS else None
 
 
-def _matmul_shape(torch, clock: Clock, tensor, dtype: str, m: int, k: int, n: int) -> dict[str, Any]:
+def _matmul_shape(
+    torch, clock: Clock, tensor, dtype: str, m: int, k: int, n: int, max_time: float | None = None
+) -> dict[str, Any]:
     a, b = tensor(m, k, dtype=dtype), tensor(k, n, dtype=dtype)
     out = torch.empty(m, n, dtype=a.dtype, device=a.device)
-    times = clock.times(lambda: torch.matmul(a, b, out=out))
+    times = clock.times(lambda: torch.matmul(a, b, out=out), max_time=max_time)
     verify_matmul(a, b, out, dtype, f"matmul {dtype} {m}x{k}x{n}")
     best, median = summary(matmul_flops(m, k, n), times)
     return {"shape": [m, k, n], "best_flop_per_s": best, "median_flop_per_s": median, "calls": len(times)}
