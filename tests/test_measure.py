@@ -601,6 +601,9 @@ def test_an_llm_shape_over_the_cap_is_narrowed_by_hand():
     # 2 x 128 x 1024 = 262,144 FLOP an output: 1,483 fit 0.389 GFLOP (134 GFLOP/s x 2.9 ms): 1280.
     assert fitting_outputs(128, 1024, 4096, 0.389e9) == 1280
     assert fitting_outputs(128, 1024, 4096, 1.1e9) == 4096  # 1.07 GFLOP fits as planned
+    # A planned shape that fits keeps its outputs, under 1024 or off the 256 grid: 2 x 32 x 64 x 48 = 196,608 FLOP.
+    assert fitting_outputs(32, 64, 48, 2e5) == 48
+    assert fitting_outputs(128, 1024, 1500, 1e9) == 1500  # 393 MFLOP
 
 
 class _Fixed:
@@ -628,8 +631,8 @@ def _scan(plan):
 def test_the_scan_narrows_llm_shapes_and_keeps_the_probe_square():
     shapes, notes = _scan(TINY._replace(squares=(512,), shapes=((64, 256, 4096),), max_call=1e-3, max_time=3.3e-3))
     # An LLM shape's cap is a third of the planner's 1.5 x max_time for it (1.65 ms, 55.4 MFLOP at 33.6 GFLOP/s):
-    # 64 x 256 x 4096 (134 MFLOP; 32,768 FLOP an output) runs with 1536 outputs (1,689 fit); under max_call's cap
-    # (1 ms) it would fit none. Then at its 50.3 GFLOP/s a square's cap (max_call, 1 ms) is 50.3 MFLOP a call: 512^3
+    # 64 x 256 x 4096 (134 MFLOP; 32,768 FLOP an output) runs with 1536 outputs (1,689 fit; under max_call's cap,
+    # 1 ms, 1024 would). Then at its 50.3 GFLOP/s a square's cap (max_call, 1 ms) is 50.3 MFLOP a call: 512^3
     # (268 MFLOP, 5.33 ms) is skipped. No planned square ran: the probe's is reported.
     assert set(shapes) == {(64, 256, 1536), (256, 256, 256)}
     assert shapes[(64, 256, 1536)]["planned_shape"] == [64, 256, 4096]

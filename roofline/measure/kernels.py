@@ -54,19 +54,21 @@ def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) ->
     """Shapes in increasing FLOPs; each call's time is estimated from the best rate so far (a 256^3 probe
     first). A square whose single call would exceed the plan's max_call is skipped (the rounds time the best square
     again, within a round's time); an LLM shape is narrowed to fit a third of its own scan time (fitting_outputs; a
-    warm-up and two calls in the planner's 1.5 x plan.max_time), or skipped when it cannot be. An LLM shape prices
-    prefills beyond the curve, so its cap is its own: held to max_call, a quick fp32 scan on a 2-core Zen 4 VM (196
-    GFLOP/s) skipped 256 x 4096 x 1024 by 3% (11.0 against 10.7 ms) and priced 512- and 2048-token prefills at the
-    128-row shape's 133 GFLOP/s, 1.23-1.44x slow, where 256-row shapes ran 157-161. The time the planner gave a
-    skipped shape goes to the next LLM shape: on a 2-core Zen 3 VM a quick fp32 scan skipped both squares and then
-    the 512-row shape too (1792 outputs over its 20 ms cap), and 512- and 2048-token prefills were priced at the
-    128-row shape's 109 GFLOP/s, 1.17-1.43x slow on all 16 held-out rows. Where no planned square ran, the probe is
-    reported as one."""
+    warm-up and two calls or more, about the planner's 1.5 x plan.max_time), or skipped when it cannot be. An LLM
+    shape prices prefills beyond the curve, so its cap is its own: held to max_call, a quick fp32 scan on a 2-core
+    Zen 4 VM (196 GFLOP/s) skipped 256 x 4096 x 1024 by 3% (11.0 against 10.7 ms) and priced 512- and 2048-token
+    prefills at the 128-row shape's 133 GFLOP/s, 1.23-1.44x slow, where 256-row shapes ran 157-161. The time the
+    planner gave a skipped shape goes to the next LLM shape: on a 2-core Zen 3 VM a quick fp32 scan skipped both
+    squares and then the 512-row shape too (1792 outputs over its 20 ms cap), and 512- and 2048-token prefills were
+    priced at the 128-row shape's rate (118 GFLOP/s, 109 at the rounds' level), 1.17-1.43x slow on all 16 held-out
+    rows. Where no planned square ran, the probe's first timing is reported as one (timing it again would spend the
+    time the skipped squares gave the LLM shapes)."""
     plan, probe = clock.plan, 256
     a, b = tensor(probe, probe, dtype=dtype), tensor(probe, probe, dtype=dtype)
     out = torch.matmul(a, b)
     verify_matmul(a, b, out, dtype, f"matmul {dtype} {probe}^3")
-    probe_rate = summary(matmul_flops(probe, probe, probe), clock.times(lambda: torch.matmul(a, b, out=out)))[0]
+    probe_times = clock.times(lambda: torch.matmul(a, b, out=out))
+    probe_rate = summary(matmul_flops(probe, probe, probe), probe_times)[0]
     shapes = sorted([(n, n, n) for n in plan.squares] + list(plan.shapes), key=lambda s: matmul_flops(*s))
     rate, results, skipped, spare = probe_rate, [], {}, 0.0
     for m, k, n in shapes:
@@ -86,6 +88,7 @@ def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) ->
         except out_of_memory(torch):
             _free(torch)
             notes.append(f"matmul {dtype} {m}x{k}x{n}: out of device memory, skipped")
+            spare += own
             continue
         if n != planned[2]:
             results[-1]["planned_shape"] = list(planned)
@@ -97,10 +100,9 @@ def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) ->
     for cap, names in skipped.items():
         notes.append(f"matmul {dtype}: {', '.join(names)} skipped, over {cap:g} s per call")
     if not any(len(set(r["shape"])) == 1 for r in results):  # no planned square fit the cap: report the probe's
-        times = clock.times(lambda: torch.matmul(a, b, out=out))
-        best, median = summary(matmul_flops(probe, probe, probe), times)
+        best, median = summary(matmul_flops(probe, probe, probe), probe_times)
         results.append(
-            {"shape": [probe] * 3, "best_flop_per_s": best, "median_flop_per_s": median, "calls": len(times)}
+            {"shape": [probe] * 3, "best_flop_per_s": best, "median_flop_per_s": median, "calls": len(probe_times)}
         )
     top = max(results, key=lambda r: r["best_flop_per_s"])
     return {
@@ -121,12 +123,14 @@ OUTPUT_STEP = 256  # narrowed in steps of 256 outputs, a multiple of every CPU a
 
 
 def fitting_outputs(m: int, k: int, n: int, flops: float) -> int | None:
-    """The most output features of an m x k x n matmul, n or fewer in multiples of OUTPUT_STEP, whose FLOPs fit
-    `flops` (a call's cap at the rate so far), keeping its rows m (the prefill's tokens, where its rate is priced)
-    and its row length k (the hidden size); None under MIN_OUTPUTS. On a 2-core AVX2 Zen 3 VM every LLM shape of the
-    scan was over the cap and prefills rose toward a 512^3 square in cache (154 GFLOP/s best), where 512 x 1024 x
-    4096 ran 0.76x as fast."""
-    fit = min(n, int(flops // matmul_flops(m, k, 1)) // OUTPUT_STEP * OUTPUT_STEP)
+    """The output features of an m x k x n matmul whose FLOPs fit `flops` (a call's cap at the rate so far): n where
+    it fits, else the most that do in multiples of OUTPUT_STEP, keeping its rows m (the prefill's tokens, where its
+    rate is priced) and its row length k (the hidden size); None under MIN_OUTPUTS. On a 2-core AVX2 Zen 3 VM every
+    LLM shape of the scan was over the cap and prefills rose toward a 512^3 square in cache (154 GFLOP/s best),
+    where 512 x 1024 x 4096 ran 0.76x as fast."""
+    if matmul_flops(m, k, n) <= flops:
+        return n
+    fit = int(flops // matmul_flops(m, k, 1)) // OUTPUT_STEP * OUTPUT_STEP
     return fit if fit >= MIN_OUTPUTS else None
 
 

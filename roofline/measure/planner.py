@@ -174,7 +174,8 @@ def planned_seconds(p: MeasurePlan, m: Machine, dtypes: int, curves: int | None 
     dtypes = max(dtypes, 1)
     curves = max(curves or dtypes, 1)
     copy_call, read_call = 2 * p.buffer_bytes / m.read_bytes_per_s, p.buffer_bytes / m.read_bytes_per_s
-    # squares and the probe: a call up to max_call; LLM shapes: up to half their time (kernels._scan)
+    # squares and the probe: a call up to max_call; LLM shapes: a third of their time and what skipped shapes left
+    # (kernels._scan)
     scan = dtypes * ((len(p.squares) + 1) * (p.max_time + p.max_call) + len(p.shapes) * 1.5 * p.max_time)
     rounds = p.rounds * (2 * dtypes * (p.round_time + p.max_call) + BANDWIDTH_KERNELS * (p.round_time + copy_call))
     curve = curves * curve_points(p.decode_m, p.decode_ks) * (p.curve_time + read_call)
