@@ -86,7 +86,8 @@ def _scan(torch, clock: Clock, tensor, dtype: str, notes: list[str], on_step) ->
         on_step(f"matmul {dtype} {m}x{k}x{n}")
         try:
             results.append(_matmul_shape(torch, clock, tensor, dtype, m, k, n, None if square else 2 * cap))
-            spare = spare if square else 0.0
+            if not square:
+                spare = 0.0  # spent
         except out_of_memory(torch):
             _free(torch)
             notes.append(f"matmul {dtype} {m}x{k}x{n}: out of device memory, skipped")
