@@ -169,6 +169,12 @@ def test_a_malformed_llamacpp_profile_names_the_field(tmp_path):
         (tmp_path / "h.yaml").write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": bad}}))
         result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "h.yaml")])
         assert result.exit_code != 0 and "Traceback" not in result.output and "at_width" in result.output
+    for prompts in ([1e-9], {"F16": {"seconds_per_byte": {"128": 0.0}}}, {"F16": {"seconds_per_byte": {"x": 1e-9}}}):
+        (tmp_path / "h.yaml").write_text(
+            yaml.safe_dump({**spec, "engines": {"llamacpp": {**PROFILE, "prompt_types": prompts}}})
+        )
+        result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "h.yaml")])
+        assert result.exit_code != 0 and "Traceback" not in result.output and "prompt_types" in result.output
 
 
 def test_a_deep_probe_stays_within_llamas_layer_limit():
@@ -323,12 +329,19 @@ def test_measure_prints_each_types_seconds_and_the_type_stopped_at_its_pace(monk
     monkeypatch.setattr(machine, "cpu_cache", lambda: 32 * 2**20)
     monkeypatch.setattr(llamacpp_profile, "ladder_cache", lambda reported: 32 * 2**20)
     types = {"Q8_0": {**PROFILE["types"]["Q8_0"], "seconds": 9.7}}
+    # q4_0's prompts run alone (512 tokens at 1e-9 s a byte of 4.5 bits: 2 x 512 / (0.5625 x 1e-9) = 1.82 TFLOP/s),
+    # q5_0's not (no time left)
+    alone = {"Q4_0": {"seconds_per_byte": {"128": 5e-10, "512": 1e-9}, "repack": True, "seconds": 2.5}}
     result = {**PROFILE, "types": types, "skipped": ["Q5_0", "Q4_0"], "stopped": "Q5_0", "seconds": 58}
+    result["prompt_types"] = alone
     monkeypatch.setattr(llamacpp_profile, "run", lambda *args: result)
     done = CliRunner().invoke(app, ["measure", "--engine", "llamacpp"], env={"COLUMNS": "200"})
     assert done.exit_code == 0, done.output
     assert "took" in done.stdout and "9.7 s" in done.stdout
     assert "skipped q5_0,q4_0" in done.stderr and "q5_0 was begun and stopped at its pace" in done.stderr
+    assert "ran the prompts of q4_0 alone" in done.stderr and "--dtype q5_0,q4_0" in done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("q4_0"))
+    assert "q4_0 (prompts alone)" in row and "1.82 TFLOP/s (pp512)" in row and "2.5 s" in row
 
 
 def test_the_numpy_ladder_stops_before_a_fill_past_its_time():
@@ -468,6 +481,44 @@ def test_a_stand_in_type_is_priced_per_weight_where_it_computes_and_per_byte_whe
     # 16 / 8.5 = 1.88x it as a time per byte would: (8e-9 x 8.5 + 1e-10 x 7.5) / 16 = 4.296875e-9 s/B.
     only_q8 = {**PROFILE, "types": {"Q8_0": PROFILE["types"]["Q8_0"]}}
     assert s(only_q8, "F16", 512, 1024) == pytest.approx(4.296875e-9)
+
+
+def test_a_type_whose_prompts_ran_alone_takes_their_measured_time_over_its_stand_ins():
+    # F16 priced by Q8_0's kernels (wide probe 1e-10, 4e-10, 2e-9, 8e-9 s/B at 1, 16, 128, 512 rows; 8.5 bits against
+    # 16), by hand from the stand-in rule (s x 8.5 + 1e-10 x 7.5) / 16: 128 rows 1.109375e-9, 512 rows 4.296875e-9,
+    # 16 rows 2.59375e-10. Its prompts alone ran half that at 128 (5.546875e-10) and 0.6 of it at 512 (2.578125e-9).
+    only_q8 = {**PROFILE, "types": {"Q8_0": PROFILE["types"]["Q8_0"]}}
+    own = {"F16": {"seconds_per_byte": {"128": 5.546875e-10, "512": 2.578125e-9}, "repack": True}}
+    profile = {**only_q8, "prompt_types": own}
+    s = price.seconds_per_byte
+    assert s(profile, "F16", 512, 1024) == pytest.approx(2.578125e-9)  # its own, at the probe's width
+    assert s(profile, "F16", 128, 1024) == pytest.approx(5.546875e-10)
+    assert s(profile, "F16", 2048, 1024) == pytest.approx(2.578125e-9)  # held beyond, as the stand-in's table
+    # Decode streams: at the stand-in's rows (16 and below) the factor is 1.
+    assert s(profile, "F16", 1, 1024) == pytest.approx(1e-10)
+    assert s(profile, "F16", 16, 1024) == pytest.approx(2.59375e-10)
+    # Between: Q8_0 at 64 rows is 4e-10 x 5^(2/3) = 1.169607e-9 (log-log), its stand-in price 6.682288e-10, times
+    # 0.5^(2/3) = 0.629961 (1 at 16 rows, 0.5 at 128, log-log): 4.209577e-10. At 256 rows: Q8_0 4e-9, stand-in
+    # 2.171875e-9, times 0.5 x (0.6 / 0.5)^(1/2) = 0.547723: 1.189585e-9.
+    assert s(profile, "F16", 64, 1024) == pytest.approx(4.209577e-10, rel=1e-6)
+    assert s(profile, "F16", 256, 1024) == pytest.approx(1.189585e-9, rel=1e-6)
+    # At the narrow width the stand-in's narrow probe (1.6e-8 at 512 rows, 1.5e-10 at one) keeps the width's share:
+    # (1.6e-8 x 8.5 + 1.5e-10 x 7.5) / 16 x 0.6 = 5.1421875e-9.
+    assert s(profile, "F16", 512, 512) == pytest.approx(5.1421875e-9)
+    # Without the prompts the stand-in alone, as before; a type measured whole ignores them.
+    assert s(only_q8, "F16", 512, 1024) == pytest.approx(4.296875e-9)
+    assert s({**PROFILE, "prompt_types": own}, "F16", 1, 1024) == pytest.approx(1e-10)  # PROFILE's own F16
+    # At the depth of a model's weights its own prompt_depth applies, not the stand-in's: 1.5 at the deep probe's 256
+    # MB, whatever Q8_0's (1.2): 2.578125e-9 x 1.5 = 3.8671875e-9; halfway in log bytes (110.85 MB) 1.5^0.5 x
+    # 2.578125e-9 = 3.157545e-9.
+    depth = {"shallow_bytes": 48e6, "deep_bytes": 256e6, "ratio": 1.5}
+    q8 = {**PROFILE["types"]["Q8_0"], "prompt_depth": {**depth, "ratio": 1.2}}
+    deep = {"types": {"Q8_0": q8}, "prompt_types": {"F16": {**own["F16"], "prompt_depth": depth}}}
+    assert s({**profile, **deep}, "F16", 512, 1024, 256e6) == pytest.approx(3.8671875e-9)
+    assert s({**profile, **deep}, "F16", 512, 1024, (48e6 * 256e6) ** 0.5) == pytest.approx(3.157545e-9, rel=1e-6)
+    weights = price.Weights({"F16": 1.0}, ("Q8_0", 1.0))
+    assert price.stand_ins(profile, weights) == {"F16": "Q8_0 (its prompts measured)"}
+    assert price.stand_ins(only_q8, weights) == {"F16": "Q8_0"}
 
 
 def test_a_stand_in_runs_the_same_kernels_before_it_is_nearest_in_bits():
@@ -776,13 +827,14 @@ def test_bench_against_llama_server(server, load):
 
 def _fake_run(monkeypatch, clock: list[float], measure) -> llamacpp.Build:
     """llamacpp_profile.run on a fake clock (`clock[0]` seconds) with `measure` in place of measure_type, no decode
-    attention probe and no machine record; the build it is given."""
+    attention probe, a skipped type's prompts taking no time, and no machine record; the build it is given."""
     from roofline.measure import llamacpp_profile
 
     monkeypatch.setattr(llamacpp_profile.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(llamacpp_profile, "measure_type", measure)
     monkeypatch.setattr(llamacpp_profile, "measure_attention", lambda *a: None)
     monkeypatch.setattr(llamacpp_profile.machine, "record", lambda: {})
+    monkeypatch.setattr(llamacpp_profile, "measure_prompts", lambda build, kind, *a: {"kind": kind})
     return llamacpp.Build(Path("/nowhere"), "test")
 
 
@@ -796,7 +848,7 @@ def test_the_default_types_stop_at_the_budget(monkeypatch):
 
     def fake(build, kind, folder, cache, threads, on_step, shape=None, mark=None):
         clock[0] += 20.0
-        return {"kind": kind}, {}
+        return {"kind": kind}, {"prompts_s": 0.0}
 
     build = _fake_run(monkeypatch, clock, fake)
     types = ("Q4_K", "Q6_K", "Q8_0", "F16", "Q4_0")
@@ -819,7 +871,9 @@ def test_the_default_types_stop_at_the_budget(monkeypatch):
     assert list(out["types"]) == ["Q4_K", "Q6_K"] and out["attention"] == {"threads": 2} and len(attention) == 1
     clock[0] = 0.0
     assert list(llamacpp_profile.run(build, 1e6, types)["types"]) == list(types)
-    monkeypatch.setattr(llamacpp_profile, "measure_type", lambda *a, **k: fake(*a, **k)[:1] + ({"gpu": "H100"},))
+    monkeypatch.setattr(
+        llamacpp_profile, "measure_type", lambda *a, **k: fake(*a, **k)[:1] + ({"gpu": "H100", "prompts_s": 0.0},)
+    )
     clock[0] = 0.0
     assert "attention" not in llamacpp_profile.run(build, 1e6, types) and len(attention) == 2
 
@@ -843,7 +897,7 @@ def test_a_type_slower_than_the_median_one_is_stopped_at_its_pace(monkeypatch):
             clock[0] += seconds
             mark()
         clock[0] += last
-        return {"kind": kind}, {}
+        return {"kind": kind}, {"prompts_s": 0.0}
 
     build = _fake_run(monkeypatch, clock, fake)
     types = ("Q4_K", "Q6_K", "Q8_0", "F16", "Q5_K", "Q5_0", "Q4_0")
@@ -871,6 +925,45 @@ def test_a_type_slower_than_the_median_one_is_stopped_at_its_pace(monkeypatch):
     clock[0] = 0.0
     out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
     assert list(out["types"]) == list(types[:5]) and out["seconds"] == 60.0 and out["skipped"] == ["Q5_0", "Q4_0"]
+
+
+def test_the_pace_keeps_time_for_the_skipped_types_prompts(monkeypatch):
+    # Fake clock, budget 60 s, seven types of 10 s whose wide prompts took 2 s each; a skipped type's prompts alone
+    # take 2 s. The reserve is 2 s for each type skipped so far or after the one to begin: q6_k begins at 10 s
+    # (10 + 10 + 5 x 2 = 30 <= 60), q8_0 at 20 (38), f16 at 30 (46), q5_k at 40 (54); q5_0 at 50 would end at
+    # 50 + 10 + 1 x 2 = 62 > 60: skipped, and so is q4_0 (50 + 10 + 1 x 2, q5_0's owed). Their prompts run alone:
+    # the run ends at 54 s. Without the reserve q5_0 began at 50 and the run ended at 60 with q4_0 not measured at all.
+    from roofline.measure import llamacpp_profile
+
+    clock, alone = [0.0], []
+
+    def fake(build, kind, folder, cache, threads, on_step, shape=None, mark=lambda: None):
+        clock[0] += 10.0
+        return {"kind": kind}, {"prompts_s": 2.0}
+
+    def prompts(build, kind, folder, threads, profile, on_step):
+        assert list(profile["types"]) == list(types[:5])  # after the whole types, which price their decode
+        alone.append(kind)
+        clock[0] += 2.0
+        return {"seconds_per_byte": {"128": 1e-9}}
+
+    build = _fake_run(monkeypatch, clock, fake)
+    monkeypatch.setattr(llamacpp_profile, "measure_prompts", prompts)
+    types = ("Q4_K", "Q6_K", "Q8_0", "F16", "Q5_K", "Q5_0", "Q4_0")
+    out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
+    assert list(out["types"]) == list(types[:5]) and out["skipped"] == ["Q5_0", "Q4_0"] and alone == out["skipped"]
+    assert sorted(out["prompt_types"]) == ["Q4_0", "Q5_0"] and out["seconds"] == 54.0
+    # Prompts alone that take 9 s where the measured types' took 2: q5_0's run from 50 to 59 s; q4_0's would end at
+    # 59 + 2 > 60 and are not run (q4_0 is then priced by its stand-in alone).
+    monkeypatch.setattr(llamacpp_profile, "measure_prompts", lambda *a: clock.__setitem__(0, clock[0] + 9.0) or {})
+    clock[0] = 0.0
+    out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
+    assert out["skipped"] == ["Q5_0", "Q4_0"] and list(out["prompt_types"]) == ["Q5_0"] and out["seconds"] == 59.0
+    # No budget (types asked for): every type whole, nothing alone.
+    monkeypatch.setattr(llamacpp_profile, "measure_prompts", prompts)
+    clock[0], alone[:] = 0.0, []
+    out = llamacpp_profile.run(build, 1e6, types)
+    assert list(out["types"]) == list(types) and "prompt_types" not in out and not alone
 
 
 def test_saving_into_a_profile_keeps_the_types_measured_before():
@@ -910,6 +1003,15 @@ def test_saving_into_a_profile_keeps_the_types_measured_before():
     assert sorted(merged["at_width"]) == ["576", "896"] and merged["seconds_per_byte"] == {"1": 2e-10}
     plain = llamacpp_profile.spec({**PROFILE, "types": {"Q8_0": q5}}, base)["engines"]["llamacpp"]["types"]["Q8_0"]
     assert plain["at_width"] == at and plain["seconds_per_byte"] == {"1": 2e-10}
+    # A skipped type's prompts run alone are kept beside the types, until the type is measured whole.
+    alone = {"seconds_per_byte": {"128": 1e-9}}
+    base = hardware_from_mapping(
+        {**spec, "engines": {"llamacpp": {**PROFILE, "prompt_types": {"Q4_0": alone}}}}, "t", "t"
+    )
+    saved = llamacpp_profile.spec({**PROFILE, "types": {"Q8_0": q5}, "prompt_types": {"Q5_0": alone}}, base)
+    assert saved["engines"]["llamacpp"]["prompt_types"] == {"Q4_0": alone, "Q5_0": alone}
+    saved = llamacpp_profile.spec({**PROFILE, "types": {"Q4_0": q5, "Q5_0": q5}}, base)["engines"]["llamacpp"]
+    assert "prompt_types" not in saved and sorted(saved["types"]) == ["F16", "Q4_0", "Q5_0", "Q8_0"]
 
 
 def test_a_type_stopped_at_its_pace_leaves_no_probe_behind(monkeypatch, tmp_path):
@@ -971,3 +1073,49 @@ def test_a_models_own_prompts_run_at_its_own_depth(monkeypatch, tmp_path):
         llamacpp_profile.measure_type(build, "Q8_0", tmp_path, 64 * 2**20, None, quiet, shape._replace(layers=layers))
         assert seen["own"][0].layers == layers and seen["own_prompt"][0].layers == prompt_layers
         assert sum(name.startswith("own") for name in written) == files
+
+
+def test_a_skipped_types_prompts_alone_run_the_wide_shallow_and_deep_probes(monkeypatch, tmp_path):
+    # Q4_0 skipped, Q8_0 (its stand-in: the same 32-weight block kernels) measured with a fixed cost of 10 ms a step.
+    # Shallow probe (50 MB streamed): 128 tokens in 0.1 s, 512 in 0.4 s; deep (250 MB): 128 tokens in 0.6 s. By hand
+    # the deep ratio is ((0.6 - 0.01) / 250e6) / ((0.1 - 0.01) / 50e6) = 0.59 / 0.45 = 1.311111. Both probes are 1024
+    # wide, the shallow one PROMPT_BYTES deep and the deep one 4x the cache (at least 256 MB); both are removed after.
+    from roofline.measure import llamacpp_profile
+    from roofline.specs import checkpoint
+
+    layers = {}
+
+    def write(a, path, kind, name, **kw):
+        layers[name] = a.layers
+        path.write_bytes(b"probe")
+        return path
+
+    streamed = {"wide_prompt": 50e6, "wide": 250e6}
+    times = {("wide_prompt", 128): 0.1, ("wide_prompt", 512): 0.4, ("wide", 128): 0.6}
+    runs = []
+
+    def bench(build, path, prompts, generate, threads=None, reps=3, repack=None):
+        name = path.name.split("-")[0]
+        runs.append((name, prompts, repack))
+        return [{"n_prompt": p, "samples_ns": [times[name, p] * 1e9] * reps} for p in prompts], False
+
+    monkeypatch.setattr(llamacpp_profile.synthetic, "write", write)
+    monkeypatch.setattr(
+        checkpoint,
+        "gguf_model",
+        lambda p: (None, type("W", (), {"streamed_by_dtype": {"Q4_0": streamed[p.name.split("-")[0]]}})()),
+    )
+    monkeypatch.setattr(llamacpp_profile.llamacpp, "bench", bench)
+    q8 = {**PROFILE["types"]["Q8_0"], "per_step_s": 0.01, "per_layer_s": 0.0}
+    profile = {"widths": [512, 1024], "types": {"Q8_0": q8}, "cache_bytes": 32 * 2**20}
+    build = llamacpp.Build(Path("/nowhere"), "test")
+    entry = llamacpp_profile.measure_prompts(build, "Q4_0", tmp_path, None, profile)
+    wide = llamacpp_profile.probe(1024, 1)
+    assert layers == {
+        "wide_prompt": llamacpp_profile.layers_for(wide, "Q4_0", llamacpp_profile.PROMPT_BYTES),
+        "wide": llamacpp_profile.deep_layers(wide, "Q4_0", 32 * 2**20),
+    }
+    assert runs == [("wide_prompt", [128, 512], None), ("wide", [128], False)]  # the deep run keeps the repack used
+    assert entry["prompt_depth"] == {"shallow_bytes": 50e6, "deep_bytes": 250e6, "ratio": pytest.approx(1.311111)}
+    assert sorted(entry["seconds_per_byte"], key=int) == ["128", "512"] and entry["repack"] is False
+    assert list(tmp_path.iterdir()) == []

@@ -18,7 +18,8 @@ those decode rows cost the profile's measured time per head-cell (`attention`) t
 steps, profiles without `attention`) run at the step's achieved matmul FLOP/s. The fixed cost is per step + layers x
 per layer (a small in-cache probe at two depths); vectors (norms) and the KV cache are read once at the f16 decode
 rate. Types the profile never ran are priced with the measured type of the same kernels (`KERNELS`) closest in bits
-per weight: its time per weight where it computes, per byte where it streams; and say so.
+per weight: its time per weight where it computes, per byte where it streams; and say so. Where the profile ran such
+a type's prompts alone (`prompt_types`), its prompt rows take their measured ratio to that price (`prompt_factor`).
 """
 
 from __future__ import annotations
@@ -100,9 +101,11 @@ def own_widths(profile: dict[str, Any], weights: Weights, width: float) -> list[
 
 
 def stand_ins(profile: dict[str, Any], weights: Weights) -> dict[str, str]:
-    """Unmeasured type -> the measured type pricing it (empty when every type was measured)."""
-    kinds = {*weights.layers, weights.head[0]}
-    return {k: measured_type(profile, k) for k in sorted(kinds) if measured_type(profile, k) != k}
+    """Unmeasured type -> the measured type pricing it, "(its prompts measured)" after it where the profile ran the
+    type's prompts (`prompt_types`); empty when every type was measured."""
+    prompts = profile.get("prompt_types") or {}
+    kinds = [k for k in sorted({*weights.layers, weights.head[0]}) if measured_type(profile, k) != k]
+    return {k: measured_type(profile, k) + (" (its prompts measured)" if k in prompts else "") for k in kinds}
 
 
 def seconds_per_byte(
@@ -112,11 +115,43 @@ def seconds_per_byte(
     (`stand_in_seconds_per_byte`); prompts at the depth of a model whose weights are `working_set` bytes
     (`prompt_depth_factor`; None: the prompt probes' own)."""
     measured = measured_type(profile, kind)
-    s = _measured_seconds_per_byte(profile, measured, rows, width, working_set)
     if measured == kind:
-        return s
+        return _measured_seconds_per_byte(profile, measured, rows, width, working_set)
+    factor = prompt_factor(profile, kind, measured, rows, working_set)
+    return _stand_in(profile, kind, measured, rows, width, working_set) * factor
+
+
+def _stand_in(
+    profile: dict[str, Any], kind: str, measured: str, rows: float, width: float, working_set: float | None = None
+) -> float:
+    """s_T(M, width) [s/B] of an unmeasured `kind` from the `measured` type's kernels (stand_in_seconds_per_byte)."""
+    s = _measured_seconds_per_byte(profile, measured, rows, width, working_set)
     streaming = _measured_seconds_per_byte(profile, measured, 1, width)
     return stand_in_seconds_per_byte(s, streaming, BITS.get(measured, 16.0), BITS.get(kind, 16.0))
+
+
+def prompt_factor(
+    profile: dict[str, Any], kind: str, measured: str, rows: float, working_set: float | None = None
+) -> float:
+    """How much slower a byte of an unmeasured `kind` runs at `rows` rows than its stand-in `measured` prices it,
+    where the profile ran its prompts alone (`prompt_types`: the types a default profile had no time for): at each
+    probed prompt, its time per byte on the wide shallow probe at the depth of `working_set` (its own
+    prompt_depth_factor) over the stand-in's price of that prompt there; 1 at the stand-in's largest decode row and
+    below (decode streams its bytes, as priced); log-log in rows between, held beyond the longest prompt. Left out
+    one at a time from seven- and six-type profiles of a 2-core Zen 3 VM, its types' prompts (128, 512 rows; widths
+    576-2048; 48-256 MB of weights) came out a median 1.4% and 3.0% from their own (the narrow width's share is the
+    stand-in's) where the stand-in alone gave 22.8% and 38.4%; with the stand-in's depth ratio, 4.1% and 7.5%
+    (docs/guides/llamacpp.md, Prompts alone)."""
+    alone = (profile.get("prompt_types") or {}).get(kind) or {}
+    if not alone.get("seconds_per_byte"):
+        return 1.0
+    wide, depth = profile["widths"][-1], prompt_depth_factor(alone.get("prompt_depth"), working_set)
+    decode = max(float(m) for m in profile["types"][measured]["seconds_per_byte"] if float(m) < PROMPT_ROWS)
+    ratios = [
+        (float(p), s * depth / _stand_in(profile, kind, measured, float(p), wide, working_set))
+        for p, s in alone["seconds_per_byte"].items()
+    ]
+    return interpolate([(decode, 1.0), *sorted(ratios)], rows)
 
 
 def _measured_seconds_per_byte(

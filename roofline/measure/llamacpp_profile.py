@@ -13,7 +13,7 @@ between the two in the model's hidden size. With a model (`--model`), its own la
 depth (up to MAX_BYTES; its prompts up to the deep probes' bytes): those times price models of its width instead.
 Each test is the median of llama-bench's repetitions after its warm-up run. Once a run, on a CPU backend, a narrow
 probe's 4-row decode after short and long prompts gives the time of decode attention per head-cell
-(measure_attention).
+(measure_attention). The types a default run has no time for get their prompts alone (measure_prompts).
 """
 
 from __future__ import annotations
@@ -207,16 +207,20 @@ def run(
 ) -> dict[str, Any]:
     """The profile's engines.llamacpp entry (see the module docstring); with `shape`, each type also probed at that
     model's own layer shape (`at_width`). With `budget_s`, types are begun and stopped by `Pace`; the rest are listed
-    under `skipped` (a type begun and stopped also under `stopped`)."""
+    under `skipped` (a type begun and stopped also under `stopped`), and each then has its prompts run alone
+    (`prompt_types`, measure_prompts) while they would end by the deadline at the time a measured type's wide
+    prompts took, which the pace keeps for them."""
     started = time.perf_counter()
     out: dict[str, Any] = {"build": build.found, "widths": [NARROW, WIDE], "types": {}, "cache_bytes": cache_bytes}
     pace = Pace(None if budget_s is None else started + budget_s)
     with tempfile.TemporaryDirectory(prefix="roofline-llamacpp-", dir=scratch()) as folder:
-        for kind in types:
-            if out["types"] and not pace.may_begin():
+        for i, kind in enumerate(types):
+            # the prompts of the types skipped so far and of the later ones, should they be skipped
+            reserve = (len(out.get("skipped", [])) + len(types) - i - 1) * pace.prompts_s()
+            if out["types"] and not pace.may_begin(reserve):
                 out.setdefault("skipped", []).append(kind)
                 continue
-            pace.begin()
+            pace.begin(reserve)
             try:
                 entry, info = measure_type(build, kind, Path(folder), cache_bytes, threads, on_step, shape, pace.mark)
             except OverBudget:  # the pace has reached the deadline: no more types
@@ -224,12 +228,17 @@ def run(
                 out.setdefault("skipped", []).extend(types[types.index(kind) :])
                 break
             out["types"][kind] = {**entry, "seconds": round(pace.end(), 1)}
+            pace.prompts.append(info.pop("prompts_s"))
             out.update(info)
             if len(out["types"]) == 1 and not info.get("gpu"):  # once, in the budget, not a type
                 on_step("llama.cpp: decode attention")
                 out["attention"] = measure_attention(build, Path(folder), threads, on_step)
         if out.get("attention") is None:
             out.pop("attention", None)
+        for kind in out.get("skipped", []):
+            if pace.may_begin_prompts():
+                entry = measure_prompts(build, kind, Path(folder), threads, out, on_step)
+                out.setdefault("prompt_types", {})[kind] = entry
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["machine"] = machine.record()
     return out
@@ -251,25 +260,36 @@ class Pace:
     the five types before it, and begun at 50 s it ended the run at 63-64 s, twice. Later runs of that VM recorded
     the types' times: the first (q4_k, cold) 11.1-13.2 s, q6_k 9.1-10.4, q8_0 9.8-11.7, f16 5.4-7.1, q5_k
     10.7-11.8; the median so far, not the slowest, is the reference, since the cold first type would leave a type's
-    time unused."""
+    time unused. A type is begun and kept to the deadline less a reserve: the time the types skipped so far and
+    those after it would take to run their prompts alone (measure_prompts), at the median time of a measured type's
+    wide prompts."""
 
     def __init__(self, deadline: float | None):
         self.deadline = deadline
         self.done: list[tuple[float, list[float]]] = []  # each type's total and marks [s from its start]
-        self.begun, self.marks = 0.0, []
+        self.prompts: list[float] = []  # each measured type's wide prompts [s]
+        self.begun, self.marks, self.reserve = 0.0, [], 0.0
+
+    def prompts_s(self) -> float:
+        """A skipped type's prompts run alone [s]: the median of the measured types' wide prompts (0 before any)."""
+        return statistics.median(self.prompts) if self.prompts else 0.0
 
     def reference(self) -> tuple[float, list[float]] | None:
         """The median type so far (its total and marks [s]), None before the first has ended."""
         return sorted(self.done)[(len(self.done) - 1) // 2] if self.done else None
 
-    def may_begin(self) -> bool:
-        """Whether a type begun now would end by the deadline at the reference's time."""
+    def may_begin(self, reserve: float = 0.0) -> bool:
+        """Whether a type begun now would end by the deadline less `reserve` [s] at the reference's time."""
         ref = self.reference()
-        return self.deadline is None or ref is None or time.perf_counter() + ref[0] <= self.deadline
+        return self.deadline is None or ref is None or time.perf_counter() + ref[0] + reserve <= self.deadline
 
-    def begin(self) -> None:
-        """A type begins now."""
-        self.begun, self.marks = time.perf_counter(), []
+    def may_begin_prompts(self) -> bool:
+        """Whether a skipped type's prompts run alone now would end by the deadline at prompts_s."""
+        return self.deadline is None or time.perf_counter() + self.prompts_s() <= self.deadline
+
+    def begin(self, reserve: float = 0.0) -> None:
+        """A type begins now, to end by the deadline less `reserve` [s]."""
+        self.begun, self.marks, self.reserve = time.perf_counter(), [], reserve
 
     def mark(self) -> None:
         """Between two of the type's llama.cpp runs: OverBudget when its pace so far would end past the deadline."""
@@ -279,7 +299,7 @@ class Pace:
             return
         total, marks = ref
         at = marks[len(self.marks) - 1] if len(self.marks) <= len(marks) else 0.0
-        if at > 0 and self.begun + self.marks[-1] * total / at > self.deadline:
+        if at > 0 and self.begun + self.marks[-1] * total / at > self.deadline - self.reserve:
             raise OverBudget
 
     def end(self) -> float:
@@ -346,6 +366,53 @@ def measure_type(
             path.unlink(missing_ok=True)
 
 
+def measure_prompts(
+    build: llamacpp.Build,
+    kind: str,
+    folder: Path,
+    threads: int | None,
+    profile: dict[str, Any],
+    on_step: Callable[[str], None] = lambda s: None,
+) -> dict[str, Any]:
+    """A type the default run had no time for, its prompts alone (`prompt_types`): the wide shallow prompt probe
+    (PROMPT_BYTES of the type) at PROMPTS and the deep wide probe at PROMPT_ROWS (its prompt_depth, which differs by
+    type: f16's 1.50 against q8_0's 1.27 in one Zen 3 profile), the fixed cost of the measured type that stands in
+    for it taken out. roofline.calc.llamacpp.prompt_factor prices its prompts from them; its decode stays its
+    stand-in's. 1-3 s a type on a 2-core Zen 3 VM, against 5-10 s for a whole type."""
+    from roofline.calc.llamacpp import measured_type
+    from roofline.specs.checkpoint import gguf_model
+
+    started = time.perf_counter()
+    stand_in = profile["types"][measured_type(profile, kind)]
+    per_step, per_layer = stand_in["per_step_s"], stand_in["per_layer_s"]
+    wide = probe(WIDE, 1)
+    files = []
+    try:
+        for name, layers in (("wide_prompt", layers_for(wide, kind, PROMPT_BYTES)), ("wide", None)):
+            a = wide._replace(layers=layers or deep_layers(wide, kind, profile["cache_bytes"]))
+            on_step(f"llama.cpp {kind.lower()}: its prompts alone ({name} probe)")
+            path = synthetic.write(a, folder / f"{name}-{kind}.gguf", kind, name)
+            files.append((a, path, sum(gguf_model(path)[1].streamed_by_dtype.values())))
+        table, repack = prompt_seconds_per_byte(build, files[0], per_step, per_layer, threads)
+        deep, _ = prompt_seconds_per_byte(
+            build, files[1], per_step, per_layer, threads, repack=repack, prompts=(PROMPT_ROWS,)
+        )
+    finally:
+        for _, path, _ in files:
+            path.unlink(missing_ok=True)
+    depth = {
+        "shallow_bytes": files[0][2],
+        "deep_bytes": files[1][2],
+        "ratio": deep[str(PROMPT_ROWS)] / table[str(PROMPT_ROWS)],
+    }
+    return {
+        "seconds_per_byte": table,
+        "prompt_depth": depth,
+        "repack": repack,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
 def _type_entry(build, files: dict[str, tuple], threads: int | None, mark: Callable[[], None]) -> tuple[dict, dict]:
     tg = {}
     for name in ("small2", "small8"):
@@ -355,23 +422,27 @@ def _type_entry(build, files: dict[str, tuple], threads: int | None, mark: Calla
         info = {"threads": results[0]["n_threads"], "build_commit": results[0].get("build_commit")}
         info["gpu"] = results[0].get("gpu_info") or ""  # the GPUs a GPU build runs on; empty on a CPU build
     per_step, per_layer = fixed_cost(tg)
-    wide, repack_wide = _curve(build, files["wide"], files["wide_prompt"], per_step, per_layer, threads)
+    wide, repack_wide, info["prompts_s"] = _curve(
+        build, files["wide"], files["wide_prompt"], per_step, per_layer, threads
+    )
     mark()
-    narrow, repack_narrow = _curve(build, files["narrow"], files["narrow_prompt"], per_step, per_layer, threads)
+    narrow, repack_narrow, _ = _curve(build, files["narrow"], files["narrow_prompt"], per_step, per_layer, threads)
     mark()
     own, repack_own = {}, True
     if "own" in files:
         o = files["own"][0]
         # Two passes: a model's own rows are what it is priced from, and one pass's 2-row point once came out 30%
         # slow (101 against 76-82 ps a byte in four other profiles), pricing a server's TPOT 1.27x at 0.7x load.
-        table, repack_own = _curve(build, files["own"], files["own_prompt"], per_step, per_layer, threads, passes=2)
+        table, repack_own, _ = _curve(build, files["own"], files["own_prompt"], per_step, per_layer, threads, passes=2)
         prompt_bytes = files["own_prompt"][2]  # its prompts' depth: prompt_depth_factor scales from it
         own[str(o.hidden_size)] = {"shape": _layer_shape(o), "prompt_bytes": prompt_bytes, "seconds_per_byte": table}
         mark()
     a, _, streamed = files["wide"]
+    began = time.perf_counter()
     deep, _ = prompt_seconds_per_byte(
         build, files["wide"], per_step, per_layer, threads, repack=repack_wide, prompts=(PROMPT_ROWS,)
     )
+    info["prompts_s"] += time.perf_counter() - began  # what measure_prompts runs for a skipped type: Pace keeps it
     entry = {
         "repack": bool(repack and repack_wide and repack_narrow and repack_own),
         "per_step_s": per_step,
@@ -470,10 +541,13 @@ def fixed_cost(steps: dict[int, float]) -> tuple[float, float]:
 
 def _curve(build, deep: tuple, shallow: tuple, per_step: float, per_layer: float, threads, passes: int = 1):
     """rows -> seconds per streamed matrix byte of one width, its fixed cost taken out: decode rows on the `deep`
-    probe (the fastest of `passes` llama-batched-bench runs per row), prompts on the `shallow` one; and the repack
-    used. Each sequence's prompt is one token: 4 had taken 0.36 of a 1.05 s run (prefilling 4 x M tokens at each
-    M) for the same decode steps (three alternating pairs: 9.2-12.4 ms at M = 1, 53.5-55.6 at M = 16)."""
+    probe (the fastest of `passes` llama-batched-bench runs per row), prompts on the `shallow` one; the repack used;
+    and the time the prompts took [s]. Each sequence's prompt is one token: 4 had taken 0.36 of a 1.05 s run
+    (prefilling 4 x M tokens at each M) for the same decode steps (three alternating pairs: 9.2-12.4 ms at M = 1,
+    53.5-55.6 at M = 16)."""
+    began = time.perf_counter()
     table, repack = prompt_seconds_per_byte(build, shallow, per_step, per_layer, threads)
+    prompts_s = time.perf_counter() - began
     a, path, streamed = deep
     fixed = per_step + a.layers * per_layer
     steps: dict[int, float] = {}
@@ -482,7 +556,7 @@ def _curve(build, deep: tuple, shallow: tuple, per_step: float, per_layer: float
         for r in rows:
             steps[r["pl"]] = min(steps.get(r["pl"], math.inf), r["t_tg"] / r["tg"])
     table.update({str(m): streaming_s(step, fixed) / streamed for m, step in steps.items()})
-    return dict(sorted(table.items(), key=lambda kv: int(kv[0]))), repack
+    return dict(sorted(table.items(), key=lambda kv: int(kv[0]))), repack, prompts_s
 
 
 def prompt_seconds_per_byte(
@@ -545,7 +619,10 @@ def spec(entry: dict[str, Any], base: Any = None) -> dict[str, Any]:
                 kept = (before.get("types", {}).get(kind) or {}).get("at_width") or {}
                 if kept:
                     types[kind] = {**new, "at_width": {**kept, **(new.get("at_width") or {})}}
-            entry = {**entry, "types": types}
+            prompts = {**before.get("prompt_types", {}), **entry.get("prompt_types", {})}
+            entry = {k: v for k, v in entry.items() if k != "prompt_types"} | {"types": types}
+            if any(k not in types for k in prompts):  # a type measured whole needs no prompts alone
+                entry["prompt_types"] = {k: v for k, v in prompts.items() if k not in types}
             if "attention" not in entry and before.get("attention"):  # not measured now: the earlier probe's
                 entry["attention"] = before["attention"]
         return {**mapping, "engines": {**engines, "llamacpp": entry}}
@@ -581,22 +658,24 @@ HEADER = """\
 def report(entry: dict[str, Any]) -> Any:
     """`measure --engine llamacpp --json`: the entry; a table row per type with its decode bandwidth (rows 1),
     prompt-processing FLOP/s (the largest rows), fixed costs, the deep probe's prompt against the shallow's and the
-    seconds the type took."""
+    seconds the type took; then the types whose prompts ran alone (no decode or fixed cost: None)."""
     from roofline.calc.llamacpp import BITS
     from roofline.report import Report
 
     rows = []
-    for kind, t in entry["types"].items():
+    alone = entry.get("prompt_types") or {}
+    for kind, t in [*entry["types"].items(), *alone.items()]:
         table = t["seconds_per_byte"]
         largest = max(table, key=int)
         rows.append(
             {
                 "type": kind,
-                "decode_bytes_per_s": 1 / table["1"],
+                "prompts_alone": kind in alone and kind not in entry["types"],  # its decode priced by a stand-in
+                "decode_bytes_per_s": 1 / table["1"] if "1" in table else None,
                 "prefill_flop_per_s": 2 * int(largest) / (BITS[kind] / 8 * table[largest]),
                 "prefill_rows": int(largest),
-                "per_step_s": t["per_step_s"],
-                "per_layer_s": t["per_layer_s"],
+                "per_step_s": t.get("per_step_s"),
+                "per_layer_s": t.get("per_layer_s"),
                 "deep_prompt_ratio": (t.get("prompt_depth") or {}).get("ratio"),
                 "repack": t["repack"],
                 "seconds": t.get("seconds"),  # the type's measurement (absent in profiles before it was recorded)

@@ -136,8 +136,8 @@ def _engines(value: Any) -> dict[str, Any]:
 
 def _llamacpp(engine: Any) -> None:
     """engines.llamacpp as `measure --engine llamacpp` writes it: widths [narrow, wide] and, per ggml type,
-    per_step_s, per_layer_s, seconds_per_byte by rows and optionally prompt_depth and at_width; optionally attention
-    (roofline.calc.llamacpp)."""
+    per_step_s, per_layer_s, seconds_per_byte by rows and optionally prompt_depth and at_width; optionally attention,
+    and prompt_types (a skipped type's prompts alone: seconds_per_byte by prompt tokens) (roofline.calc.llamacpp)."""
     types = engine.get("types") if isinstance(engine, dict) else None
     widths = engine.get("widths") if isinstance(engine, dict) else None
     if not isinstance(types, dict) or not types or not (isinstance(widths, list) and len(widths) == 2):
@@ -161,16 +161,7 @@ def _llamacpp(engine: Any) -> None:
                 f"engine 'llamacpp' type {kind!r}: expected per_step_s, per_layer_s [s] and seconds_per_byte as "
                 "rows -> seconds"
             )
-        depth = costs.get("prompt_depth")
-        if depth is not None and not (
-            isinstance(depth, dict)
-            and all(number(depth.get(k), 1e15) and depth[k] > 0 for k in ("shallow_bytes", "deep_bytes", "ratio"))
-            and depth["deep_bytes"] > depth["shallow_bytes"]
-        ):
-            raise ValueError(
-                f"engine 'llamacpp' type {kind!r}: expected prompt_depth with shallow_bytes < deep_bytes [B] and "
-                "ratio > 0"
-            )
+        _prompt_depth(costs.get("prompt_depth"), f"type {kind!r}")
         own = costs.get("at_width")
         if own is not None and not (
             isinstance(own, dict)
@@ -188,6 +179,37 @@ def _llamacpp(engine: Any) -> None:
                 f"engine 'llamacpp' type {kind!r}: expected at_width as hidden size -> {{seconds_per_byte: rows -> "
                 "seconds, prompt_bytes [B]}"
             )
+    prompts = engine.get("prompt_types", {})
+    if not isinstance(prompts, dict):
+        raise ValueError("engine 'llamacpp': expected prompt_types as a mapping (type -> seconds_per_byte)")
+    for kind, costs in prompts.items():
+        table = costs.get("seconds_per_byte") if isinstance(costs, dict) else None
+        if not (
+            isinstance(table, dict)
+            and table
+            and all(str(m).isdigit() and int(m) > 0 for m in table)
+            and all(number(v, 1) and v > 0 for v in table.values())
+        ):
+            raise ValueError(
+                f"engine 'llamacpp' prompt_types {kind!r}: expected seconds_per_byte as prompt tokens -> seconds, "
+                "above 0"
+            )
+        _prompt_depth(costs.get("prompt_depth"), f"prompt_types {kind!r}")
+
+
+def _prompt_depth(depth: Any, where: str) -> None:
+    """A llama.cpp type's prompt_depth, if any: shallow_bytes < deep_bytes [B] and ratio > 0."""
+    if depth is not None and not (
+        isinstance(depth, dict)
+        and all(
+            isinstance(depth.get(k), (int, float)) and not isinstance(depth.get(k), bool) and 0 < depth[k] < 1e15
+            for k in ("shallow_bytes", "deep_bytes", "ratio")
+        )
+        and depth["deep_bytes"] > depth["shallow_bytes"]
+    ):
+        raise ValueError(
+            f"engine 'llamacpp' {where}: expected prompt_depth with shallow_bytes < deep_bytes [B] and ratio > 0"
+        )
 
 
 def _strings(value: Any) -> tuple[str, ...]:
