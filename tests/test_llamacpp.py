@@ -1119,3 +1119,71 @@ def test_a_skipped_types_prompts_alone_run_the_wide_shallow_and_deep_probes(monk
     assert entry["prompt_depth"] == {"shallow_bytes": 50e6, "deep_bytes": 250e6, "ratio": pytest.approx(1.311111)}
     assert sorted(entry["seconds_per_byte"], key=int) == ["128", "512"] and entry["repack"] is False
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_batch_with_a_kv_stream_per_slot_splits_as_llama_cpp_split_equal():
+    # split_equal(512, sequential = true), src/llama-batch.cpp: a ubatch takes the first sequence with tokens left and
+    # each later one (in the batch's order) numbered one more than the last taken, then as many tokens from each as
+    # the one with fewest has left, at most 512 // sequences. By hand:
+    E, U = price.Entry, price.Ubatch
+    # Slots 0, 1, 3 decode, slot 2's 128-token prompt after them: {0, 1, 2} one token each (the prompt's first, no
+    # logits), then {3} alone (2 is not 4), then the prompt's 127 left, its last token's logits.
+    batch = [E(0, 1, True), E(1, 1, True), E(3, 1, True), E(2, 128, False, True)]
+    assert price.equal_split(batch) == [U(2, 1, 2), U(1, 0, 1), U(0, 127, 1)]
+    # Four 128-token prompts of slots 0-3: one ubatch of 4 x 128 = 512; of 200 each, 128 each (512 // 4), then 72.
+    assert price.equal_split([E(k, 128, False) for k in range(4)]) == [U(0, 512, 4)]
+    assert price.equal_split([E(k, 200, False) for k in range(4)]) == [U(0, 512, 0), U(0, 288, 4)]
+    # Decodes of slots 1 and 2, slot 0's 100-token prompt after them: 0 is not 3, so two ubatches.
+    assert price.equal_split([E(1, 1, True), E(2, 1, True), E(0, 100, False)]) == [U(2, 0, 2), U(0, 100, 1)]
+    assert price.equal_split([E(0, 1, True), E(1, 1, True), E(3, 1, True)]) == [U(2, 0, 2), U(1, 0, 1)]
+
+
+def test_a_split_step_pays_each_ubatchs_weights_and_fixed_cost():
+    # 1e8 B of Q8_0 matrices (no lm_head, no attention FLOPs or probe, no KV; 2 x 1e8 FLOPs a row), PROFILE's wide probe (1e-10 s/B at 1 row, 4e-10
+    # at 16; log-log between) and fixed cost 1e-4 + 2 layers x 5e-5 = 2e-4 s. By hand: 1 row 1e8 x 1e-10 + 2e-4 =
+    # 0.0102 s; 2 rows 1e8 x 1e-10 x 2^0.5 + 2e-4 = 0.01434214; 3 rows 1e8 x 1e-10 x 3^0.5 + 2e-4 = 0.01752051.
+    E = price.Entry
+    weights = price.Weights({"Q8_0": 1e8}, ("Q8_0", 0.0))
+    step = price.Step(PROFILE, weights, price.Heads(8, 64.0, 2), 1024.0, streams=True)
+    decode = price.Decode(3)
+    consecutive = [E(0, 1, True), E(1, 1, True), E(2, 1, True)]
+    assert step(3, 3, 6e8, 0.0, 0.0, decode=decode, batch=consecutive) == pytest.approx(0.01752051, rel=1e-6)
+    # Slots 0, 1 and 3: a 2-row and a 1-row graph compute, 0.01434214 + 0.0102, where one stream prices 3 rows.
+    apart = [E(0, 1, True), E(1, 1, True), E(3, 1, True)]
+    assert step(3, 3, 6e8, 0.0, 0.0, decode=decode, batch=apart) == pytest.approx(0.02454214, rel=1e-6)
+    assert step._replace(streams=False)(3, 3, 6e8, 0.0, 0.0, decode=decode, batch=apart) == pytest.approx(
+        0.01752051, rel=1e-6
+    )
+
+
+def test_llama_server_slots_go_to_the_least_recently_used_free_one():
+    # server_context's get_available_slot with prompts like none before: the free slot of the oldest t_last_used,
+    # the last of equals (`<=`); never used counts as oldest. Four slots: requests take 3, 2, 1; slot 2 freed at 1 s;
+    # the next takes 0 (never used), slot 3 freed at 2 s; the next takes 2 (freed before 3).
+    from types import SimpleNamespace
+
+    from roofline.calc.replica import Replica, Scheduler
+    from roofline.calc.workload import Request
+
+    model = SimpleNamespace(engine_step=SimpleNamespace(streams=True), window=0)
+    replica = Replica(model, [Request(0.0, 128, 8)] * 5, Scheduler("vllm", 4, 2048, 16), 10**6, None)
+    for i in range(3):
+        replica.take_slot(i)
+    assert replica.slot == {0: 3, 1: 2, 2: 1}
+    replica.now = 1.0
+    replica.free_slot(1)
+    replica.take_slot(3)
+    replica.now = 2.0
+    replica.free_slot(0)
+    replica.take_slot(4)
+    assert replica.slot == {2: 1, 3: 0, 4: 2}
+    # The step's batch as the server builds it: decode tokens by slot, then prompt chunks by slot.
+    replica.cbase = {2: 0, 3: 0}
+    batch = replica.batch([(4, 0, 128)])
+    assert batch == [price.Entry(0, 1, True), price.Entry(1, 1, True), price.Entry(2, 128, False, True)]
+    assert (
+        Replica(
+            SimpleNamespace(engine_step=None), [Request(0.0, 1, 1)], Scheduler("vllm", 4, 2048, 16), 9, None
+        ).batch()
+        is None
+    )

@@ -375,19 +375,101 @@ def step_parts(
     return StepParts(fixed, parts * matmuls + logits, attention)
 
 
+class Entry(NamedTuple):
+    """A sequence's tokens in a step's batch, in llama-server's order (its slots' decode tokens, then their prompts)."""
+
+    seq: int  # its slot: the KV stream it writes
+    tokens: int
+    decoding: bool  # a decode token (else a prompt chunk)
+    last: bool = True  # a decode, or the chunk holding its prompt's last token (its logits are computed)
+
+
+class Ubatch(NamedTuple):
+    """One graph compute of a split step: its decode rows, prompt rows and logit rows."""
+
+    decode: int
+    prompt: int
+    logits: int
+
+
+def equal_split(batch: list[Entry], n_ubatch: int = UBATCH) -> list[Ubatch]:
+    """The ubatches llama.cpp cuts a batch into when each sequence has its own KV stream (llama-server given
+    `--parallel N`: kv_unified off, so llama_kv_cache::init_batch calls split_equal(n_ubatch, sequential = true);
+    src/llama-batch.cpp). A ubatch starts at the first sequence with tokens left and takes each following one (in
+    the batch's order) whose id is one more than the last taken; then as many tokens from each as the one with
+    fewest has left, at most max(1, n_ubatch // sequences) each. A decode step whose slots are not consecutive
+    (0, 1 and 3) is then two graph computes, each reading the weights; a prompt beside decodes is three."""
+    left = [[e, e.tokens] for e in batch if e.tokens > 0]
+    out = []
+    while left:
+        group = [left[0]]
+        for item in left[1:]:
+            if item[0].seq == group[-1][0].seq + 1:
+                group.append(item)
+        take = min(min(n for _, n in group), max(1, n_ubatch // len(group)))
+        decode = prompt = logits = 0
+        for item in group:
+            e = item[0]
+            item[1] -= take
+            decode += take if e.decoding else 0
+            prompt += 0 if e.decoding else take
+            logits += take if e.decoding else int(e.last and item[1] == 0)
+        out.append(Ubatch(decode, prompt, logits))
+        left = [item for item in left if item[1] > 0]
+    return out
+
+
 class Step(NamedTuple):
-    """A simulator's step (roofline.calc.stepmodel): step_parts' total [s], and where a decode run's cost bends."""
+    """A simulator's step (roofline.calc.stepmodel): step_parts' total [s], and where a decode run's cost bends.
+    With `streams` (llama-server's default when given --parallel N: a KV stream per slot), a step whose batch is
+    given is priced ubatch by ubatch (equal_split)."""
 
     profile: dict[str, Any]
     weights: Weights
     heads: Heads
     width: float
+    streams: bool = False
 
-    def __call__(self, *args: Any, decode: Decode = NO_DECODE) -> float:
-        return sum(step_parts(self.profile, self.weights, self.heads, self.width, *args, decode=decode))
+    def __call__(self, *args: Any, decode: Decode = NO_DECODE, batch: list[Entry] | None = None) -> float:
+        if not self.streams or not batch:
+            return sum(step_parts(self.profile, self.weights, self.heads, self.width, *args, decode=decode))
+        return sum(self.split(equal_split(batch), *args, decode=decode))
 
-    def breaks(self, rows: int, keys: float, keys_slope: float, steps: int) -> list[int]:
-        """attention_breaks of a decode-only run (the simulator sums its runs piece by piece)."""
+    def split(
+        self,
+        ubatches: list[Ubatch],
+        rows: int,
+        logit_rows: int,
+        matmul_flops: float,
+        attention_flops: float,
+        kv_bytes: float,
+        decode: Decode = NO_DECODE,
+    ) -> list[float]:
+        """Each ubatch's seconds (step_parts): the step's matmul FLOPs and KV bytes in proportion to its rows, the
+        decodes' keys and attention FLOPs to its decode rows, the prompts' attention FLOPs to its prompt rows."""
+        prompts = rows - decode.rows
+        times = []
+        for u in ubatches:
+            d = (
+                Decode(u.decode, decode.keys * u.decode / decode.rows, decode.flops * u.decode / decode.rows)
+                if u.decode
+                else NO_DECODE
+            )
+            prompt_flops = (attention_flops - decode.flops) * u.prompt / prompts if prompts else 0.0
+            share = (u.decode + u.prompt) / rows
+            args = (u.decode + u.prompt, u.logits, matmul_flops * share, d.flops + prompt_flops, kv_bytes * share)
+            times.append(sum(step_parts(self.profile, self.weights, self.heads, self.width, *args, decode=d)))
+        return times
+
+    def breaks(
+        self, rows: int, keys: float, keys_slope: float, steps: int, batch: list[Entry] | None = None
+    ) -> list[int]:
+        """attention_breaks of a decode-only run (the simulator sums its runs piece by piece); with a split batch,
+        each ubatch's at its share of the keys."""
         if not self.profile.get("attention"):
             return []
-        return attention_breaks(self.heads, rows, keys, keys_slope, steps)
+        if not self.streams or not batch:
+            return attention_breaks(self.heads, rows, keys, keys_slope, steps)
+        shares = {u.decode for u in equal_split(batch)}
+        found = (attention_breaks(self.heads, r, keys * r / rows, keys_slope * r / rows, steps) for r in shares)
+        return sorted({j for each in found for j in each})

@@ -123,6 +123,11 @@ class Replica:
         self.done = self.steps = self.preemptions = 0
         self.batch_time = self.kv_time = self.kv_max = 0.0
         self.batch_max = 0
+        # llama-server's slots, where each has its own KV stream (model.engine_step.streams): request -> slot, and
+        # each slot's last use (-1: never), from which a request takes the least recently used free one
+        self.streams = bool(getattr(model.engine_step, "streams", False))
+        self.slot: dict[int, int] = {}
+        self.last_used = [-1.0] * (sched.max_num_seqs if self.streams else 0)
 
     # ---- bookkeeping
 
@@ -181,9 +186,32 @@ class Replica:
         b = self.sched.block_size
         return -(-(self.P[i] + self.O[i]) // b) * b
 
+    def take_slot(self, i: int) -> None:
+        """llama-server's slot for request i: the least recently used free one, the last of equals (server_context
+        get_available_slot: `slot.t_last_used <= t_last`; a prompt like none before, as bench sends)."""
+        busy = set(self.slot.values())
+        free = [k for k in range(len(self.last_used)) if k not in busy]
+        self.slot[i] = min(free, key=lambda k: (self.last_used[k], -k))
+
+    def free_slot(self, i: int) -> None:
+        if i in self.slot:
+            self.last_used[self.slot.pop(i)] = self.now
+
+    def batch(self, chunks: list[tuple[int, int, int]] = ()) -> list | None:
+        """A step's batch as llama-server builds it (decode tokens by slot, then prompt chunks by slot), where
+        slots have their own KV streams; else None."""
+        if not self.streams:
+            return None
+        from roofline.calc.llamacpp import Entry
+
+        decodes = sorted(Entry(self.slot[i], 1, True) for i in self.cbase)
+        prompts = sorted(Entry(self.slot[i], e - b, False, e == self.P[i] + self.gen[i]) for i, b, e in chunks)
+        return decodes + prompts
+
     def complete(self, i: int) -> None:
         self.finish[i] = self.now
         self.done += 1
+        self.free_slot(i)
         self.used -= self.computed[i]
         if self.no_evict:
             self.reserved -= self.whole(i)
@@ -199,6 +227,7 @@ class Replica:
         if len(self.order) <= 1:
             return False
         i = self.order.pop()
+        self.free_slot(i)
         if i in self.cbase:
             self.drop_decode(i)
         self.prefilling.pop(i, None)
@@ -300,6 +329,8 @@ class Replica:
                 self.admitted[i] = self.now
             self.used += self.computed[i]  # a prefix cache's tokens are held from admission
             self.order.append(i)
+            if self.streams:
+                self.take_slot(i)
             self.prefilling[i] = None
             chunks.append((i, self.computed[i], self.computed[i] + t))
             budget -= t
@@ -308,7 +339,7 @@ class Replica:
             self.jump()
             return
         dec = self.decodes()
-        dt = self.model.seconds(dec, [(b, e, e == P[i] + self.gen[i]) for i, b, e in chunks])
+        dt = self.model.seconds(dec, [(b, e, e == P[i] + self.gen[i]) for i, b, e in chunks], self.batch(chunks))
         self.account(dt)
         self.now += dt
         if dec.n:
@@ -338,20 +369,21 @@ class Replica:
         if not self.no_evict:  # under reservations the cache cannot fill up before a finish
             m = min(m, max(1, (self.cap - self.used - self.slack()) // n))
         keys, kv_read = self.decodes()[1:]
+        batch = self.batch()
         keys_slope = model.full * n + model.sliding * self.below
         kv_slope = model.kv_full * n + model.kv_slide * self.below
         if self.pending and len(self.order) < self.sched.max_num_seqs and not self.waiting:
             gap = self.arrival[self.pending[0]] - self.now
             low, high = 1, m  # the smallest count of steps that reaches the next arrival
-            if model.decode_run(n, keys, kv_read, keys_slope, kv_slope, high)[0] >= gap:
+            if model.decode_run(n, keys, kv_read, keys_slope, kv_slope, high, batch)[0] >= gap:
                 while low < high:
                     mid = (low + high) // 2
-                    if model.decode_run(n, keys, kv_read, keys_slope, kv_slope, mid)[0] >= gap:
+                    if model.decode_run(n, keys, kv_read, keys_slope, kv_slope, mid, batch)[0] >= gap:
                         high = mid
                     else:
                         low = mid + 1
                 m = low
-        total, first, last = model.decode_run(n, keys, kv_read, keys_slope, kv_slope, m)
+        total, first, last = model.decode_run(n, keys, kv_read, keys_slope, kv_slope, m, batch)
         self.account_run(total, m)
         self.itl += [(first, n * m / 2), (last, n * m / 2)] if m > 1 else [(first, n)]
         self.now += total

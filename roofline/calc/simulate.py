@@ -136,8 +136,11 @@ def _llamacpp_step(p: Prepared, notes: list[str]):
         notes += cannot
         return None
     weights = llamacpp.weights_of(p.model, p.shape, p.inputs.weight_dtype)
-    notes.append("engine llamacpp: each step priced by the profile's measured llama.cpp costs (ubatches of 512)")
-    return llamacpp.Step(profile, weights, llamacpp.heads_of(a.num_heads, p.shape), a.hidden_size)
+    notes.append(
+        "engine llamacpp: each step priced by the profile's measured llama.cpp costs, in the ubatches llama-server "
+        "given --parallel N cuts it into (a KV stream per slot: a run of consecutive slots each, at most 512 tokens)"
+    )
+    return llamacpp.Step(profile, weights, llamacpp.heads_of(a.num_heads, p.shape), a.hidden_size, streams=True)
 
 
 def _measured_engine(p: Prepared, notes: list[str]):

@@ -65,18 +65,20 @@ class StepModel:
             kv += s.kv_cached(e)  # the earlier tokens' KV read, the chunk's written
         return tokens, logits, s.matmul_flops(tokens, 1, s.matmul - s.head), attention, kv
 
-    def seconds(self, d: Decodes, chunks: list[tuple[int, int, bool]]) -> float:
+    def seconds(self, d: Decodes, chunks: list[tuple[int, int, bool]], batch: list | None = None) -> float:
+        """A step's seconds; `batch` (llama.cpp with a KV stream per slot: roofline.calc.llamacpp.Entry, in the
+        server's order) prices it ubatch by ubatch."""
         if self.engine_step is not None:
-            return self._engine_seconds(d, chunks)
+            return self._engine_seconds(d, chunks, batch)
         flops, nbytes, tokens = self.work(d, chunks)
         return max(flops / self.F, nbytes / self.W) + self.comm(tokens) + self.fixed(d.n + len(chunks))
 
-    def _engine_seconds(self, d: Decodes, chunks: list[tuple[int, int, bool]]) -> float:
+    def _engine_seconds(self, d: Decodes, chunks: list[tuple[int, int, bool]], batch: list | None = None) -> float:
         """A step priced by the engine's own measured cost (llama.cpp): its rows, logit rows, matmul and attention
         FLOPs and the KV bytes it reads, apart."""
         tokens, logits, matmuls, attention, kv = self.parts(d, chunks)
         decode = Decode(d.n, d.keys, self.key_decode * d.keys)
-        return self.engine_step(tokens, logits, matmuls, attention, self.kv_scale * kv, decode=decode)
+        return self.engine_step(tokens, logits, matmuls, attention, self.kv_scale * kv, decode=decode, batch=batch)
 
     def fixed(self, sequences: int) -> float:
         """The step's fixed cost with `sequences` in it: the preset's, or the measured engine's at that batch."""
@@ -86,16 +88,17 @@ class StepModel:
         return self.shape.comm_seconds(tokens, self.link, self.latency, self.ep_link)
 
     def decode_run(
-        self, n: int, keys: float, kv_read: float, keys_slope: float, kv_slope: float, m: int
+        self, n: int, keys: float, kv_read: float, keys_slope: float, kv_slope: float, m: int, batch: list | None = None
     ) -> tuple[float, float, float]:
         """(total seconds, first step, last step) of m decode-only steps of n sequences whose Σ keys and Σ KV read
-        grow by `keys_slope` and `kv_slope` a step: both roofs are linear in the step, so the sum is exact."""
+        grow by `keys_slope` and `kv_slope` a step: both roofs are linear in the step, so the sum is exact. `batch`:
+        as seconds'."""
         if self.engine_step is not None:  # linear in Σ keys and Σ KV read between its breaks: arithmetic series
 
             def at(j: int) -> float:
-                return self.seconds(Decodes(n, keys + j * keys_slope, kv_read + j * kv_slope), [])
+                return self.seconds(Decodes(n, keys + j * keys_slope, kv_read + j * kv_slope), [], batch)
 
-            total = series(at, m, self.engine_step.breaks(n, keys, keys_slope, m))
+            total = series(at, m, self.engine_step.breaks(n, keys, keys_slope, m, batch))
             return total, at(0), at(m - 1)
         s = self.shape
         c = self.comm(n) + self.fixed(n)
