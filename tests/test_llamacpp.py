@@ -1139,9 +1139,10 @@ def test_a_batch_with_a_kv_stream_per_slot_splits_as_llama_cpp_split_equal():
 
 
 def test_a_split_step_pays_each_ubatchs_weights_and_fixed_cost():
-    # 1e8 B of Q8_0 matrices (no lm_head, no attention FLOPs or probe, no KV; 2 x 1e8 FLOPs a row), PROFILE's wide probe (1e-10 s/B at 1 row, 4e-10
-    # at 16; log-log between) and fixed cost 1e-4 + 2 layers x 5e-5 = 2e-4 s. By hand: 1 row 1e8 x 1e-10 + 2e-4 =
-    # 0.0102 s; 2 rows 1e8 x 1e-10 x 2^0.5 + 2e-4 = 0.01434214; 3 rows 1e8 x 1e-10 x 3^0.5 + 2e-4 = 0.01752051.
+    # 1e8 B of Q8_0 matrices (no lm_head, no attention FLOPs or probe, no KV; 2 x 1e8 FLOPs a row), PROFILE's wide
+    # probe (1e-10 s/B at 1 row, 4e-10 at 16; log-log between) and fixed cost 1e-4 + 2 layers x 5e-5 = 2e-4 s. By
+    # hand: 1 row 1e8 x 1e-10 + 2e-4 = 0.0102 s; 2 rows 1e8 x 1e-10 x 2^0.5 + 2e-4 = 0.01434214; 3 rows
+    # 1e8 x 1e-10 x 3^0.5 + 2e-4 = 0.01752051.
     E = price.Entry
     weights = price.Weights({"Q8_0": 1e8}, ("Q8_0", 0.0))
     step = price.Step(PROFILE, weights, price.Heads(8, 64.0, 2), 1024.0, streams=True)

@@ -21,7 +21,10 @@ finish, a window filling, the KV cache filling) they are summed in closed form (
 costs per request, not per token. A request's KV is counted at whole blocks (each running request at most one block
 part-filled). ITL is the length of the steps that made each token (a jump's first and last step, half the tokens
 each); a preempted request's wait shows in its TTFT, TPOT and E2E. Prefix caching: a request's cached prompt
-tokens are not computed but held (per request: the sharing of a prefix's blocks is not modelled). Not modelled:
+tokens are not computed but held (per request: the sharing of a prefix's blocks is not modelled). With llama.cpp's
+measured step and a KV stream per slot (llama-server given --parallel N), each request holds the least recently
+used free slot and a step's batch is passed in the server's order, which the step cuts into ubatches
+(roofline.calc.llamacpp.equal_split). Not modelled:
 speculative decoding, pipelines and pools inside the replica (estimate prices those), tokenizer and HTTP.
 """
 
