@@ -10,6 +10,7 @@ No llama.cpp run: the profile's own figures only (docs/guides/llamacpp.md, Promp
 
 import argparse
 import statistics
+from pathlib import Path
 
 import yaml
 
@@ -32,7 +33,7 @@ def left_out(profile: dict, kind: str, alone: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("profile", help="a hardware YAML with engines.llamacpp of two types or more")
-    profile = yaml.safe_load(open(parser.parse_args().profile))["engines"]["llamacpp"]
+    profile = yaml.safe_load(Path(parser.parse_args().profile).read_text())["engines"]["llamacpp"]
     pooled: dict[str, list[float]] = {"stand-in": [], "prompts alone": []}
     print("| type | priced by | stand-in: predicted / own | with its prompts alone |")
     print("| --- | --- | --- | --- |")

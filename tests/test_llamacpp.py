@@ -169,7 +169,8 @@ def test_a_malformed_llamacpp_profile_names_the_field(tmp_path):
         (tmp_path / "h.yaml").write_text(yaml.safe_dump({**spec, "engines": {"llamacpp": bad}}))
         result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "h.yaml")])
         assert result.exit_code != 0 and "Traceback" not in result.output and "at_width" in result.output
-    for prompts in ([1e-9], {"F16": {"seconds_per_byte": {"128": 0.0}}}, {"F16": {"seconds_per_byte": {"x": 1e-9}}}):
+    bad_prompts = [{"128": 0.0}, {"x": 1e-9}, {"64": 1e-9}]  # a time of 0, no token count, decode rows (under 128)
+    for prompts in ([1e-9], *({"F16": {"seconds_per_byte": table}} for table in bad_prompts)):
         (tmp_path / "h.yaml").write_text(
             yaml.safe_dump({**spec, "engines": {"llamacpp": {**PROFILE, "prompt_types": prompts}}})
         )
@@ -516,6 +517,10 @@ def test_a_type_whose_prompts_ran_alone_takes_their_measured_time_over_its_stand
     deep = {"types": {"Q8_0": q8}, "prompt_types": {"F16": {**own["F16"], "prompt_depth": depth}}}
     assert s({**profile, **deep}, "F16", 512, 1024, 256e6) == pytest.approx(3.8671875e-9)
     assert s({**profile, **deep}, "F16", 512, 1024, (48e6 * 256e6) ** 0.5) == pytest.approx(3.157545e-9, rel=1e-6)
+    # A stand-in with prompt rows only (no decode row to hold the factor at 1): its own prompts still come out, the
+    # stand-in's price cancelling at the wide width.
+    bare = {**PROFILE["types"]["Q8_0"], "seconds_per_byte": {"128": 2e-9, "512": 8e-9}}
+    assert s({**profile, "types": {"Q8_0": bare}}, "F16", 512, 1024) == pytest.approx(2.578125e-9)
     weights = price.Weights({"F16": 1.0}, ("Q8_0", 1.0))
     assert price.stand_ins(profile, weights) == {"F16": "Q8_0 (its prompts measured)"}
     assert price.stand_ins(only_q8, weights) == {"F16": "Q8_0"}
@@ -834,7 +839,7 @@ def _fake_run(monkeypatch, clock: list[float], measure) -> llamacpp.Build:
     monkeypatch.setattr(llamacpp_profile, "measure_type", measure)
     monkeypatch.setattr(llamacpp_profile, "measure_attention", lambda *a: None)
     monkeypatch.setattr(llamacpp_profile.machine, "record", lambda: {})
-    monkeypatch.setattr(llamacpp_profile, "measure_prompts", lambda build, kind, *a: {"kind": kind})
+    monkeypatch.setattr(llamacpp_profile, "measure_prompts", lambda build, kind, *a: {"kind": kind, "seconds": 0.0})
     return llamacpp.Build(Path("/nowhere"), "test")
 
 
@@ -945,7 +950,7 @@ def test_the_pace_keeps_time_for_the_skipped_types_prompts(monkeypatch):
         assert list(profile["types"]) == list(types[:5])  # after the whole types, which price their decode
         alone.append(kind)
         clock[0] += 2.0
-        return {"seconds_per_byte": {"128": 1e-9}}
+        return {"seconds_per_byte": {"128": 1e-9}, "seconds": 2.0}
 
     build = _fake_run(monkeypatch, clock, fake)
     monkeypatch.setattr(llamacpp_profile, "measure_prompts", prompts)
@@ -955,10 +960,23 @@ def test_the_pace_keeps_time_for_the_skipped_types_prompts(monkeypatch):
     assert sorted(out["prompt_types"]) == ["Q4_0", "Q5_0"] and out["seconds"] == 54.0
     # Prompts alone that take 9 s where the measured types' took 2: q5_0's run from 50 to 59 s; q4_0's would end at
     # 59 + 2 > 60 and are not run (q4_0 is then priced by its stand-in alone).
-    monkeypatch.setattr(llamacpp_profile, "measure_prompts", lambda *a: clock.__setitem__(0, clock[0] + 9.0) or {})
+    monkeypatch.setattr(
+        llamacpp_profile, "measure_prompts", lambda *a: clock.__setitem__(0, clock[0] + 9.0) or {"seconds": 9.0}
+    )
     clock[0] = 0.0
     out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
     assert out["skipped"] == ["Q5_0", "Q4_0"] and list(out["prompt_types"]) == ["Q5_0"] and out["seconds"] == 59.0
+
+    # A run of them that fails (a crash) leaves that type to its stand-in; the others and the whole types stay.
+    def crashing(build, kind, *a):
+        if kind == "Q5_0":
+            raise llamacpp.Crashed("llama-bench died (SIGSEGV)")
+        return prompts(build, kind, *a)
+
+    monkeypatch.setattr(llamacpp_profile, "measure_prompts", crashing)
+    clock[0], alone[:] = 0.0, []
+    out = llamacpp_profile.run(build, 1e6, types, budget_s=60.0)
+    assert list(out["types"]) == list(types[:5]) and list(out["prompt_types"]) == ["Q4_0"] and alone == ["Q4_0"]
     # No budget (types asked for): every type whole, nothing alone.
     monkeypatch.setattr(llamacpp_profile, "measure_prompts", prompts)
     clock[0], alone[:] = 0.0, []
@@ -1063,7 +1081,7 @@ def test_a_models_own_prompts_run_at_its_own_depth(monkeypatch, tmp_path):
 
     def entry(build, files, threads, mark):
         seen.update(files)
-        return {}, {}
+        return {}, {"prompts_s": 0.0}
 
     monkeypatch.setattr(llamacpp_profile, "_type_entry", entry)
     build = llamacpp.Build(Path("/nowhere"), "test")
@@ -1160,7 +1178,8 @@ def test_a_split_step_pays_each_ubatchs_weights_and_fixed_cost():
 def test_llama_server_slots_go_to_the_least_recently_used_free_one():
     # server_context's get_available_slot with prompts like none before: the free slot of the oldest t_last_used,
     # the last of equals (`<=`); never used counts as oldest. Four slots: requests take 3, 2, 1; slot 2 freed at 1 s;
-    # the next takes 0 (never used), slot 3 freed at 2 s; the next takes 2 (freed before 3).
+    # the next takes 0 (never used), slot 3 freed at 2 s; the next takes 2 (freed before 3). Slots freed in the same
+    # step: the lowest (the server releases them in slot order, microseconds apart).
     from types import SimpleNamespace
 
     from roofline.calc.replica import Replica, Scheduler
@@ -1178,7 +1197,19 @@ def test_llama_server_slots_go_to_the_least_recently_used_free_one():
     replica.free_slot(0)
     replica.take_slot(4)
     assert replica.slot == {2: 1, 3: 0, 4: 2}
+    # Slot 3, free since 2 s, goes to the next; then slots 1 and 0 are freed in the same step (released by the server
+    # in slot order): the next takes 0, the one after 1.
+    replica.take_slot(0)
+    replica.now = 3.0
+    replica.free_slot(2)
+    replica.free_slot(3)
+    replica.take_slot(1)
+    assert replica.slot == {4: 2, 0: 3, 1: 0}
+    replica.take_slot(2)
+    assert replica.slot[2] == 1
+    del replica.slot[0], replica.slot[1], replica.slot[2]
     # The step's batch as the server builds it: decode tokens by slot, then prompt chunks by slot.
+    replica.slot.update({2: 1, 3: 0})
     replica.cbase = {2: 0, 3: 0}
     batch = replica.batch([(4, 0, 128)])
     assert batch == [price.Entry(0, 1, True), price.Entry(1, 1, True), price.Entry(2, 128, False, True)]

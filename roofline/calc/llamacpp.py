@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 from roofline.calc.interpolation import interpolate
 from roofline.specs.gguf import TYPES
+from roofline.specs.hardware import PROMPT_ROWS
 
 # ggml-cpu's flash attention (ggml/src/ggml-cpu/ops.cpp, ggml_compute_forward_flash_attn_ext_f16; common.h):
 Q_TILE = 64  # GGML_FA_TILE_Q: a graph compute of this many tokens or more runs it in tiles (GEMMs), fewer row by row
@@ -133,25 +134,29 @@ def _stand_in(
 def prompt_factor(
     profile: dict[str, Any], kind: str, measured: str, rows: float, working_set: float | None = None
 ) -> float:
-    """How much slower a byte of an unmeasured `kind` runs at `rows` rows than its stand-in `measured` prices it,
-    where the profile ran its prompts alone (`prompt_types`: the types a default profile had no time for): at each
-    probed prompt, its time per byte on the wide shallow probe at the depth of `working_set` (its own
-    prompt_depth_factor) over the stand-in's price of that prompt there; 1 at the stand-in's largest decode row and
-    below (decode streams its bytes, as priced); log-log in rows between, held beyond the longest prompt. Left out
-    one at a time from seven- and six-type profiles of a 2-core Zen 3 VM, its types' prompts (128, 512 rows; widths
-    576-2048; 48-256 MB of weights) came out a median 1.4% and 3.0% from their own (the narrow width's share is the
-    stand-in's) where the stand-in alone gave 22.8% and 38.4%; with the stand-in's depth ratio, 4.1% and 7.5%
-    (docs/guides/llamacpp.md, Prompts alone)."""
+    """How much slower (above 1) or faster a byte of an unmeasured `kind` runs at `rows` rows than its stand-in
+    `measured` prices it, where the profile ran its prompts alone (`prompt_types`: the types a default profile had
+    no time for): at each probed prompt, its time per byte on the wide shallow probe at the depth of `working_set`
+    (its own prompt_depth_factor) over the stand-in's price of that prompt there; 1 at the stand-in's largest decode
+    row and below (decode streams its bytes, as priced); log-log in rows between, held beyond the longest prompt.
+    Left out one at a time from seven- and six-type profiles of a 2-core Zen 3 VM, with its own prompts from the
+    same profile as its run alone (in sample: this checks carrying them to other widths and depths), its types'
+    prompts (128, 512 rows; widths 576-2048; 48-256 MB of weights) came out a median 1.4% and 3.0% from their own
+    where the stand-in alone gave 22.8% and 38.4%; with the stand-in's depth ratio, 4.1% and 7.5%. The held-out
+    table did not show a gain (docs/guides/llamacpp.md, Prompts alone)."""
     alone = (profile.get("prompt_types") or {}).get(kind) or {}
     if not alone.get("seconds_per_byte"):
         return 1.0
     wide, depth = profile["widths"][-1], prompt_depth_factor(alone.get("prompt_depth"), working_set)
-    decode = max(float(m) for m in profile["types"][measured]["seconds_per_byte"] if float(m) < PROMPT_ROWS)
+    decode = [float(m) for m in profile["types"][measured]["seconds_per_byte"] if float(m) < PROMPT_ROWS]
     ratios = [
         (float(p), s * depth / _stand_in(profile, kind, measured, float(p), wide, working_set))
         for p, s in alone["seconds_per_byte"].items()
     ]
-    return interpolate([(decode, 1.0), *sorted(ratios)], rows)
+    points = sorted(ratios)
+    if decode:  # a stand-in with decode rows: the factor is 1 from its largest
+        points.insert(0, (max(decode), 1.0))
+    return interpolate(points, rows)
 
 
 def _measured_seconds_per_byte(
@@ -207,9 +212,6 @@ def held_loglog(at_low: float, at_high: float, low: float, high: float, x: float
     """The line through (low, at_low) and (high, at_high) in log-log, held at either end beyond it."""
     share = min(max(math.log(high / x) / math.log(high / low), 0.0), 1.0)  # 1 at low, 0 at high
     return at_high * (at_low / at_high) ** share
-
-
-PROMPT_ROWS = 128  # the profile's shortest prompt (llama-bench): the rows from which prompt_depth_factor applies
 
 
 def _points(table: dict[str, float], depth: float = 1.0) -> list[tuple[float, float]]:
@@ -452,7 +454,7 @@ class Step(NamedTuple):
         for u in ubatches:
             d = (
                 Decode(u.decode, decode.keys * u.decode / decode.rows, decode.flops * u.decode / decode.rows)
-                if u.decode
+                if u.decode and decode.rows
                 else NO_DECODE
             )
             prompt_flops = (attention_flops - decode.flops) * u.prompt / prompts if prompts else 0.0

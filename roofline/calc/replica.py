@@ -33,6 +33,7 @@ import math
 from collections import deque
 from typing import NamedTuple
 
+from roofline.calc.llamacpp import Entry
 from roofline.calc.stepmodel import Decodes, StepModel
 from roofline.calc.workload import Request
 from roofline.errors import UsageError
@@ -190,25 +191,25 @@ class Replica:
         return -(-(self.P[i] + self.O[i]) // b) * b
 
     def take_slot(self, i: int) -> None:
-        """llama-server's slot for request i: the least recently used free one, the last of equals (server_context
-        get_available_slot: `slot.t_last_used <= t_last`; a prompt like none before, as bench sends)."""
+        """llama-server's slot for request i: the least recently used free one (server_context get_available_slot,
+        for a prompt like none before, as bench sends): of slots never used, the last (`slot.t_last_used <=
+        t_last`); of slots freed in the same step, the first, which the server released first (in slot order)."""
         busy = set(self.slot.values())
         free = [k for k in range(len(self.last_used)) if k not in busy]
-        self.slot[i] = min(free, key=lambda k: (self.last_used[k], -k))
+        self.slot[i] = min(free, key=lambda k: (self.last_used[k], k if self.last_used[k] >= 0 else -k))
 
     def free_slot(self, i: int) -> None:
+        """Request i's slot, if it holds one, is free from now."""
         if i in self.slot:
             self.last_used[self.slot.pop(i)] = self.now
 
-    def batch(self, chunks: list[tuple[int, int, int]] = ()) -> list | None:
+    def batch(self, chunks: list[tuple[int, int, int]] | None = None) -> list | None:
         """A step's batch as llama-server builds it (decode tokens by slot, then prompt chunks by slot), where
         slots have their own KV streams; else None."""
         if not self.streams:
             return None
-        from roofline.calc.llamacpp import Entry
-
         decodes = sorted(Entry(self.slot[i], 1, True) for i in self.cbase)
-        prompts = sorted(Entry(self.slot[i], e - b, False, e == self.P[i] + self.gen[i]) for i, b, e in chunks)
+        prompts = sorted(Entry(self.slot[i], e - b, False, e == self.P[i] + self.gen[i]) for i, b, e in chunks or [])
         return decodes + prompts
 
     def complete(self, i: int) -> None:
@@ -300,8 +301,8 @@ class Replica:
         chunks: list[tuple[int, int, int]] = []  # (request, start, end)
         for i in list(self.prefilling):
             t = min(P[i] + self.gen[i] - self.computed[i], budget)
-            while not no_evict and t > 0 and not self.fits(t) and self.preempt():
-                pass
+            while not no_evict and t > 0 and not self.fits(t) and i in self.prefilling and self.preempt():
+                pass  # stops once i itself is preempted: the ones before it keep their chunks
             if i not in self.prefilling or t <= 0:
                 continue
             if not no_evict and not self.fits(t):  # nothing left to preempt: it alone outgrows the cache

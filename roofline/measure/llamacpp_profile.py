@@ -209,7 +209,8 @@ def run(
     model's own layer shape (`at_width`). With `budget_s`, types are begun and stopped by `Pace`; the rest are listed
     under `skipped` (a type begun and stopped also under `stopped`), and each then has its prompts run alone
     (`prompt_types`, measure_prompts) while they would end by the deadline at the time a measured type's wide
-    prompts took, which the pace keeps for them."""
+    prompts took (writing their probes included), which the pace keeps for them; one that fails is left to its
+    stand-in."""
     started = time.perf_counter()
     out: dict[str, Any] = {"build": build.found, "widths": [NARROW, WIDE], "types": {}, "cache_bytes": cache_bytes}
     pace = Pace(None if budget_s is None else started + budget_s)
@@ -236,9 +237,15 @@ def run(
         if out.get("attention") is None:
             out.pop("attention", None)
         for kind in out.get("skipped", []):
-            if pace.may_begin_prompts():
+            if not pace.may_begin_prompts():
+                break
+            try:
                 entry = measure_prompts(build, kind, Path(folder), threads, out, on_step)
-                out.setdefault("prompt_types", {})[kind] = entry
+            except RooflineError as e:  # a crash: the type stays priced by its stand-in; the types measured stay
+                on_step(f"llama.cpp {kind.lower()}: its prompts alone failed ({e})")
+                continue
+            out.setdefault("prompt_types", {})[kind] = entry
+            pace.prompts.append(entry["seconds"])  # the time they really take, writing included
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["machine"] = machine.record()
     return out
@@ -350,17 +357,21 @@ def measure_type(
         else:
             prompt_layers = layers_for(a, kind, PROMPT_BYTES)
         probes.append((f"{name}_prompt", a._replace(layers=prompt_layers)))
-    files = {}
+    files, writing = {}, 0.0  # writing: the wide probes' seconds, which measure_prompts writes too
     for name, a in probes:
         same = next((f for f in files.values() if f[0] == a), None)  # the own probe doubling as its prompt probe
         if same is None:
             on_step(f"llama.cpp {kind.lower()}: writing the {name} probe")
+            began = time.perf_counter()
             path = synthetic.write(a, folder / f"{name}-{kind}.gguf", kind, name)
             same = (a, path, sum(gguf_model(path)[1].streamed_by_dtype.values()))  # matrix bytes
+            writing += time.perf_counter() - began if name in ("wide", "wide_prompt") else 0.0
         files[name] = same
     on_step(f"llama.cpp {kind.lower()}: llama-bench and llama-batched-bench")
     try:
-        return _type_entry(build, files, threads, mark)
+        entry, info = _type_entry(build, files, threads, mark)
+        info["prompts_s"] += writing
+        return entry, info
     finally:
         for _, path, _ in files.values():
             path.unlink(missing_ok=True)
@@ -378,7 +389,7 @@ def measure_prompts(
     (PROMPT_BYTES of the type) at PROMPTS and the deep wide probe at PROMPT_ROWS (its prompt_depth, which differs by
     type: f16's 1.50 against q8_0's 1.27 in one Zen 3 profile), the fixed cost of the measured type that stands in
     for it taken out. roofline.calc.llamacpp.prompt_factor prices its prompts from them; its decode stays its
-    stand-in's. 1-3 s a type on a 2-core Zen 3 VM, against 5-10 s for a whole type."""
+    stand-in's. 2-6 s a type on a 2-core Zen 3 VM, writing the probes included, against 5-13 s for a whole type."""
     from roofline.calc.llamacpp import measured_type
     from roofline.specs.checkpoint import gguf_model
 

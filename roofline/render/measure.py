@@ -336,6 +336,11 @@ def engine_table(result: dict[str, Any]):
     )
 
 
+def _or_dash(value: float | None, unit: str) -> str:
+    """A figure with its SI unit, or "-" where there is none (a type whose prompts alone were measured)."""
+    return "-" if value is None else si(value, unit)
+
+
 def llamacpp_table(result: dict[str, Any]):
     """llama.cpp's measured costs per weight type."""
     from rich.console import Group
@@ -343,14 +348,13 @@ def llamacpp_table(result: dict[str, Any]):
 
     from roofline.render.grid import Grid
 
-    either = lambda value, unit: "-" if value is None else si(value, unit)  # noqa: E731
     rows = [
         [
             r["type"].lower() + (" (prompts alone)" if r.get("prompts_alone") else ""),
-            either(r["decode_bytes_per_s"], "B/s"),
+            _or_dash(r["decode_bytes_per_s"], "B/s"),
             f"{si(r['prefill_flop_per_s'], 'FLOP/s')} (pp{r['prefill_rows']})",
-            either(r["per_step_s"], "s"),
-            either(r["per_layer_s"], "s"),
+            _or_dash(r["per_step_s"], "s"),
+            _or_dash(r["per_layer_s"], "s"),
             "-" if r.get("deep_prompt_ratio") is None else f"{r['deep_prompt_ratio']:.2f}x",
             "on" if r["repack"] else "off",
             "-" if r.get("seconds") is None else f"{r['seconds']:.1f} s",

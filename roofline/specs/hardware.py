@@ -134,6 +134,11 @@ def _engines(value: Any) -> dict[str, Any]:
     return value
 
 
+# engines.llamacpp: the profile's shortest prompt (llama-bench), the rows from which roofline.calc.llamacpp prices
+# prompts at the depth of a model's weights and a type's prompts run alone apply
+PROMPT_ROWS = 128
+
+
 def _llamacpp(engine: Any) -> None:
     """engines.llamacpp as `measure --engine llamacpp` writes it: widths [narrow, wide] and, per ggml type,
     per_step_s, per_layer_s, seconds_per_byte by rows and optionally prompt_depth and at_width; optionally attention,
@@ -187,12 +192,12 @@ def _llamacpp(engine: Any) -> None:
         if not (
             isinstance(table, dict)
             and table
-            and all(str(m).isdigit() and int(m) > 0 for m in table)
+            and all(str(m).isdigit() and int(m) >= PROMPT_ROWS for m in table)
             and all(number(v, 1) and v > 0 for v in table.values())
         ):
             raise ValueError(
-                f"engine 'llamacpp' prompt_types {kind!r}: expected seconds_per_byte as prompt tokens -> seconds, "
-                "above 0"
+                f"engine 'llamacpp' prompt_types {kind!r}: expected seconds_per_byte as prompt tokens (at least "
+                f"{PROMPT_ROWS}) -> seconds, above 0"
             )
         _prompt_depth(costs.get("prompt_depth"), f"prompt_types {kind!r}")
 
