@@ -341,6 +341,7 @@ def test_measure_prints_each_types_seconds_and_the_type_stopped_at_its_pace(monk
     assert "took" in done.stdout and "9.7 s" in done.stdout
     assert "skipped q5_0,q4_0" in done.stderr and "q5_0 was begun and stopped at its pace" in done.stderr
     assert "ran the prompts of q4_0 alone" in done.stderr and "--dtype q5_0,q4_0" in done.stderr
+    assert "q5_0 priced by a measured type's kernels alone" in done.stderr
     row = next(line for line in done.stdout.splitlines() if line.startswith("q4_0"))
     assert "q4_0 (prompts alone)" in row and "1.82 TFLOP/s (pp512)" in row and "2.5 s" in row
 
@@ -1173,6 +1174,8 @@ def test_a_split_step_pays_each_ubatchs_weights_and_fixed_cost():
     assert step._replace(streams=False)(3, 3, 6e8, 0.0, 0.0, decode=decode, batch=apart) == pytest.approx(
         0.01752051, rel=1e-6
     )
+    # Called with the decode entries but no decode count (no keys, no attention FLOPs), the same split, no error.
+    assert step(3, 3, 6e8, 0.0, 0.0, batch=apart) == pytest.approx(0.02454214, rel=1e-6)
 
 
 def test_llama_server_slots_go_to_the_least_recently_used_free_one():

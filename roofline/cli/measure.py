@@ -211,10 +211,13 @@ def _measure_llamacpp(types, threads, save, datasheet, folder, model, as_json, a
     if result.get("skipped"):
         skipped = ",".join(k.lower() for k in result["skipped"])
         stopped = f"; {result['stopped'].lower()} was begun and stopped at its pace" if result.get("stopped") else ""
-        alone = ",".join(k.lower() for k in result.get("prompt_types", {}))
+        ran = result.get("prompt_types", {})
+        alone = ",".join(k.lower() for k in ran)
         alone = (
             f"; ran the prompts of {alone} alone (their decode priced by a measured type's kernels)" if alone else ""
         )
+        bare = ",".join(k.lower() for k in result["skipped"] if k not in ran)  # no time left, or the run failed
+        alone += f"; {bare} priced by a measured type's kernels alone" if bare else ""
         err(
             f"roofline: measured {len(result['types'])} types in {result['seconds']:.0f} s; skipped {skipped} to stay "
             f"within {llamacpp_profile.BUDGET_S:.0f} s{stopped}{alone}; measure them whole with --dtype {skipped}"

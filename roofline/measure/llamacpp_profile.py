@@ -241,7 +241,7 @@ def run(
                 break
             try:
                 entry = measure_prompts(build, kind, Path(folder), threads, out, on_step)
-            except RooflineError as e:  # a crash: the type stays priced by its stand-in; the types measured stay
+            except (RooflineError, OSError) as e:  # a crash, a full disk: its stand-in prices it; the profile stays
                 on_step(f"llama.cpp {kind.lower()}: its prompts alone failed ({e})")
                 continue
             out.setdefault("prompt_types", {})[kind] = entry
@@ -268,17 +268,17 @@ class Pace:
     the types' times: the first (q4_k, cold) 11.1-13.2 s, q6_k 9.1-10.4, q8_0 9.8-11.7, f16 5.4-7.1, q5_k
     10.7-11.8; the median so far, not the slowest, is the reference, since the cold first type would leave a type's
     time unused. A type is begun and kept to the deadline less a reserve: the time the types skipped so far and
-    those after it would take to run their prompts alone (measure_prompts), at the median time of a measured type's
-    wide prompts."""
+    those after it would take to run their prompts alone (measure_prompts), at prompts_s."""
 
     def __init__(self, deadline: float | None):
         self.deadline = deadline
         self.done: list[tuple[float, list[float]]] = []  # each type's total and marks [s from its start]
-        self.prompts: list[float] = []  # each measured type's wide prompts [s]
+        self.prompts: list[float] = []  # each measured type's wide prompts with their writing, each run alone [s]
         self.begun, self.marks, self.reserve = 0.0, [], 0.0
 
     def prompts_s(self) -> float:
-        """A skipped type's prompts run alone [s]: the median of the measured types' wide prompts (0 before any)."""
+        """A skipped type's prompts run alone [s]: the median of the measured types' wide prompts (their probes'
+        writing included) and of the runs alone so far (0 before any)."""
         return statistics.median(self.prompts) if self.prompts else 0.0
 
     def reference(self) -> tuple[float, list[float]] | None:
