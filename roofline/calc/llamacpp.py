@@ -139,7 +139,7 @@ def prompt_factor(
     no time for): at each probed prompt, its time per byte on the wide shallow probe at the depth of `working_set`
     (its own prompt_depth_factor) over the stand-in's price of that prompt there; 1 at the stand-in's largest decode
     row and below (decode streams its bytes, as priced); log-log in rows between, held beyond the longest prompt.
-    Left out one at a time from seven- and six-type profiles of a 2-core Zen 3 VM, with its own prompts from the
+    Left out one at a time from seven- and six-type profiles of a 2-core Zen 4 VM, with its own prompts from the
     same profile as its run alone (in sample: this checks carrying them to other widths and depths), its types'
     prompts (128, 512 rows; widths 576-2048; 48-256 MB of weights) came out a median 1.4% and 3.0% from their own
     where the stand-in alone gave 22.8% and 38.4%; with the stand-in's depth ratio, 4.1% and 7.5%. The held-out

@@ -387,9 +387,9 @@ def measure_prompts(
 ) -> dict[str, Any]:
     """A type the default run had no time for, its prompts alone (`prompt_types`): the wide shallow prompt probe
     (PROMPT_BYTES of the type) at PROMPTS and the deep wide probe at PROMPT_ROWS (its prompt_depth, which differs by
-    type: f16's 1.50 against q8_0's 1.27 in one Zen 3 profile), the fixed cost of the measured type that stands in
+    type: f16's 1.50 against q8_0's 1.27 in one Zen 4 profile), the fixed cost of the measured type that stands in
     for it taken out. roofline.calc.llamacpp.prompt_factor prices its prompts from them; its decode stays its
-    stand-in's. 2-6 s a type on a 2-core Zen 3 VM, writing the probes included, against 5-13 s for a whole type."""
+    stand-in's. 2-6 s a type on a 2-core Zen 4 VM, writing the probes included, against 5-13 s for a whole type."""
     from roofline.calc.llamacpp import measured_type
     from roofline.specs.checkpoint import gguf_model
 
