@@ -433,24 +433,19 @@ class Step(NamedTuple):
     streams: bool = False
 
     def __call__(self, *args: Any, decode: Decode = NO_DECODE, batch: list[Entry] | None = None) -> float:
+        """step_parts' total [s] for step_parts' arguments after `width`; with `batch`, ubatch by ubatch."""
         if not self.streams or not batch:
             return sum(step_parts(self.profile, self.weights, self.heads, self.width, *args, decode=decode))
-        return sum(self.split(equal_split(batch), *args, decode=decode))
+        return self._split(equal_split(batch), args, decode)
 
-    def split(
-        self,
-        ubatches: list[Ubatch],
-        rows: int,
-        logit_rows: int,
-        matmul_flops: float,
-        attention_flops: float,
-        kv_bytes: float,
-        decode: Decode = NO_DECODE,
-    ) -> list[float]:
-        """Each ubatch's seconds (step_parts): the step's matmul FLOPs and KV bytes in proportion to its rows, the
-        decodes' keys and attention FLOPs to its decode rows, the prompts' attention FLOPs to its prompt rows."""
+    def _split(self, ubatches: list[Ubatch], step: tuple, decode: Decode) -> float:
+        """The ubatches' seconds (step_parts each) of a step given as step_parts' (rows, logit rows, matmul FLOPs,
+        attention FLOPs, KV bytes): matmul FLOPs and KV bytes in proportion to each ubatch's rows, the decodes' keys
+        and attention FLOPs to its decode rows, the prompts' attention FLOPs to its prompt rows; its logit rows its
+        own."""
+        rows, _, matmul_flops, attention_flops, kv_bytes = step
         prompts = rows - decode.rows
-        times = []
+        total = 0.0
         for u in ubatches:
             d = (
                 Decode(u.decode, decode.keys * u.decode / decode.rows, decode.flops * u.decode / decode.rows)
@@ -460,8 +455,8 @@ class Step(NamedTuple):
             prompt_flops = (attention_flops - decode.flops) * u.prompt / prompts if prompts else 0.0
             share = (u.decode + u.prompt) / rows
             args = (u.decode + u.prompt, u.logits, matmul_flops * share, d.flops + prompt_flops, kv_bytes * share)
-            times.append(sum(step_parts(self.profile, self.weights, self.heads, self.width, *args, decode=d)))
-        return times
+            total += sum(step_parts(self.profile, self.weights, self.heads, self.width, *args, decode=d))
+        return total
 
     def breaks(
         self, rows: int, keys: float, keys_slope: float, steps: int, batch: list[Entry] | None = None
