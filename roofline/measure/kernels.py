@@ -375,6 +375,28 @@ def fast_passes(reference: list[float], ceiling: float | None) -> set[int]:
     return set() if len(fast) == len(reference) else fast
 
 
+class Rotation:
+    """Where the decode curve's next read begins in its pool [elements]: every series views the same pool, and each
+    call reads the `group` weights that follow the previous call's last (wrapping around its series), so a weight is
+    read again only after the rest of the cold set was, whichever point reads it. A call then reads a part of the
+    cold set, not all of it: the set's size costs no time, and a point's calls stay within its pass's share (on a
+    2-core Zen 4 VM calls that read the whole 128 MiB set took 0.27-0.36 s a pass, and the quick profile's curves
+    kept one or two of their three passes)."""
+
+    def __init__(self) -> None:
+        self.at = 0
+
+    def read(self, linear, x, weights: list, size: int, group: int) -> tuple[Any, Any]:
+        """`linear(x, w)` for the `group` weights (each `size` elements) from the current place; (the last output,
+        its weight)."""
+        first = -(-self.at // size) % len(weights)
+        for j in range(first, first + group):
+            w = weights[j % len(weights)]
+            y = linear(x, w)
+        self.at = (first + group) % len(weights) * size
+        return y, w
+
+
 def decode_curve(
     torch,
     clock: Clock,
@@ -390,20 +412,18 @@ def decode_curve(
     """F.linear(x[M x k], weight[n x k]) for M in the plan and each row length k: FLOP/s and weight bytes/s.
 
     The weights are sized like real layers (planner.weight_rows: about 4k rows, 1 to 64 MiB) and cold, as in
-    a decode step: each timed call cycles as many of them as fill the buffer, more than the last-level cache
-    where the budget allows, so every call streams them from memory. GEMV speed depends on the row length k
+    a decode step: together they fill the buffer, more than the last-level cache where the budget allows, and the
+    calls read them in rotation (Rotation: each call a group of them, as many as fit half its pass's share by the
+    shape's first timed call), so that every read streams from memory. GEMV speed depends on the row length k
     (short rows run slower), so the curve is measured per k; one more series at the shortest k uses a single
-    tall weight of the whole buffer (like an lm_head, whose many rows run slower at small M), and one of small
+    tall weights of half the buffer each (like an lm_head, whose many rows run slower at small M), and one of small
     weights of SMALL_ROWS rows (like a narrow model's K and V projections, where each call's own cost shows). Each
-    point records its rows per weight n. Every point is timed in CURVE_PASSES interleaved passes; its rate is the
-    median of the passes' best calls, stalled passes left out (pass_rate), and passes faster than `ceiling` (the
-    rounds' best weights_read, bytes/s, over the same buffer) allows left out of every point that keeps a pass
-    (fast_passes; not when the cold set is under both the buffer and the knee, whose reads may then hit the cache).
-    `knee_bytes` (the read ladder's smallest working set at memory speed, where it found one) caps the cold set:
-    past it every call streams from memory by the ladder's own measurement, and a smaller set leaves time for
-    the passes (on a 2-core AMX VM the sysfs-sized buffer was 176 MiB, the knee 128 MiB, and a quick run's
-    curve got one or two passes per point). Returns (curve, the M = 1 entry of the longest rows: the GEMV
-    bandwidth).
+    point records its rows per weight n and the weights a call read. Every point is timed in CURVE_PASSES
+    interleaved passes; its rate is the median of the passes' best calls, stalled passes left out (pass_rate), and
+    passes faster than `ceiling` (the rounds' best weights_read, bytes/s, over the same buffer) allows left out of
+    every point that keeps a pass (fast_passes; not when the cold set is under both the buffer and `knee_bytes`, the
+    read ladder's smallest working set at memory speed, whose reads may then hit the cache). Returns (curve, the
+    M = 1 entry of the longest rows: the GEMV bandwidth).
     """
     import torch.nn.functional as F
 
@@ -414,19 +434,22 @@ def decode_curve(
     size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
     rate = matmul["best_flop_per_s"] if matmul else None
     cap = max(plan.max_call, plan.curve_time / 2)  # the longest call a point may take
-    # The cold set: the buffer, or what one call reads within the cap at the measured read rate (the planner sized
-    # the buffer with a probe that a cache can inflate; a curve with no points would leave no calibration at all).
+    # The cold set: the buffer, or what a tall weight's one call reads within the cap at the measured read rate (the
+    # planner sized the buffer with a probe that a cache can inflate; a curve with no points would leave no
+    # calibration at all). Not the ladder's knee: a call reads a group of the cold set's weights (rotating), so the
+    # set's size costs no time, and at the knee a cyclic read may still hit the cache (on a 2-core Zen 4 VM the
+    # ladder put its knee at 64 MiB in some quick runs and 128 in others, the 64 MiB set reading 1.2x the plateau).
     cold = min(buffer_bytes, max(MIN_COLD, int(cap * read_rate)))
-    if knee_bytes and knee_bytes < cold:
-        cold = max(int(knee_bytes), min(MIN_COLD, cold))
-    elif cold < buffer_bytes:
+    if cold < buffer_bytes:
         notes.append(
             f"decode-shaped {dtype}: cold weights of {cold // MiB} MiB, not the {buffer_bytes // MiB} MiB buffer, "
             f"so that one call fits {cap:.3g} s at the measured {read_rate / 1e9:.3g} GB/s"
         )
     streams = cold == buffer_bytes or bool(knee_bytes and cold >= knee_bytes)  # no cache hits, by the ladder
-    short = plan.decode_ks[0]  # the tall weight: the whole cold set, and at least 8x a layer's rows, like an lm_head
-    tall = (short, max(8 * weight_rows(short, size), cold // (short * size) // 256 * 256), 1)
+    # The tall weights (like an lm_head): half the cold set each, read one a call, and at least 8x a layer's rows.
+    short = plan.decode_ks[0]
+    rows = max(8 * weight_rows(short, size), cold // 2 // (short * size) // 256 * 256)
+    tall = (short, rows, math.ceil(cold / (rows * short * size)))
     series = [
         (k, n, max(2, math.ceil(cold / (n * k * size)))) for k, n in ((k, weight_rows(k, size)) for k in plan.decode_ks)
     ]
@@ -441,7 +464,7 @@ def decode_curve(
     points = []  # (label, k, n, count, m): what fits the budget, in order
     for k, n, count in series:
         for m in plan.decode_m:
-            estimate = max(matmul_flops(m, k, count * n) / rate if rate else 0.0, count * n * k * size / read_rate)
+            estimate = max(matmul_flops(m, k, n) / rate if rate else 0.0, n * k * size / read_rate)  # one weight
             if estimate > cap and m > plan.decode_m[0]:  # M = 1 always runs: it is what decode is priced from
                 notes.append(f"decode-shaped {dtype} k={k} n={n}: M = {m} and above skipped, over the time budget")
                 break
@@ -450,6 +473,8 @@ def decode_curve(
     # on a different point in each pass, and a point's rate (pass_rate) outlives a stall.
     times: list[list[list[float]]] = [[] for _ in points]  # per point, each pass's calls
     inputs: dict[tuple[int, int], Any] = {}
+    group = [1] * len(points)  # weights a call reads, per point (set by its first pass)
+    rotation = Rotation()
     for done in range(CURVE_PASSES):
         for i, (_, k, n, count, m) in enumerate(points):
             # Past the deadline only the first pass's M = 1 points still run: a curve is never empty, even when the
@@ -459,11 +484,16 @@ def decode_curve(
             weights = [pool[j * n * k : (j + 1) * n * k].view(n, k) for j in range(count)]
             x = inputs.setdefault((m, k), tensor(m, k, dtype=dtype))
             out = {}
-            if done == 0:  # the shape's first call (a kernel's setup): one weight, not the cycle, is enough
+            if done == 0:  # the shape's first call (a kernel's setup) on one weight, then one timed on another
                 F.linear(x, weights[0])
+                if count > 1:
+                    begin = time.perf_counter()
+                    F.linear(x, weights[-1])
+                    one = time.perf_counter() - begin
+                    group[i] = max(1, min(count, int(plan.curve_time / CURVE_PASSES / 2 / max(one, 1e-9))))
             times[i].append(
                 clock.times(
-                    lambda: out.__setitem__("y", [F.linear(x, w) for w in weights]),
+                    lambda: out.__setitem__("y", rotation.read(F.linear, x, weights, n * k, group[i])),
                     warmup=0,
                     min_reps=max(1, plan.curve_reps // CURVE_PASSES),
                     min_time=plan.curve_time / CURVE_PASSES,
@@ -471,9 +501,8 @@ def decode_curve(
                 )
             )
             if done == 0:
-                verify_matmul(
-                    x, weights[-1].t(), out["y"][-1], dtype, f"decode-shaped matmul {dtype} M={m} k={k} n={n}"
-                )
+                y, w = out["y"]
+                verify_matmul(x, w.t(), y, dtype, f"decode-shaped matmul {dtype} M={m} k={k} n={n}")
     if clock.left() <= 0:
         notes.append(
             f"decode-shaped {dtype}: the time budget ran out within the curve's passes; points keep the passes they had"
@@ -483,7 +512,7 @@ def decode_curve(
     )
     if ref is not None and times[ref]:
         _, k, n, count, _ = points[ref]
-        reference = [count * n * k * size / min(calls) for calls in times[ref]]
+        reference = [group[ref] * n * k * size / min(calls) for calls in times[ref]]
         fast = fast_passes(reference, ceiling if streams else None)  # a smaller cold set may hit cache
         if fast:
             notes.append(
@@ -493,10 +522,10 @@ def decode_curve(
             )
             times = [[calls for j, calls in enumerate(passes) if j not in fast] or passes for passes in times]
     curve, first = [], None
-    for (label, k, n, count, m), passes in zip(points, times):
+    for (label, k, n, count, m), passes, per_call in zip(points, times, group):
         if not passes:
             continue
-        flops, weight_bytes = matmul_flops(m, k, count * n), count * n * k * size
+        flops, call_bytes = matmul_flops(m, k, per_call * n), per_call * n * k * size
         timed = [t for calls in passes for t in calls]
         best_flops, median_flops = summary(flops, timed)
         rate_flops = pass_rate([flops / min(calls) for calls in passes])
@@ -507,19 +536,20 @@ def decode_curve(
                 "n": n,
                 **label,
                 "flop_per_s": rate_flops,
-                "bytes_per_s": weight_bytes * rate_flops / flops,
+                "bytes_per_s": call_bytes * rate_flops / flops,
                 "best_flop_per_s": best_flops,
                 "median_flop_per_s": median_flops,
-                "buffer_bytes": weight_bytes,  # the cold set cycled: the working set the read ladder carries from
+                "buffer_bytes": count * n * k * size,  # the cold set cycled: the working set the ladder carries from
+                "weights_per_call": per_call,
                 "passes": len(passes),
             }
         )
-        if m == 1 and k == plan.decode_ks[-1] and count > 1:
-            best, median = summary(weight_bytes, timed)  # the headline read candidate: the best, as the others
+        if m == 1 and k == plan.decode_ks[-1] and count > 1 and first is None:  # the layer weights', not the tall
+            best, median = summary(call_bytes, timed)  # the headline read candidate: the best, as the others
             first = {
                 "best_bytes_per_s": best,
                 "median_bytes_per_s": median,
-                "buffer_bytes": weight_bytes,
+                "buffer_bytes": count * n * k * size,
                 "verified": True,
                 "counts": "weight read",
                 "dtype": dtype,
