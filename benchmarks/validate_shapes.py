@@ -18,7 +18,8 @@ import json
 import time
 from pathlib import Path
 
-from roofline.measure import bench, engine_costs, profile, validate
+from roofline.measure import engine_costs, profile, validate
+from roofline.measure.timing import pick_device, torch_module
 from roofline.specs.catalog import load_model
 from roofline.specs.hardware import hardware_from_mapping
 
@@ -57,7 +58,10 @@ def main() -> None:
                 f" this run asks for {args.dtype} on --device {args.device}"
             )
     else:
-        measured = bench.run(args.device, [args.dtype], None, True, args.dtype)
+        notes: list[str] = []  # a profile measured again, and why (validate.quick_measured)
+        measured = validate.quick_measured(pick_device(torch_module(), args.device), args.dtype, lambda s: None, notes)
+        for note in notes:
+            print(f"note: {note}")
     for engine in engines[1:] if engines[0] == "eager" else engines:
         if engine not in measured["engines"]:
             measured["engines"][engine] = engine_costs.of(engine, measured["device"]["kind"], args.dtype, quick=True)

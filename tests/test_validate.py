@@ -830,3 +830,42 @@ def test_the_torch_weight_dtypes_are_those_measure_times():
     from roofline.measure.timing import MATMUL_DTYPES
 
     assert set(TORCH_DTYPES) == set(MATMUL_DTYPES) - {"tf32"}
+
+
+def test_a_quick_profile_from_another_moment_is_measured_again(monkeypatch):
+    # validate's own quick profile is measured again when its reference kernels, timed right after, run more than
+    # SPLIT (1.25x) apart from it (drift.offset, a log ratio); of the profiles, the nearest is kept.
+    import math
+
+    from roofline.measure import bench, drift, validate
+
+    def scripted(offsets):
+        made, offs = [], iter(offsets)
+        monkeypatch.setattr(bench, "run", lambda *a, **k: made.append({"n": len(made)}) or made[-1])
+        monkeypatch.setattr(drift, "offset", lambda *a: next(offs))
+        notes: list[str] = []
+        kept = validate.quick_measured("cpu", "fp32", lambda s: None, notes)
+        return kept["n"], len(made), notes
+
+    assert scripted([math.log(1.1)]) == (0, 1, [])  # within 1.25x: kept, not measured again
+    assert scripted([None]) == (0, 1, [])  # no reference kernels to check: kept
+    kept, made, notes = scripted([math.log(1.35), math.log(1.05)])  # fp32's slow profile on the Zen 4 VM: 1/0.74
+    assert (kept, made) == (1, 2) and len(notes) == 1 and "1.35x" in notes[0] and "measured again" in notes[0]
+    kept, made, notes = scripted([math.log(1.3), math.log(1.5)])  # both off: the nearer one, the first
+    assert (kept, made) == (0, 2) and "kept the nearest" in notes[1]
+    kept, made, notes = scripted([math.log(1.5), math.log(1.3)])
+    assert (kept, made) == (1, 2)
+
+
+def test_a_profile_offset_times_its_reference_kernels_again():
+    # A profile whose decode reference saw 1e15 FLOP/s (far beyond a CPU's GEMV) is e^(big) from now; a profile
+    # with no curve or rounds-timed shape has no offset.
+    torch = pytest.importorskip("torch")
+    import math
+
+    from roofline.measure.drift import offset
+
+    point = {"m": 1, "k": 64, "n": 128, "flop_per_s": 1e15, "buffer_bytes": 65536}
+    measured = {"decode_matmul": {"fp32": [point]}, "plan": {"buffer_bytes": 65536}}
+    assert offset(torch, "cpu", "fp32", measured) > math.log(1e3)
+    assert offset(torch, "cpu", "fp32", {}) is None

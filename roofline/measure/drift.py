@@ -116,6 +116,20 @@ def decode_references(
     return references
 
 
+def offset(torch, device: str, dtype: str, measured: dict[str, Any]) -> float | None:
+    """How far a profile's moment is from this machine now: the largest |log(profile's rate / rate now)| over its
+    decode reference point and its prompt reference, each timed once (None when it has neither). Best calls
+    against best calls: the prompt shape at its best, not the typical rate that prices prefills (on the Zen 4 VM
+    fp32's 128 x 1024 x 4096 ran a median 110 GFLOP/s over the scan and rounds, its best 129)."""
+    point, prompt = reference_point(measured, dtype), prompt_point(measured, dtype)
+    buffer = (measured.get("plan") or {}).get("buffer_bytes", 0)
+    found = decode_references(torch, device, dtype, [[point]], buffer) if point else []
+    found += [prompt_reference(torch, device, dtype, {**prompt, "median_flop_per_s": None})] if prompt else []
+    for x in found:
+        x.time()
+    return max((abs(math.log(x.drift())) for x in found), default=None)
+
+
 def batch_points(measured: dict[str, Any] | None, dtype: str, batch: int) -> list[dict[str, Any]]:
     """The curve's layer-sized points at the curve M nearest the batch (in log2; the smaller on a tie), one per k:
     the kernels a decode step of that batch runs. Empty when that M is 1 (reference_point times it) or there is
