@@ -255,23 +255,69 @@ def test_the_curves_cold_set_is_the_buffer_whatever_the_ladders_knee():
 
 
 def test_the_curves_calls_read_its_weights_in_rotation():
-    # A pool of 8 elements seen as series A (4 weights of 2) and B (8 weights of 1). Worked by hand: A reading 1
-    # weight reads A0 (elements 0-1) and leaves the place at 2; B reading 3 begins at B2 (element 2): B2, B3, B4,
-    # place 5; A reading 2 begins at the first A weight at or after 5, A3 (6-7), then wraps to A0, place 2.
+    # A pool of 10 elements, worked by hand: two 1 x 2 weights read [0, 2) and [2, 4), the place at 4; two 1 x 3
+    # weights (another point) go on from there, [4, 7) and [7, 10); a 1 x 2 weight would run past the end, so it
+    # begins again at 0.
     from roofline.measure.kernels import Rotation
 
-    a, b = ["A0", "A1", "A2", "A3"], [f"B{j}" for j in range(8)]
-    read: list[str] = []
+    class Pool:
+        def numel(self):
+            return 10
+
+        def __getitem__(self, span):
+            return Span(span.start, span.stop)
+
+    class Span(tuple):
+        def __new__(cls, start, stop):
+            return super().__new__(cls, (start, stop))
+
+        def view(self, n, k):
+            assert self[1] - self[0] == n * k
+            return self
+
+    read: list[tuple[int, int]] = []
 
     def linear(x, w):
-        read.append(w)
+        read.append(tuple(w))
         return x
 
-    turn = Rotation()
-    assert turn.read(linear, 0, a, 2, 1) == (0, "A0") and turn.at == 2
-    assert turn.read(linear, 0, b, 1, 3) == (0, "B4") and turn.at == 5
-    assert turn.read(linear, 0, a, 2, 2) == (0, "A0") and turn.at == 2
-    assert read == ["A0", "B2", "B3", "B4", "A3", "A0"]
+    turn = Rotation(Pool())
+    assert turn.read(linear, "x", 1, 2, 2) == ("x", (2, 4)) and turn.at == 4
+    assert turn.read(linear, "x", 1, 3, 2) == ("x", (7, 10)) and turn.at == 10
+    assert turn.read(linear, "x", 1, 2, 1) == ("x", (0, 2)) and turn.at == 2
+    assert read == [(0, 2), (2, 4), (4, 7), (7, 10), (0, 2)]
+
+
+def test_a_curve_points_rate_counts_the_weights_its_calls_read(monkeypatch):
+    # Every F.linear the timed calls make is counted: a point's FLOPs per call are those of the weights a call read
+    # (weights_per_call), so its rate is 2 x M x k x n x weights_per_call / the scripted 2 ms. A pass's share of
+    # 10 us fits no F.linear, so every call reads one weight of the several its cold set holds.
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    from roofline.measure import kernels
+    from roofline.measure.timing import Clock
+
+    linear, calls = F.linear, []
+    monkeypatch.setattr(F, "linear", lambda x, w: calls.append(w.shape) or linear(x, w))
+
+    class Scripted(Clock):
+        def times(self, fn, warmup=1, min_reps=None, min_time=None, max_time=None):
+            calls.clear()
+            fn()
+            self.read = len(calls)
+            return [2e-3]
+
+    def tensor(*shape, dtype):
+        return torch.ones(*shape, dtype=torch.float32)
+
+    plan = TINY._replace(decode_m=(1,), decode_ks=(256,), curve_time=3e-5, max_call=1.0)
+    clock = Scripted(torch, "cpu", plan)
+    curve, _ = kernels.decode_curve(torch, clock, tensor, "fp32", None, 1e12, COLD, [], None)
+    assert [p["weights_per_call"] for p in curve] == [1, 1, 1] and clock.read == 1
+    assert all(p["buffer_bytes"] > p["n"] * p["k"] * 4 for p in curve)  # several weights in each cold set
+    for point in curve:
+        assert point["flop_per_s"] == pytest.approx(2 * point["k"] * point["n"] / 2e-3)
 
 
 def test_a_curve_begun_past_the_deadline_still_times_its_m_1_points():

@@ -119,7 +119,7 @@ def run(
     )
     read_rate = max(bandwidth["read"]["best_bytes_per_s"], bandwidth["weights_read"]["best_bytes_per_s"])
     ladder = bandwidth["read"].get("by_working_set") or {}
-    knee_bytes = ladder.get("knee_bytes") if ladder.get("reached") else None  # the curve's cold set need go no further
+    knee_bytes = ladder.get("knee_bytes") if ladder.get("reached") else None  # past it the curve's reads stream
 
     phase("curve")
     curves, gemv = {}, None

@@ -1,7 +1,6 @@
 """The kernels `roofline measure` times: matmul shape scans, copy / read bandwidth, the decode-shaped curve,
 decode attention and the per-op overhead (torch passed in; the method: roofline.measure.timing)."""
 
-import math
 import statistics
 import time
 from collections.abc import Callable
@@ -376,24 +375,25 @@ def fast_passes(reference: list[float], ceiling: float | None) -> set[int]:
 
 
 class Rotation:
-    """Where the decode curve's next read begins in its pool [elements]: every series views the same pool, and each
-    call reads the `group` weights that follow the previous call's last (wrapping around its series), so a weight is
-    read again only after the rest of the cold set was, whichever point reads it. A call then reads a part of the
-    cold set, not all of it: the set's size costs no time, and a point's calls stay within its pass's share (on a
-    2-core Zen 4 VM calls that read the whole 128 MiB set took 0.27-0.36 s a pass, and the quick profile's curves
-    kept one or two of their three passes)."""
+    """Where the decode curve's next read begins in its pool [elements]. Each call reads `group` weights of n x k
+    viewed back to back from there, and the place moves on by what was read, whichever point reads next; a weight
+    that would run past the pool's end begins again at 0. So a byte is read again only after the pool less two
+    weights was: with a pool of the largest cold set plus the largest weight, after the cold set less one weight,
+    as when every call read the whole set. A call then reads a part of the cold set, not all of it: the set's size
+    costs no time, and a point's calls stay within its pass's share (on a 2-core Zen 4 VM calls that read the whole
+    128 MiB set took 0.27-0.36 s a pass, and the quick profile's curves kept one or two of their three passes)."""
 
-    def __init__(self) -> None:
-        self.at = 0
+    def __init__(self, pool) -> None:
+        self.pool, self.at = pool, 0
 
-    def read(self, linear, x, weights: list, size: int, group: int) -> tuple[Any, Any]:
-        """`linear(x, w)` for the `group` weights (each `size` elements) from the current place; (the last output,
-        its weight)."""
-        first = -(-self.at // size) % len(weights)
-        for j in range(first, first + group):
-            w = weights[j % len(weights)]
+    def read(self, linear, x, n: int, k: int, group: int) -> tuple[Any, Any]:
+        """`linear(x, w)` for `group` weights w of n x k from the current place; (the last output, its weight)."""
+        for _ in range(group):
+            if self.at + n * k > self.pool.numel():
+                self.at = 0
+            w = self.pool[self.at : self.at + n * k].view(n, k)
             y = linear(x, w)
-        self.at = (first + group) % len(weights) * size
+            self.at += n * k
         return y, w
 
 
@@ -412,11 +412,11 @@ def decode_curve(
     """F.linear(x[M x k], weight[n x k]) for M in the plan and each row length k: FLOP/s and weight bytes/s.
 
     The weights are sized like real layers (planner.weight_rows: about 4k rows, 1 to 64 MiB) and cold, as in
-    a decode step: together they fill the buffer, more than the last-level cache where the budget allows, and the
-    calls read them in rotation (Rotation: each call a group of them, as many as fit half its pass's share by the
-    shape's first timed call), so that every read streams from memory. GEMV speed depends on the row length k
+    a decode step: each series' weights fill the buffer, more than the last-level cache where the budget allows, and
+    the calls read them in rotation (Rotation: each call a group of them, as many as fit half its pass's share by
+    the shape's first timed call), so that every read streams from memory. GEMV speed depends on the row length k
     (short rows run slower), so the curve is measured per k; one more series at the shortest k uses a single
-    tall weights of half the buffer each (like an lm_head, whose many rows run slower at small M), and one of small
+    two tall weights of half the buffer each (like an lm_head, whose many rows run slower at small M), and one of small
     weights of SMALL_ROWS rows (like a narrow model's K and V projections, where each call's own cost shows). Each
     point records its rows per weight n and the weights a call read. Every point is timed in CURVE_PASSES
     interleaved passes; its rate is the median of the passes' best calls, stalled passes left out (pass_rate), and
@@ -434,11 +434,12 @@ def decode_curve(
     size = torch.finfo(getattr(torch, STORAGE[dtype])).bits // 8
     rate = matmul["best_flop_per_s"] if matmul else None
     cap = max(plan.max_call, plan.curve_time / 2)  # the longest call a point may take
-    # The cold set: the buffer, or what a tall weight's one call reads within the cap at the measured read rate (the
+    # The cold set: the buffer, or what one read of it all would take within the cap at the measured read rate (the
     # planner sized the buffer with a probe that a cache can inflate; a curve with no points would leave no
-    # calibration at all). Not the ladder's knee: a call reads a group of the cold set's weights (rotating), so the
-    # set's size costs no time, and at the knee a cyclic read may still hit the cache (on a 2-core Zen 4 VM the
-    # ladder put its knee at 64 MiB in some quick runs and 128 in others, the 64 MiB set reading 1.2x the plateau).
+    # calibration at all; a tall weight, half the set, is one call). Not the ladder's knee: a call reads a group of
+    # the set's weights (Rotation), so the set's size costs no time, and at the knee a cyclic read may still hit the
+    # cache (on a 2-core Zen 4 VM the ladder put its knee at 64 MiB in some quick runs and 128 in others, the 64 MiB
+    # set reading 1.2x the plateau).
     cold = min(buffer_bytes, max(MIN_COLD, int(cap * read_rate)))
     if cold < buffer_bytes:
         notes.append(
@@ -449,51 +450,49 @@ def decode_curve(
     # The tall weights (like an lm_head): half the cold set each, read one a call, and at least 8x a layer's rows.
     short = plan.decode_ks[0]
     rows = max(8 * weight_rows(short, size), cold // 2 // (short * size) // 256 * 256)
-    tall = (short, rows, math.ceil(cold / (rows * short * size)))
-    series = [
-        (k, n, max(2, math.ceil(cold / (n * k * size)))) for k, n in ((k, weight_rows(k, size)) for k in plan.decode_ks)
-    ]
-    series.append(tall)
-    # Small weights (a narrow model's K and V projections): SMALL_ROWS rows each, as many as fill the cold set.
-    small = (short, SMALL_ROWS, max(2, math.ceil(cold / (SMALL_ROWS * short * size))))
-    series.append(small)
-    # One pool of values, filled once; each series views it as its weights (distinct, so still cold when cycled).
-    pool = tensor(max(count * n * k for k, n, count in series), dtype=dtype)
+    # (k, n): the layer-sized weights of each k, the tall ones, and small ones (a narrow model's K and V projections)
+    series = [(k, weight_rows(k, size)) for k in plan.decode_ks] + [(short, rows), (short, SMALL_ROWS)]
+    small, layers = series[-1], set(series[:-2])
+    counts = {(k, n): max(2, cold // (n * k * size)) for k, n in series}  # a series' weights in the cold set it cycles
+    # One pool of values, filled once: the largest of those sets and one more of the largest weights, read in
+    # rotation (Rotation: every byte read again only after the cold set less one weight was).
+    pool = tensor(max(c * n * k for (k, n), c in counts.items()) + max(n * k for k, n in series), dtype=dtype)
+    rotation = Rotation(pool)
     window = plan.curve_window or 3 * plan.curve_time * curve_points(plan.decode_m, plan.decode_ks)
     clock.deadline = min(clock.deadline, time.perf_counter() + window)
     points = []  # (label, k, n, count, m): what fits the budget, in order
-    for k, n, count in series:
+    for k, n in series:
+        count = counts[(k, n)]
         for m in plan.decode_m:
             estimate = max(matmul_flops(m, k, n) / rate if rate else 0.0, n * k * size / read_rate)  # one weight
             if estimate > cap and m > plan.decode_m[0]:  # M = 1 always runs: it is what decode is priced from
                 notes.append(f"decode-shaped {dtype} k={k} n={n}: M = {m} and above skipped, over the time budget")
                 break
-            points.append(({"series": "small"} if (k, n, count) == small else {}, k, n, count, m))
+            points.append(({"series": "small"} if (k, n) == small else {}, k, n, count, m))
     # Interleaved passes over every point, each a share of its time: a slow moment of a shared machine then lands
     # on a different point in each pass, and a point's rate (pass_rate) outlives a stall.
     times: list[list[list[float]]] = [[] for _ in points]  # per point, each pass's calls
     inputs: dict[tuple[int, int], Any] = {}
     group = [1] * len(points)  # weights a call reads, per point (set by its first pass)
-    rotation = Rotation()
     for done in range(CURVE_PASSES):
         for i, (_, k, n, count, m) in enumerate(points):
             # Past the deadline only the first pass's M = 1 points still run: a curve is never empty, even when the
             # phases before it spent the budget (a slow first torch call, a slow moment of a shared machine).
             if clock.left() <= 0 and (done > 0 or m > plan.decode_m[0]):
                 continue
-            weights = [pool[j * n * k : (j + 1) * n * k].view(n, k) for j in range(count)]
             x = inputs.setdefault((m, k), tensor(m, k, dtype=dtype))
             out = {}
-            if done == 0:  # the shape's first call (a kernel's setup) on one weight, then one timed on another
-                F.linear(x, weights[0])
-                if count > 1:
-                    begin = time.perf_counter()
-                    F.linear(x, weights[-1])
-                    one = time.perf_counter() - begin
-                    group[i] = max(1, min(count, int(plan.curve_time / CURVE_PASSES / 2 / max(one, 1e-9))))
+            if done == 0:  # the shape's first call (a kernel's setup) on one weight, then one timed on the next
+                rotation.read(F.linear, x, n, k, 1)
+                clock.sync()
+                begin = time.perf_counter()
+                rotation.read(F.linear, x, n, k, 1)
+                clock.sync()
+                one = time.perf_counter() - begin
+                group[i] = max(1, min(count, int(plan.curve_time / CURVE_PASSES / 2 / max(one, 1e-9))))
             times[i].append(
                 clock.times(
-                    lambda: out.__setitem__("y", rotation.read(F.linear, x, weights, n * k, group[i])),
+                    lambda: out.__setitem__("y", rotation.read(F.linear, x, n, k, group[i])),
                     warmup=0,
                     min_reps=max(1, plan.curve_reps // CURVE_PASSES),
                     min_time=plan.curve_time / CURVE_PASSES,
@@ -503,12 +502,12 @@ def decode_curve(
             if done == 0:
                 y, w = out["y"]
                 verify_matmul(x, w.t(), y, dtype, f"decode-shaped matmul {dtype} M={m} k={k} n={n}")
-    if clock.left() <= 0:
+    if any(len(passes) < CURVE_PASSES for passes in times):
         notes.append(
             f"decode-shaped {dtype}: the time budget ran out within the curve's passes; points keep the passes they had"
         )
     ref = next(
-        (i for i, (_, k, _, count, m) in enumerate(points) if m == 1 and k == plan.decode_ks[-1] and count > 1), None
+        (i for i, (_, k, n, _, m) in enumerate(points) if m == 1 and k == plan.decode_ks[-1] and (k, n) in layers), None
     )
     if ref is not None and times[ref]:
         _, k, n, count, _ = points[ref]
@@ -544,7 +543,7 @@ def decode_curve(
                 "passes": len(passes),
             }
         )
-        if m == 1 and k == plan.decode_ks[-1] and count > 1 and first is None:  # the layer weights', not the tall
+        if m == 1 and k == plan.decode_ks[-1] and (k, n) in layers:  # the layer weights', not the tall ones
             best, median = summary(call_bytes, timed)  # the headline read candidate: the best, as the others
             first = {
                 "best_bytes_per_s": best,
@@ -554,6 +553,7 @@ def decode_curve(
                 "counts": "weight read",
                 "dtype": dtype,
                 "shape": [count * n, k],
+                "weights_per_call": per_call,
             }
     del pool
     return curve, first

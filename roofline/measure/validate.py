@@ -289,14 +289,15 @@ def quick_measured(kind: str, dtype: str, on_step: Callable[[str], None], notes:
         on_step("quick measure of this device" + (" again" if attempt else ""))
         measured = bench.run(kind, [dtype], None, True, dtype, on_step=on_step)
         off = drift.offset(torch, kind, dtype, measured)
-        if best is None or (off is not None and off < best[0]):
-            best = (off if off is not None else 0.0, measured)
-        if off is None or off <= math.log(drift.SPLIT):
+        off = 0.0 if off is None else off  # no reference kernels to check it by: taken as it is
+        if best is None or off < best[0]:
+            best = (off, measured, attempt)
+        if off <= math.log(drift.SPLIT):
             break
         notes.append(
             f"quick profile {attempt + 1}: its reference kernels ran {math.exp(off):.2f}x apart from their speed a "
             "moment later (a slow or fast moment of the machine)"
-            + ("; measured again" if attempt < RETAKES else "; kept the nearest of the profiles")
+            + ("; measured again" if attempt < RETAKES else f"; kept profile {best[2] + 1}, the nearest")
         )
     return best[1]
 
