@@ -286,6 +286,10 @@ def test_the_curves_calls_read_its_weights_in_rotation():
     assert turn.read(linear, "x", 1, 3, 2) == ("x", (7, 10)) and turn.at == 10
     assert turn.read(linear, "x", 1, 2, 1) == ("x", (0, 2)) and turn.at == 2
     assert read == [(0, 2), (2, 4), (4, 7), (7, 10), (0, 2)]
+    # A place read before gives the view made then (made outside the timing of every later call), not a new one.
+    first = turn.views[(0, 1, 2)]
+    turn.at = 0
+    assert turn.read(linear, "x", 1, 2, 1)[1] is first
 
 
 def test_a_curve_points_rate_counts_the_weights_its_calls_read(monkeypatch):

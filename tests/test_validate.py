@@ -857,7 +857,8 @@ def test_a_quick_profile_from_another_moment_is_measured_again(monkeypatch):
     assert (kept, made) == (0, 2) and "kept profile 1, the nearest" in notes[1]
     kept, made, notes = scripted([math.log(1.5), math.log(1.3)])
     assert (kept, made) == (1, 2) and "kept profile 2" in notes[1]
-    assert scripted([math.log(1.5), None])[:2] == (1, 2)  # a retake with nothing to check it by is taken
+    kept, made, notes = scripted([math.log(1.5), None])  # a retake with nothing to check it by is kept, and said so
+    assert (kept, made) == (1, 2) and "no reference kernels to check it by" in notes[1]
 
 
 def test_a_profile_offset_times_its_reference_kernels_again():

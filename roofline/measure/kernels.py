@@ -377,21 +377,26 @@ def fast_passes(reference: list[float], ceiling: float | None) -> set[int]:
 class Rotation:
     """Where the decode curve's next read begins in its pool [elements]. Each call reads `group` weights of n x k
     viewed back to back from there, and the place moves on by what was read, whichever point reads next; a weight
-    that would run past the pool's end begins again at 0. So a byte is read again only after the pool less two
-    weights was: with a pool of the largest cold set plus the largest weight, after the cold set less one weight,
-    as when every call read the whole set. A call then reads a part of the cold set, not all of it: the set's size
-    costs no time, and a point's calls stay within its pass's share (on a 2-core Zen 4 VM calls that read the whole
-    128 MiB set took 0.27-0.36 s a pass, and the quick profile's curves kept one or two of their three passes)."""
+    that would run past the pool's end begins again at 0. With a pool of the largest cold set plus the largest
+    weight, a byte is read again only after the pool less two weights was, at least the largest set less its
+    largest weight (the bound of the whole-set calls before: their 64 MiB weights came back after 64 MiB). A call
+    reads a part of the cold set, not all of it: the set's size costs no time, and a point's calls stay within its
+    pass's share (on a 2-core Zen 4 VM calls that read the whole 128 MiB set took 0.27-0.36 s a pass, and the quick
+    profile's curves kept one or two of their three passes). Views are made once per place, outside the timing of
+    later calls (a slice and a view cost a few microseconds, a small weight's call about ten)."""
 
     def __init__(self, pool) -> None:
-        self.pool, self.at = pool, 0
+        self.pool, self.at, self.views = pool, 0, {}
 
     def read(self, linear, x, n: int, k: int, group: int) -> tuple[Any, Any]:
         """`linear(x, w)` for `group` weights w of n x k from the current place; (the last output, its weight)."""
         for _ in range(group):
             if self.at + n * k > self.pool.numel():
                 self.at = 0
-            w = self.pool[self.at : self.at + n * k].view(n, k)
+            key = (self.at, n, k)
+            if key not in self.views:
+                self.views[key] = self.pool[self.at : self.at + n * k].view(n, k)
+            w = self.views[key]
             y = linear(x, w)
             self.at += n * k
         return y, w
@@ -415,7 +420,7 @@ def decode_curve(
     a decode step: each series' weights fill the buffer, more than the last-level cache where the budget allows, and
     the calls read them in rotation (Rotation: each call a group of them, as many as fit half its pass's share by
     the shape's first timed call), so that every read streams from memory. GEMV speed depends on the row length k
-    (short rows run slower), so the curve is measured per k; one more series at the shortest k uses a single
+    (short rows run slower), so the curve is measured per k; one more series at the shortest k uses
     two tall weights of half the buffer each (like an lm_head, whose many rows run slower at small M), and one of small
     weights of SMALL_ROWS rows (like a narrow model's K and V projections, where each call's own cost shows). Each
     point records its rows per weight n and the weights a call read. Every point is timed in CURVE_PASSES
@@ -436,7 +441,7 @@ def decode_curve(
     cap = max(plan.max_call, plan.curve_time / 2)  # the longest call a point may take
     # The cold set: the buffer, or what one read of it all would take within the cap at the measured read rate (the
     # planner sized the buffer with a probe that a cache can inflate; a curve with no points would leave no
-    # calibration at all; a tall weight, half the set, is one call). Not the ladder's knee: a call reads a group of
+    # calibration at all; each tall weight is half the set). Not the ladder's knee: a call reads a group of
     # the set's weights (Rotation), so the set's size costs no time, and at the knee a cyclic read may still hit the
     # cache (on a 2-core Zen 4 VM the ladder put its knee at 64 MiB in some quick runs and 128 in others, the 64 MiB
     # set reading 1.2x the plateau).
@@ -447,7 +452,7 @@ def decode_curve(
             f"so that one call fits {cap:.3g} s at the measured {read_rate / 1e9:.3g} GB/s"
         )
     streams = cold == buffer_bytes or bool(knee_bytes and cold >= knee_bytes)  # no cache hits, by the ladder
-    # The tall weights (like an lm_head): half the cold set each, read one a call, and at least 8x a layer's rows.
+    # The tall weights (like an lm_head): half the cold set each, and at least 8x a layer's rows.
     short = plan.decode_ks[0]
     rows = max(8 * weight_rows(short, size), cold // 2 // (short * size) // 256 * 256)
     # (k, n): the layer-sized weights of each k, the tall ones, and small ones (a narrow model's K and V projections)
@@ -455,7 +460,7 @@ def decode_curve(
     small, layers = series[-1], set(series[:-2])
     counts = {(k, n): max(2, cold // (n * k * size)) for k, n in series}  # a series' weights in the cold set it cycles
     # One pool of values, filled once: the largest of those sets and one more of the largest weights, read in
-    # rotation (Rotation: every byte read again only after the cold set less one weight was).
+    # rotation (Rotation: a byte is read again only after the set less its largest weight was, at least).
     pool = tensor(max(c * n * k for (k, n), c in counts.items()) + max(n * k for k, n in series), dtype=dtype)
     rotation = Rotation(pool)
     window = plan.curve_window or 3 * plan.curve_time * curve_points(plan.decode_m, plan.decode_ks)

@@ -289,6 +289,8 @@ def quick_measured(kind: str, dtype: str, on_step: Callable[[str], None], notes:
         on_step("quick measure of this device" + (" again" if attempt else ""))
         measured = bench.run(kind, [dtype], None, True, dtype, on_step=on_step)
         off = drift.offset(torch, kind, dtype, measured)
+        if off is None and attempt:
+            notes.append(f"quick profile {attempt + 1}: no reference kernels to check it by; kept")
         off = 0.0 if off is None else off  # no reference kernels to check it by: taken as it is
         if best is None or off < best[0]:
             best = (off, measured, attempt)
