@@ -526,7 +526,7 @@ def decode_curve(
             )
             times = [[calls for j, calls in enumerate(passes) if j not in fast] or passes for passes in times]
     curve, first = [], None
-    for (label, k, n, count, m), passes, per_call in zip(points, times, group):
+    for i, ((label, k, n, count, m), passes, per_call) in enumerate(zip(points, times, group)):
         if not passes:
             continue
         flops, call_bytes = matmul_flops(m, k, per_call * n), per_call * n * k * size
@@ -548,7 +548,7 @@ def decode_curve(
                 "passes": len(passes),
             }
         )
-        if m == 1 and k == plan.decode_ks[-1] and (k, n) in layers:  # the layer weights', not the tall ones
+        if i == ref:  # the layer weights' M = 1 at the longest k, not the tall ones
             best, median = summary(call_bytes, timed)  # the headline read candidate: the best, as the others
             first = {
                 "best_bytes_per_s": best,

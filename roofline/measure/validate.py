@@ -256,15 +256,13 @@ def _check_memory(model: Model, dtype: str, batches: list[int], tokens: int, ava
         )
 
 
-def _quick_profile(
-    kind: str, dtype: str, on_step: Callable[[str], None], engine: str = "eager", notes: list[str] | None = None
-) -> Hardware:
+def _quick_profile(kind: str, dtype: str, on_step: Callable[[str], None], engine: str, notes: list[str]) -> Hardware:
     """A quick `measure` of this device (quick_measured) and of `engine`'s fixed costs, as a hardware spec the
     calculator takes."""
     from roofline.measure import engine_costs, profile
     from roofline.specs.hardware import hardware_from_mapping
 
-    measured = quick_measured(kind, dtype, on_step, notes if notes is not None else [])
+    measured = quick_measured(kind, dtype, on_step, notes)
     if engine != "eager":
         on_step(f"{engine} fixed costs (tiny models)")
         measured["engines"][engine] = engine_costs.of(engine, kind, dtype, quick=True)
