@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from roofline import estimate, load_hardware, load_model
@@ -320,23 +321,28 @@ def test_a_profile_with_engine_costs_prices_the_fixed_cost_with_them(tmp_path):
 
 
 def test_transformers_gpt2_linears_are_priced_at_the_measured_conv1d_slowdown():
-    from roofline.calc.calibrate import conv1d_factor
+    from roofline.calc.calibrate import conv1d_factor, curve_index
 
     engine = {
         "archetypes": {
             "rope": {"per_step_s": {"1": 1e-3}, "per_layer_s": {"1": 1e-3}},
             "learned": {"per_step_s": {"1": 2e-3}, "per_layer_s": {"1": 5e-4}},
         },
-        "conv1d_slowdown": {"1": 1.7, "16": 1.4, "128": 1.0},
+        "conv1d_slowdown": {"1024x4096": {"1": 1.7, "16": 1.4, "128": 1.0}},
     }
+    flat = curve_index([{"m": 1, "k": 768, "n": 768, "flop_per_s": 1e10}])  # every linear at 10 GFLOP/s
     gpt2, llama = load_model("gpt2").arch, load_model("llama-3.2-1b").arch
-    # Log-log in rows: at 4, halfway between 1 and 16, sqrt(1.7 x 1.4) = 1.542725; held beyond 128 and under 1.
-    assert conv1d_factor(engine, "transformers", gpt2, 4) == pytest.approx(1.542725, rel=1e-6)
-    assert conv1d_factor(engine, "transformers", gpt2, 2048) == 1.0
-    assert conv1d_factor(engine, "transformers", gpt2, 1) == 1.7
-    # Only transformers' GPT-2 layout: eager's linears and Llama shapes are F.linear; old profiles carry none.
-    assert conv1d_factor(engine, "eager", gpt2, 1) == 1.0 and conv1d_factor(engine, "transformers", llama, 1) == 1.0
-    assert conv1d_factor({"archetypes": engine["archetypes"]}, "transformers", gpt2, 1) == 1.0
+    # One shape: log-log in rows, at 4 halfway between 1 and 16, sqrt(1.7 x 1.4) = 1.542725; held beyond the ends.
+    assert conv1d_factor(engine, "transformers", gpt2, 4, flat) == pytest.approx(1.542725, rel=1e-6)
+    assert conv1d_factor(engine, "transformers", gpt2, 2048, flat) == pytest.approx(1.0)
+    assert conv1d_factor(engine, "transformers", gpt2, 1, flat) == pytest.approx(1.7)
+    # Profiles that timed one shape wrote rows -> ratio, unkeyed: the same prices.
+    old = {**engine, "conv1d_slowdown": {"1": 1.7, "16": 1.4, "128": 1.0}}
+    assert conv1d_factor(old, "transformers", gpt2, 4, flat) == pytest.approx(1.542725, rel=1e-6)
+    # Only transformers' GPT-2 layout: eager's linears and Llama shapes are F.linear; older profiles carry none.
+    assert conv1d_factor(engine, "eager", gpt2, 1, flat) == 1.0
+    assert conv1d_factor(engine, "transformers", llama, 1, flat) == 1.0
+    assert conv1d_factor({"archetypes": engine["archetypes"]}, "transformers", gpt2, 1, flat) == 1.0
     # Through the estimate: a batch-1 decode step's layer linears take 1.7x, the lm_head and the rest do not.
     hw = load_hardware("h100-sxm")._replace(id="p", measured=MEASURED, engines={"transformers": engine})
     plain = {**engine, "conv1d_slowdown": {"1": 1.0}}
@@ -345,6 +351,33 @@ def test_transformers_gpt2_linears_are_priced_at_the_measured_conv1d_slowdown():
     base = estimate(load_model("gpt2"), hw._replace(engines={"transformers": plain}), **args).calibrated
     assert slow.decode_overhead_s == base.decode_overhead_s and slow.decode_attention_s == base.decode_attention_s
     assert 1.0 < slow.decode_linear_s / base.decode_linear_s < 1.7  # the lm_head (38.6M of 124M weights) unscaled
+
+
+def test_conv1d_slowdown_follows_each_weights_aspect():
+    from roofline.calc.calibrate import conv1d_factor, conv1d_slowdown, conv1d_tables, curve_index
+
+    # Tall (aspect out / in 1/4) 1.2, square 0.9, wide (4) 0.75 at one row; 2.0 everywhere at 16 rows.
+    measured = {
+        "archetypes": {"learned": {"per_step_s": {"1": 0.0}, "per_layer_s": {"1": 0.0}}},
+        "conv1d_slowdown": {
+            "4096x1024": {"1": 1.2, "16": 2.0},
+            "1024x1024": {"1": 0.9, "16": 2.0},
+            "1024x4096": {"1": 0.75, "16": 2.0},
+        },
+    }
+    tables = conv1d_tables(measured["conv1d_slowdown"])
+    # Log-log in aspect: 1024 x 2048 halfway between square and wide, sqrt(0.9 x 0.75) = 0.821584; held beyond.
+    assert conv1d_slowdown(tables, 1024, 2048, 1) == pytest.approx(0.821584, rel=1e-6)
+    assert conv1d_slowdown(tables, 768, 6144, 1) == pytest.approx(0.75)
+    assert conv1d_slowdown(tables, 8192, 1024, 1) == pytest.approx(1.2)
+    assert conv1d_slowdown(tables, 1024, 2048, 16) == pytest.approx(2.0)
+    # GPT-2 (hidden 768, MLP 3072) as transformers builds it: c_attn 768 x 2304 (aspect 3: 0.9 x (0.75 / 0.9)^(log 3
+    # / log 4) = 0.778920), attn c_proj 768 x 768 (0.9), c_fc 768 x 3072 (0.75), mlp c_proj 3072 x 768 (1.2). At one
+    # rate for every linear each weighs its values: (1,769,472 x 0.778916 + 589,824 x 0.9 + 2,359,296 x 0.75 +
+    # 2,359,296 x 1.2) / 7,077,888 = 0.919730 (the wide shape alone said 0.75).
+    flat = curve_index([{"m": 1, "k": 768, "n": 768, "flop_per_s": 1e10}])
+    gpt2 = load_model("gpt2").arch
+    assert conv1d_factor(measured, "transformers", gpt2, 1, flat) == pytest.approx(0.919730, rel=1e-5)
 
 
 def test_prefill_elementwise_bytes_by_hand():
@@ -749,6 +782,9 @@ def test_engine_profile_structure_from_measure_engine(tmp_path):
     assert set(result["archetypes"]) == {"rope", "learned"} and result["dtype"] == "fp32"
     for costs in result["archetypes"].values():
         assert set(costs["per_layer_s"]) == {"1", "16"} and all(s >= 0 for s in costs["per_layer_s"].values())
+    # Conv1D against F.linear at a tall, a square and a wide weight, each at every row count.
+    assert list(result["conv1d_slowdown"]) == ["4096x1024", "1024x1024", "1024x4096"]
+    assert all(list(t) == ["1", "4", "16", "128"] for t in result["conv1d_slowdown"].values())
     # Saved into a profile, the estimate then prices the transformers engine's fixed costs.
     path = tmp_path / "p.yaml"
     path.write_text((Path(__file__).parent.parent / "hardware" / "h100-sxm.yaml").read_text())
@@ -873,3 +909,28 @@ def test_a_profile_offset_times_its_reference_kernels_again():
     measured = {"decode_matmul": {"fp32": [point]}, "plan": {"buffer_bytes": 65536}}
     assert offset(torch, "cpu", "fp32", measured) > math.log(1e3)
     assert offset(torch, "cpu", "fp32", {}) is None
+
+
+@pytest.mark.parametrize(
+    ("slowdown", "ok"),
+    [
+        ({"1024x4096": {"1": 1.2}, "4096x1024": {"1": 1.3, "16": 1.1}}, True),
+        ({"1": 1.2, "16": 1.1}, True),  # profiles that timed one shape
+        ({"1024*4096": {"1": 1.2}}, False),
+        ({"1024x4096": {"1": 0}}, False),
+        ({"1024x4096": {"one": 1.2}}, False),
+        ({"1024x4096": {}}, False),
+    ],
+)
+def test_a_profiles_conv1d_slowdown_is_checked_on_load(tmp_path, slowdown, ok):
+    engine = {"archetypes": {"learned": {"per_step_s": {"1": 1e-3}, "per_layer_s": {"1": 1e-4}}}}
+    spec = yaml.safe_load((Path(__file__).parent.parent / "hardware" / "h100-sxm.yaml").read_text())
+    spec["engines"] = {"transformers": {**engine, "conv1d_slowdown": slowdown}}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    r = runner.invoke(app, ["estimate", "-q", "-H", str(path)])
+    if ok:
+        assert r.exit_code == 0, r.stderr
+    else:
+        assert r.exit_code == 1 and len(r.stderr.strip().splitlines()) == 1
+        assert "conv1d_slowdown as a weight's 'KxN' -> rows -> a ratio above 0" in r.stderr

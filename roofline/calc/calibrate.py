@@ -247,14 +247,48 @@ def linear_seconds(index: dict[str, Any], a: Architecture, rows: float, head_row
     return a.layers * layer * layout + head
 
 
-def conv1d_factor(measured: dict[str, Any] | None, engine: str, a: Architecture, rows: float) -> float:
+def conv1d_factor(
+    measured: dict[str, Any] | None, engine: str, a: Architecture, rows: float, index: dict[str, Any]
+) -> float:
     """How much longer a layer's linears take as the engine runs them than the curve's F.linear: transformers runs
-    GPT-2's (learned archetype) as Conv1D, whose measured slowdown by rows (engine_costs.conv1d_slowdown) is
-    interpolated log-log in rows, held beyond; 1 otherwise (and for profiles measured before it)."""
+    GPT-2's (learned archetype) as Conv1D, whose measured slowdown (engine_costs.conv1d_slowdown) depends on rows and
+    on a weight's aspect. The layer's factor is its Conv1D linears' (conv1d_linears) slowdowns weighted by their
+    F.linear times at the curve's rates (`index`); 1 otherwise (and for profiles measured before it)."""
     table = (measured or {}).get("conv1d_slowdown")
     if engine != "transformers" or archetype(a) != "learned" or not table:
         return 1.0
-    return interpolate(sorted((float(m), r) for m, r in table.items()), rows, log_y=True)
+    tables = conv1d_tables(table)
+    times = [(f.matmul_flops(k * n, rows) / linear_rate(index, rows, k, n), k, n) for k, n in conv1d_linears(a)]
+    return sum(t * conv1d_slowdown(tables, k, n, rows) for t, k, n in times) / sum(t for t, _, _ in times)
+
+
+def conv1d_linears(a: Architecture) -> list[tuple[int, int]]:
+    """(in, out) of a GPT-2 layer's Conv1D linears as transformers builds them (modeling_gpt2: c_attn fuses q, k
+    and v; attn.c_proj; mlp.c_fc; mlp.c_proj)."""
+    h, q, kv = a.hidden_size, a.num_heads * a.head_dim, a.num_kv_heads * a.head_dim
+    return [(h, q + 2 * kv), (q, h), (h, a.intermediate_size), (a.intermediate_size, h)]
+
+
+# The shape measured by profiles that timed one (engine_costs before CONV1D_SHAPES): rows -> ratio, unkeyed
+CONV1D_FIRST_SHAPE = "1024x4096"
+
+
+def conv1d_tables(table: dict[str, Any]) -> list[tuple[float, list[tuple[float, float]]]]:
+    """A profile's conv1d_slowdown ("KxN" -> rows -> ratio; or rows -> ratio, CONV1D_FIRST_SHAPE) as
+    [(aspect out / in, [(rows, ratio)])], by aspect."""
+    if not all(isinstance(v, dict) for v in table.values()):
+        table = {CONV1D_FIRST_SHAPE: table}
+    out = []
+    for shape, by_rows in table.items():
+        k, n = (int(x) for x in shape.split("x"))
+        out.append((n / k, sorted((float(m), r) for m, r in by_rows.items())))
+    return sorted(out)
+
+
+def conv1d_slowdown(tables: list[tuple[float, list[tuple[float, float]]]], k: float, n: float, rows: float) -> float:
+    """Conv1D's time over F.linear's for a k x n weight at `rows` rows: at each measured shape log-log in rows, then
+    log-log in the aspect n / k between shapes, held beyond the ends of both."""
+    return interpolate([(aspect, interpolate(by_rows, rows)) for aspect, by_rows in tables], n / k)
 
 
 TORCH_DTYPES = ("fp32", "bf16", "fp16")  # weight dtypes a torch profile can time: measure.timing.MATMUL_DTYPES
@@ -301,7 +335,7 @@ def predict(
     best = profile.get("matmul", {}).get(dtype)
     square = (best["best_shape"][0], typical(best)) if best else None
     index = curve_index(curve, scan_anchors(best) if best else [], square)
-    decode_linear = linear_seconds(index, a, batch, batch, conv1d_factor(measured, engine, a, batch))
+    decode_linear = linear_seconds(index, a, batch, batch, conv1d_factor(measured, engine, a, batch, index))
     params = a.layers * sum(k * n for k, n in linears(a)) + a.hidden_size * a.vocab_size
     cycled = curve_bytes(profile, curve)
     carried_s = carried(profile, decode_linear, params * DTYPE_BYTES.get(dtype, 4.0), working_set, cycled)
@@ -314,7 +348,8 @@ def predict(
     rates = (profile.get("elementwise") or {}).get(dtype)
     moved = elementwise.prefill_bytes(a, batch, prompt, DTYPE_BYTES.get(dtype, 4.0), engine)
     activations = elementwise.prefill_seconds(rates["bytes_per_s"], moved) if rates else 0.0
-    linear = linear_seconds(index, a, batch * prompt, batch, conv1d_factor(measured, engine, a, batch * prompt))
+    rows = batch * prompt
+    linear = linear_seconds(index, a, rows, batch, conv1d_factor(measured, engine, a, rows, index))
     prefill = linear + prefill_attention_flops / prefill_rate + activations + fixed
     basis = (
         f"fixed costs measured on the {engine} engine"

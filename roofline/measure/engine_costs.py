@@ -110,22 +110,33 @@ def of(engine: str, kind: str, dtype: str, quick: bool = False, deadline: float 
 
 
 CONV1D_ROWS = (1, 4, 16, 128)  # decode batches and a prompt's rows
-CONV1D_SHAPE = (1024, 4096)  # (in, out) of one weight: GPT-2-medium's MLP up-projection
+# (in, out) of the weights timed: GPT-2-medium's MLP down-projection, attention output and MLP up-projection. The
+# ratio follows the weight's aspect (out / in): fp32 on a 2-core Zen 4 VM at one row, 1.19 for 4096 x 1024 and
+# 3072 x 768, 0.91 for 1024 x 1024, 0.72-0.74 for 1024 x 3072 and 1024 x 4096, 0.63-0.67 for 768 x 2304 and
+# 768 x 3072 (median of 5 rounds); bf16 1.24-1.26 tall, 1.07 square, 1.01-1.20 wide.
+CONV1D_SHAPES = ((4096, 1024), (1024, 1024), (1024, 4096))
 CONV1D_ROUNDS = 3
 
 
-def conv1d_slowdown(torch, kind: str, dtype: str, cold_bytes: float = 128 * 2**20) -> dict[str, float]:
-    """rows -> time of transformers' Conv1D linear (addmm of x by a weight stored in x out, GPT-2's layout) over
-    F.linear's (the weight out x in, the layout the profile's curve times), on the same cold weights: the median of
-    CONV1D_ROUNDS interleaved rounds. In bf16 on a 2-core Zen 5 VM Conv1D took 1.7x at 1 and 4 rows, 1.4x at 16,
-    1.07x at 128 (best of 30 calls), and transformers' GPT-2 shapes decoded 0.58-0.74x as fast as priced."""
+def conv1d_slowdown(torch, kind: str, dtype: str, cold_bytes: float = 128 * 2**20) -> dict[str, dict[str, float]]:
+    """A weight's "KxN" (in x out) -> rows -> time of transformers' Conv1D linear (addmm of x by a weight stored in
+    x out, GPT-2's layout) over F.linear's (the weight out x in, the layout the profile's curve times), on the same
+    cold weights: the median of CONV1D_ROUNDS interleaved rounds, at each of CONV1D_SHAPES. In bf16 on a 2-core
+    Zen 5 VM Conv1D 1024 x 4096 took 1.7x at 1 and 4 rows, 1.4x at 16, 1.07x at 128 (best of 30 calls), and
+    transformers' GPT-2 shapes decoded 0.58-0.74x as fast as priced. One shape is not enough: timed at the wide
+    shape alone, fp32's 0.69 at one row priced GPT-2's batch-1 decodes 0.78-0.85x of measured on a Zen 4 VM, its
+    tall down-projections taking 1.19x."""
+    return {f"{k}x{n}": _conv1d_shape(torch, kind, dtype, k, n, cold_bytes) for k, n in CONV1D_SHAPES}
+
+
+def _conv1d_shape(torch, kind: str, dtype: str, k: int, n: int, cold_bytes: float) -> dict[str, float]:
+    """rows -> Conv1D's time over F.linear's for a k x n weight (conv1d_slowdown)."""
     import torch.nn.functional as F
 
     from roofline.measure.timing import STORAGE, synchronizer
 
     sync = synchronizer(torch, kind)
     device = "cuda" if kind == "cuda" else "cpu"
-    k, n = CONV1D_SHAPE
     store = getattr(torch, STORAGE[dtype])
     count = max(2, int(cold_bytes // (k * n * torch.finfo(store).bits // 8)))
     linear = [torch.randn(n, k, device=device).to(store) for _ in range(count)]

@@ -95,8 +95,8 @@ def hardware_to_mapping(h: Hardware) -> dict[str, Any]:
 
 
 def _engines(value: Any) -> dict[str, Any]:
-    """Engine name -> {archetypes: {name: {per_step_s, per_layer_s: {batch: seconds}}}, conv1d_slowdown: {rows: ratio}
-    (transformers)}, as `measure` writes it."""
+    """Engine name -> {archetypes: {name: {per_step_s, per_layer_s: {batch: seconds}}},
+    conv1d_slowdown: {"KxN": {rows: ratio}} (transformers)}, as `measure` writes it."""
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise TypeError
     for name, engine in value.items():
@@ -124,14 +124,36 @@ def _engines(value: Any) -> dict[str, Any]:
                 except (TypeError, ValueError):
                     raise ValueError(f"engine {name!r} archetype {kind!r}: {key} keys must be batch sizes") from None
         slowdown = engine.get("conv1d_slowdown")
-        if slowdown is not None and not (
-            isinstance(slowdown, dict)
-            and slowdown
-            and all(str(m).isdigit() and int(m) > 0 for m in slowdown)
-            and all(isinstance(r, (int, float)) and not isinstance(r, bool) and 0 < r < 100 for r in slowdown.values())
-        ):
-            raise ValueError(f"engine {name!r}: expected conv1d_slowdown as rows -> a ratio above 0")
+        if slowdown is not None and not _conv1d(slowdown):
+            raise ValueError(
+                f"engine {name!r}: expected conv1d_slowdown as a weight's 'KxN' -> rows -> a ratio above 0"
+            )
     return value
+
+
+def _conv1d(value: Any) -> bool:
+    """Whether `value` is a conv1d_slowdown: "KxN" -> rows -> ratio, or rows -> ratio (profiles that timed one
+    shape)."""
+    if not isinstance(value, dict) or not value:
+        return False
+    if all(isinstance(v, dict) for v in value.values()):
+        return all(_weight_shape(s) and _conv1d_rows(t) for s, t in value.items())
+    return _conv1d_rows(value)
+
+
+def _weight_shape(key: Any) -> bool:
+    """Whether `key` is a weight's "KxN" (in x out, both positive)."""
+    parts = str(key).split("x")
+    return len(parts) == 2 and all(p.isdigit() and int(p) > 0 for p in parts)
+
+
+def _conv1d_rows(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(str(m).isdigit() and int(m) > 0 for m in value)
+        and all(isinstance(r, (int, float)) and not isinstance(r, bool) and 0 < r < 100 for r in value.values())
+    )
 
 
 # engines.llamacpp: the profile's shortest prompt (llama-bench), the rows from which roofline.calc.llamacpp prices
