@@ -380,6 +380,30 @@ def test_conv1d_slowdown_follows_each_weights_aspect():
     assert conv1d_factor(measured, "transformers", gpt2, 1, flat) == pytest.approx(0.919730, rel=1e-5)
 
 
+def test_transformers_decode_copies_its_kv_cache_each_step_at_the_copy_bandwidth():
+    from roofline.calc.calibrate import cache_copy_seconds
+
+    engine = {
+        "archetypes": {
+            "rope": {"per_step_s": {"1": 1e-3}, "per_layer_s": {"1": 1e-3}},
+            "learned": {"per_step_s": {"1": 2e-3}, "per_layer_s": {"1": 5e-4}},
+        }
+    }
+    copy = {"bandwidth": {"copy": {"best_bytes_per_s": 1e10}}}
+    # GPT-2 (12 layers, 12 x 64 = 768 wide) in fp32: K and V add 2 x 12 x 768 x 4 = 73,728 B a token. Prompt 100,
+    # output 10: decode steps at contexts 100..108 (mean 104), each reading 105 positions; batch 4: 4 x 105 x 73,728
+    # = 30,965,760 B of cache, read and written again by torch.cat: 2 x 30,965,760 / 1e10 = 6.193152 ms a step.
+    assert cache_copy_seconds(copy, "transformers", 30_965_760) == pytest.approx(6.193152e-3)
+    assert cache_copy_seconds(copy, "eager", 30_965_760) == 0.0  # a preallocated cache, written in place
+    assert cache_copy_seconds({}, "transformers", 30_965_760) == 0.0  # no copy figure: not priced
+    hw = load_hardware("h100-sxm")._replace(id="p", engines={"transformers": engine})
+    args = dict(batch=4, prompt_tokens=100, output_tokens=10, engine="transformers")
+    plain = estimate(load_model("gpt2"), hw._replace(measured=MEASURED), **args).calibrated
+    copied = estimate(load_model("gpt2"), hw._replace(measured={**MEASURED, **copy}), **args).calibrated
+    assert copied.decode_attention_s - plain.decode_attention_s == pytest.approx(6.193152e-3)
+    assert copied.tpot_s - plain.tpot_s == pytest.approx(6.193152e-3) and copied.ttft_s == plain.ttft_s
+
+
 def test_prefill_elementwise_bytes_by_hand():
     from roofline.calc.elementwise import prefill_bytes
     from roofline.specs.params import Architecture

@@ -291,6 +291,19 @@ def conv1d_slowdown(tables: list[tuple[float, list[tuple[float, float]]]], k: fl
     return interpolate([(aspect, interpolate(by_rows, rows)) for aspect, by_rows in tables], n / k)
 
 
+def cache_copy_seconds(profile: dict[str, Any], engine: str, kv_bytes: float) -> float:
+    """Seconds a transformers decode step spends copying its KV cache of `kv_bytes` [B]: its default dynamic cache
+    makes every layer's keys and values anew each step (DynamicLayer.update: torch.cat of the cache and the new
+    position), reading the cache and writing it again, 2 x kv_bytes at the profile's copy bandwidth (read + write
+    counted, as STREAM does); 0 for other engines and for a profile without a copy figure. On a 2-core Zen 4 VM
+    GPT-2-medium at batch 16 (24 layers, 453 MB of fp32 cache) spent 27-30 ms of a 264-278 ms step in torch.cat
+    with freed memory kept (roofline.measure.allocator, as measure and validate run), 30-34 GB/s against a copy
+    bandwidth of 36. A loop of cache-sized torch.cat ran 32-35 GB/s so, the copy's rate: not timed on its own
+    (under glibc's defaults 5-7 GB/s, each new tensor just over the dynamic mmap threshold and faulted in anew)."""
+    copy = ((profile.get("bandwidth") or {}).get("copy") or {}).get("best_bytes_per_s")
+    return 2 * kv_bytes / copy if engine == "transformers" and copy else 0.0
+
+
 TORCH_DTYPES = ("fp32", "bf16", "fp16")  # weight dtypes a torch profile can time: measure.timing.MATMUL_DTYPES
 
 
@@ -341,6 +354,7 @@ def predict(
     carried_s = carried(profile, decode_linear, params * DTYPE_BYTES.get(dtype, 4.0), working_set, cycled)
     decode_linear = max(carried_s, 2 * params * batch / best["best_flop_per_s"]) if best else carried_s
     attention = max(attention_flops_per_step / kernel["flop_per_s"], kv_bytes_per_step / kernel["bytes_per_s"])
+    attention += cache_copy_seconds(profile, engine, kv_bytes_per_step)
     # Prefill attention runs many queries at once: priced at the measured causal prefill kernel's rate.
     prefill_rate = prefill_attention_rate(kernel, prompt, typical(best) if best else kernel["flop_per_s"])
     # A prefill runs the decode step's kernels once (their fixed cost: the engine's where measured) and its

@@ -128,6 +128,8 @@ def _calibrated_line(c) -> str:
     """The calibrated prediction and its decode step's parts, named as its engine's model has them."""
     if c.engine == "llamacpp":
         label, parts = "llama.cpp's measured profile", ("matmuls", "attention + KV", "fixed")
+    elif c.engine == "transformers":
+        label, parts = "measured curve + transformers' costs", ("linears", "attention + cache copy", "fixed")
     else:
         label, parts = "measured curve + per-op cost, plain eager PyTorch", ("linears", "attention", "per-op")
     values = (c.decode_linear_s, c.decode_attention_s, c.decode_overhead_s)
