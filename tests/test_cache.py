@@ -35,6 +35,27 @@ def test_speedup_by_hand():
     assert cache.at_memory(points, 80e9, 32 * MiB) == pytest.approx(80e9 / (math.sqrt(4000) / 40))
 
 
+def test_a_ladder_point_slower_than_a_larger_working_set_reads_at_that_sets_speed():
+    # The Zen 4 VM's quick profile of 2026-12-07: ... 172 GB/s at 16 MiB (the fastest), 94 at 32, 35 at 64, a dip to
+    # 17 at 128, 34 at 256, 34 at 512 MiB. Beyond the fastest point each point is at least every larger set's:
+    # 128 MiB reads max(17, 34, 34) = 34, 64 MiB max(35, 34) = 35. Before the fastest (a small read's call cost) a
+    # point stays: 1 MiB at 100, under 16 MiB's 172.
+    points = cache.ladder(
+        ladder(
+            (1 * MiB, 100e9),
+            (16 * MiB, 172e9),
+            (32 * MiB, 94e9),
+            (64 * MiB, 35e9),
+            (128 * MiB, 17e9),
+            (256 * MiB, 34e9),
+            (512 * MiB, 34e9),
+        )
+    )
+    assert [r / 1e9 for _, r in points] == pytest.approx([100, 172, 94, 35, 34, 34, 34])
+    # The curve cycled 128 MiB: carried to memory as read at 34 GB/s there, not 17 (which halved a step's time).
+    assert cache.speedup(points, 128 * MiB) == pytest.approx(1.0)
+
+
 def test_a_buffer_inside_the_cache_is_carried_to_memory_speed():
     # The read sum ran at 90 GB/s and weights_read at 60 GB/s over 128 MiB, which the ladder shows at 90 GB/s
     # against its 45 GB/s plateau from 512 MiB: both halve, to 45 and 30; the read is the decode bandwidth.
