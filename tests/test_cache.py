@@ -52,8 +52,11 @@ def test_a_ladder_point_slower_than_a_larger_working_set_reads_at_that_sets_spee
         )
     )
     assert [r / 1e9 for _, r in points] == pytest.approx([100, 172, 94, 35, 34, 34, 34])
-    # The curve cycled 128 MiB: carried to memory as read at 34 GB/s there, not 17 (which halved a step's time).
-    assert cache.speedup(points, 128 * MiB) == pytest.approx(1.0)
+    # A curve time of 1 s reading 20 GB over its 128 MiB cold set (20 GB/s, memory-bound against the ladder's 34
+    # there) carried to a 2 GiB step (34 GB/s, held beyond the ladder): 1 x 34 / 34 = 1 s, not 1 x 17 / 34 = 0.5.
+    profile = ladder((1 * MiB, 100e9), (16 * MiB, 172e9), (32 * MiB, 94e9), (64 * MiB, 35e9), (128 * MiB, 17e9),
+                     (256 * MiB, 34e9), (512 * MiB, 34e9))  # fmt: skip
+    assert cache.carried(profile, 1.0, 20e9, 2 * GiB, 128 * MiB) == pytest.approx(1.0)
 
 
 def test_a_buffer_inside_the_cache_is_carried_to_memory_speed():

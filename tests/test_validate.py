@@ -373,11 +373,18 @@ def test_conv1d_slowdown_follows_each_weights_aspect():
     assert conv1d_slowdown(tables, 1024, 2048, 16) == pytest.approx(2.0)
     # GPT-2 (hidden 768, MLP 3072) as transformers builds it: c_attn 768 x 2304 (aspect 3: 0.9 x (0.75 / 0.9)^(log 3
     # / log 4) = 0.778920), attn c_proj 768 x 768 (0.9), c_fc 768 x 3072 (0.75), mlp c_proj 3072 x 768 (1.2). At one
-    # rate for every linear each weighs its values: (1,769,472 x 0.778916 + 589,824 x 0.9 + 2,359,296 x 0.75 +
+    # rate for every linear each weighs its values: (1,769,472 x 0.778920 + 589,824 x 0.9 + 2,359,296 x 0.75 +
     # 2,359,296 x 1.2) / 7,077,888 = 0.919730 (the wide shape alone said 0.75).
     flat = curve_index([{"m": 1, "k": 768, "n": 768, "flop_per_s": 1e10}])
     gpt2 = load_model("gpt2").arch
     assert conv1d_factor(measured, "transformers", gpt2, 1, flat) == pytest.approx(0.919730, rel=1e-5)
+    # Weighted by time, not values: with row length 3072 read at 4x the rate of 768 (log-log in k: a curve at 768
+    # and 3072), the down-projection's 2,359,296 values weigh a quarter: (1,769,472 x 0.778920 + 589,824 x 0.9 +
+    # 2,359,296 x 0.75 + 589,824 x 1.2) / 5,308,416 = 0.826307.
+    by_k = curve_index(
+        [{"m": 1, "k": 768, "n": 768, "flop_per_s": 1e10}, {"m": 1, "k": 3072, "n": 768, "flop_per_s": 4e10}]
+    )
+    assert conv1d_factor(measured, "transformers", gpt2, 1, by_k) == pytest.approx(0.826307, rel=1e-5)
 
 
 def test_transformers_decode_copies_its_kv_cache_each_step_at_the_copy_bandwidth():
@@ -401,7 +408,13 @@ def test_transformers_decode_copies_its_kv_cache_each_step_at_the_copy_bandwidth
     plain = estimate(load_model("gpt2"), hw._replace(measured=MEASURED), **args).calibrated
     copied = estimate(load_model("gpt2"), hw._replace(measured={**MEASURED, **copy}), **args).calibrated
     assert copied.decode_attention_s - plain.decode_attention_s == pytest.approx(6.193152e-3)
-    assert copied.tpot_s - plain.tpot_s == pytest.approx(6.193152e-3) and copied.ttft_s == plain.ttft_s
+    assert copied.tpot_s - plain.tpot_s == pytest.approx(6.193152e-3)
+    # The prefill's cat onto an empty cache copies the prompt's KV: 4 x 100 x 73,728 = 29,491,200 B, 5.89824 ms.
+    assert copied.ttft_s - plain.ttft_s == pytest.approx(5.89824e-3)
+    # A copy figure timed over 128 MiB that the ladder reads at 2x its 512 MiB plateau is half memory's speed.
+    ladder = {"points": [{"bytes": 2**27, "bytes_per_s": 8e10}, {"bytes": 2**29, "bytes_per_s": 4e10}]}
+    cached = {"bandwidth": {"copy": {"best_bytes_per_s": 1e10, "buffer_bytes": 2**27}, "read": {"by_working_set": ladder}}}
+    assert cache_copy_seconds(cached, "transformers", 30_965_760) == pytest.approx(2 * 6.193152e-3)
 
 
 def test_prefill_elementwise_bytes_by_hand():

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from roofline.calc import elementwise
 from roofline.calc import formulas as f
-from roofline.calc.cache import carried, curve_bytes
+from roofline.calc.cache import at_memory, carried, curve_bytes, ladder
 from roofline.calc.interpolation import interpolate
 from roofline.specs.params import Architecture
 from roofline.specs.records import DTYPE_BYTES
@@ -292,16 +292,20 @@ def conv1d_slowdown(tables: list[tuple[float, list[tuple[float, float]]]], k: fl
 
 
 def cache_copy_seconds(profile: dict[str, Any], engine: str, kv_bytes: float) -> float:
-    """Seconds a transformers decode step spends copying its KV cache of `kv_bytes` [B]: its default dynamic cache
-    makes every layer's keys and values anew each step (DynamicLayer.update: torch.cat of the cache and the new
-    position), reading the cache and writing it again, 2 x kv_bytes at the profile's copy bandwidth (read + write
-    counted, as STREAM does); 0 for other engines and for a profile without a copy figure. On a 2-core Zen 4 VM
-    GPT-2-medium at batch 16 (24 layers, 453 MB of fp32 cache) spent 27-30 ms of a 264-278 ms step in torch.cat
-    with freed memory kept (roofline.measure.allocator, as measure and validate run), 30-34 GB/s against a copy
-    bandwidth of 36. A loop of cache-sized torch.cat ran 32-35 GB/s so, the copy's rate: not timed on its own
+    """Seconds a transformers step spends copying its KV cache of `kv_bytes` [B]: its default dynamic cache makes
+    every layer's keys and values anew each call (DynamicLayer.update: torch.cat of the cache and the new positions;
+    a prefill's cat onto an empty cache copies the prompt's), reading the cache and writing it again, 2 x kv_bytes
+    at the profile's copy bandwidth (read + write counted, as STREAM does) carried to memory speed by the read ladder
+    (its buffer may fit a large cache); 0 for other engines and for a profile without a copy figure. On a 2-core
+    Zen 4 VM GPT-2-medium at batch 16 (24 layers, 453 MB of fp32 cache) spent 27-30 ms of a 264-278 ms step in
+    torch.cat with freed memory kept (roofline.measure.allocator, as measure and validate run), 30-34 GB/s against a
+    copy bandwidth of 36. A loop of cache-sized torch.cat ran 32-35 GB/s so, the copy's rate: not timed on its own
     (under glibc's defaults 5-7 GB/s, each new tensor just over the dynamic mmap threshold and faulted in anew)."""
-    copy = ((profile.get("bandwidth") or {}).get("copy") or {}).get("best_bytes_per_s")
-    return 2 * kv_bytes / copy if engine == "transformers" and copy else 0.0
+    copy = (profile.get("bandwidth") or {}).get("copy") or {}
+    if engine != "transformers" or not copy.get("best_bytes_per_s"):
+        return 0.0
+    rate = at_memory(ladder(profile), copy["best_bytes_per_s"], copy.get("buffer_bytes", 0.0))
+    return 2 * kv_bytes / rate
 
 
 TORCH_DTYPES = ("fp32", "bf16", "fp16")  # weight dtypes a torch profile can time: measure.timing.MATMUL_DTYPES
@@ -331,13 +335,14 @@ def predict(
     engines: dict[str, Any] | None = None,
     engine: str = "eager",
     working_set: float = 0.0,
+    prompt_kv_bytes: float = 0.0,
 ) -> Calibrated | None:
     """Calibrated TTFT and TPOT, or None when the profile lacks the curve, attention or op cost for `dtype`.
 
     With `engines[engine]` (fixed costs measured on that engine) a decode step's fixed cost is the engine's;
     without, it is `ops_per_layer` tiny ops at the measured per-op overhead (the first method, kept for
     profiles measured before engine costs were). `working_set` [B]: what a decode step streams (weights and KV),
-    for the read ladder (roofline.calc.cache.carried)."""
+    for the read ladder (roofline.calc.cache.carried). `prompt_kv_bytes` [B]: the KV cache the prefill writes."""
     if lacks(profile, dtype):
         return None
     curve, overhead = profile["decode_matmul"][dtype], profile["op_overhead_s"]
@@ -365,6 +370,7 @@ def predict(
     rows = batch * prompt
     linear = linear_seconds(index, a, rows, batch, conv1d_factor(measured, engine, a, rows, index))
     prefill = linear + prefill_attention_flops / prefill_rate + activations + fixed
+    prefill += cache_copy_seconds(profile, engine, prompt_kv_bytes)
     basis = (
         f"fixed costs measured on the {engine} engine"
         if measured

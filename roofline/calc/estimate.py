@@ -334,6 +334,7 @@ def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, 
         engine_costs(hardware),
         inputs.engine or "eager",
         shape.streamed(B) + kv_step,
+        B * shape.kv_cached(P),
     )
 
 

@@ -19,7 +19,8 @@ HEADER = """\
 # memory_bandwidth is the best *read* bandwidth ({decode}: the read-only sum or the decode-shaped
 # matrix-vector product), because a decode step streams weights and KV cache: it reads. The copy figure
 # (read + write bytes, the STREAM convention) pays for writes and write-allocate traffic, so it is kept
-# under measured.bandwidth.copy as the conventional number, not used for decode.
+# under measured.bandwidth.copy as the conventional number; decode uses it only for the transformers engine's
+# copy of its KV cache each step.
 """
 
 

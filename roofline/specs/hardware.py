@@ -126,7 +126,8 @@ def _engines(value: Any) -> dict[str, Any]:
         slowdown = engine.get("conv1d_slowdown")
         if slowdown is not None and not _conv1d(slowdown):
             raise ValueError(
-                f"engine {name!r}: expected conv1d_slowdown as a weight's 'KxN' -> rows -> a ratio above 0"
+                f"engine {name!r}: expected conv1d_slowdown as a weight's 'KxN' -> rows -> a ratio above 0, got"
+                f" {str(slowdown)[:60]}"
             )
     return value
 
@@ -144,14 +145,14 @@ def _conv1d(value: Any) -> bool:
 def _weight_shape(key: Any) -> bool:
     """Whether `key` is a weight's "KxN" (in x out, both positive)."""
     parts = str(key).split("x")
-    return len(parts) == 2 and all(p.isdigit() and int(p) > 0 for p in parts)
+    return len(parts) == 2 and all(p.isdecimal() and p.isascii() and int(p) > 0 for p in parts)
 
 
 def _conv1d_rows(value: Any) -> bool:
     return (
         isinstance(value, dict)
         and bool(value)
-        and all(str(m).isdigit() and int(m) > 0 for m in value)
+        and all(str(m).isdecimal() and str(m).isascii() and int(m) > 0 for m in value)
         and all(isinstance(r, (int, float)) and not isinstance(r, bool) and 0 < r < 100 for r in value.values())
     )
 
