@@ -413,7 +413,8 @@ def test_transformers_decode_copies_its_kv_cache_each_step_at_the_copy_bandwidth
     assert copied.ttft_s - plain.ttft_s == pytest.approx(5.89824e-3)
     # A copy figure timed over 128 MiB that the ladder reads at 2x its 512 MiB plateau is half memory's speed.
     ladder = {"points": [{"bytes": 2**27, "bytes_per_s": 8e10}, {"bytes": 2**29, "bytes_per_s": 4e10}]}
-    cached = {"bandwidth": {"copy": {"best_bytes_per_s": 1e10, "buffer_bytes": 2**27}, "read": {"by_working_set": ladder}}}
+    copied_over = {"best_bytes_per_s": 1e10, "buffer_bytes": 2**27}
+    cached = {"bandwidth": {"copy": copied_over, "read": {"by_working_set": ladder}}}
     assert cache_copy_seconds(cached, "transformers", 30_965_760) == pytest.approx(2 * 6.193152e-3)
 
 
