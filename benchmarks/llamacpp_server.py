@@ -81,6 +81,7 @@ def main() -> None:
     parser.add_argument("--type", default="q8_0")
     parser.add_argument("--vocab-size", type=int, help="the shape's vocabulary replaced [default: its own]")
     parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument("--kv-unified", action="store_true", help="the server's slots share one KV stream (-kvu)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--loads", default=",".join(LOADS), help="which of the loads, comma-separated")
@@ -93,6 +94,7 @@ def main() -> None:
     if options.profile is None:  # the served model's own layer shape probed too
         cli(["measure", "--engine", "llamacpp", "--dtype", options.type, "-m", str(model), "--save", profile])
     priced = ["-m", str(model), "-H", profile, "--engine", "llamacpp", "--max-num-seqs", str(options.slots)]
+    priced += ["--kv-unified"] if options.kv_unified else []
     # The capacity: the requests a second simulate predicts for a closed loop as deep as the slots.
     closed = ["--concurrency", str(options.slots), "--requests", str(10 * options.slots)]
     capacity = cli(["simulate", *priced, *closed, *WORKLOAD, "--json"])["requests_per_s"]
@@ -106,7 +108,7 @@ def main() -> None:
     plain = two_probes(profile, folder)
     drifts: list[tuple[float, float]] = []
     build, kind = llamacpp.find(), options.type.upper()
-    with llamacpp.server(build, model, options.slots, 1024 * options.slots) as url:
+    with llamacpp.server(build, model, options.slots, 1024 * options.slots, kv_unified=options.kv_unified) as url:
         for _ in range(options.rounds):
             for name in results:
                 requests = [*loads[name], "--requests", str(options.requests), "--warmup", "2", *WORKLOAD]

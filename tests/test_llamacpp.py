@@ -189,6 +189,31 @@ def test_a_deep_probe_stays_within_llamas_layer_limit():
     assert deep_layers(probe(512, 1), "Q4_K", 32 * 2**20) == 151
 
 
+def test_a_server_asked_for_one_kv_stream_is_given_kv_unified(tmp_path):
+    import urllib.request
+
+    # A stand-in llama-server that records its arguments, then answers /health.
+    (tmp_path / "llama-bench").write_text("#!/bin/sh\n")
+    (tmp_path / "llama-bench").chmod(0o755)
+    tool = tmp_path / "llama-server"
+    tool.write_text(
+        f"#!{sys.executable}\n"
+        "import http.server, pathlib, sys\n"
+        f"pathlib.Path({str(tmp_path / 'argv')!r}).write_text(' '.join(sys.argv[1:]))\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self): self.send_response(200); self.end_headers()\n"
+        "    def log_message(self, *a): pass\n"
+        "http.server.HTTPServer(('127.0.0.1', int(sys.argv[sys.argv.index('--port') + 1])), H).serve_forever()\n"
+    )
+    tool.chmod(0o755)
+    build = llamacpp.find(str(tmp_path))
+    for unified in (False, True):
+        with llamacpp.server(build, tmp_path / "m.gguf", 4, 4096, kv_unified=unified) as url:
+            assert urllib.request.urlopen(url + "/health", timeout=5).status == 200
+        argv = (tmp_path / "argv").read_text().split()
+        assert argv[argv.index("--parallel") + 1] == "4" and ("--kv-unified" in argv) == unified
+
+
 def test_a_server_that_dies_repacking_is_started_again_without(tmp_path):
     import urllib.request
 
@@ -1222,3 +1247,47 @@ def test_llama_server_slots_go_to_the_least_recently_used_free_one():
         ).batch()
         is None
     )
+
+
+def test_llama_server_defaults_four_slots_sharing_one_kv_stream_unless_given_slots(tmp_path):
+    import yaml
+
+    from roofline import load_hardware, load_model
+    from roofline.calc.prepare import prepare
+    from roofline.calc.replica import Scheduler
+    from roofline.calc.simulate import engine_scheduler
+
+    # tools/server/server.cpp: "n_parallel is set to auto, using n_parallel = 4 and kv_unified = true" (-np's
+    # default is auto); n_batch 2048 (common/common.h). Given --parallel N, kv_unified stays off unless -kvu.
+    model, h100 = load_model("llama-3.2-1b"), load_hardware("h100-sxm")
+    llama = prepare(model, h100, engine="llamacpp")
+    assert engine_scheduler(llama, None) == Scheduler("vllm", 4, 2048, 16, True)
+    assert engine_scheduler(llama, Scheduler(None, 8)) == Scheduler("vllm", 8, 2048, 16, False)
+    assert engine_scheduler(llama, Scheduler(None, 8, kv_unified=True)) == Scheduler("vllm", 8, 2048, 16, True)
+    assert engine_scheduler(prepare(model, h100), None).kv_unified is None
+    with pytest.raises(UsageError, match="only with --engine llamacpp"):
+        engine_scheduler(prepare(model, h100), Scheduler(None, kv_unified=True))
+    result = CliRunner().invoke(app, ["simulate", "--rate", "1/s", "--requests", "5", "--kv-unified"])
+    assert result.exit_code == 2 and "--kv-unified" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    # With a measured profile the step is cut as the server would: one stream, 512-token ubatches, said so.
+    spec = {"name": "test CPU", "source": "test", "memory_capacity": 64e9, "memory_bandwidth": 1e10}
+    spec |= {"peak_flops": {"fp32": 1e11, "fp16": 1e11}, "engines": {"llamacpp": PROFILE}}
+    (tmp_path / "h.yaml").write_text(yaml.safe_dump(spec))
+    args = ["simulate", "-m", "llama-3.2-1b", "-H", str(tmp_path / "h.yaml"), "--engine", "llamacpp"]
+    args += ["--concurrency", "3", "--requests", "9", "--prompt", "32", "--output", "8", "--json"]
+    runs = {}
+    for extra in ([], ["--max-num-seqs", "4"], ["--max-num-seqs", "4", "--kv-unified"]):
+        result = CliRunner().invoke(app, [*args, *extra])
+        assert result.exit_code == 0, result.output
+        runs[" ".join(extra)] = json.loads(result.stdout)
+    shared, streams, told = runs[""], runs["--max-num-seqs 4"], runs["--max-num-seqs 4 --kv-unified"]
+    assert shared["inputs"]["scheduler"] == {
+        "policy": "vllm", "max_num_seqs": 4, "max_num_batched_tokens": 2048, "block_size": 16, "kv_unified": True
+    }  # fmt: skip
+    assert streams["inputs"]["scheduler"]["kv_unified"] is False and told["inputs"]["scheduler"]["kv_unified"]
+    assert any("sharing one KV stream" in n for n in shared["notes"])
+    assert any("a KV stream per slot" in n for n in streams["notes"])
+    # With a stream per slot a step splits where its slots are not consecutive and where a prompt sits beside
+    # decodes (one graph compute more, each reading the weights); one shared stream runs them as one.
+    assert streams["tpot_s"]["mean"] > 1.1 * shared["tpot_s"]["mean"]
+    assert shared["tpot_s"]["mean"] == pytest.approx(told["tpot_s"]["mean"])

@@ -46,6 +46,9 @@ class Scheduler(NamedTuple):
     max_num_seqs: int | None = None  # None (each limit): the policy's engine default on the device (engine_limits)
     max_num_batched_tokens: int | None = None
     block_size: int | None = None
+    # llama.cpp: one KV stream for every slot (llama-server -kvu, or its slot count left to it); False: a stream per
+    # slot (--parallel N); None: not llama.cpp, or the engine's default (simulate.engine_scheduler)
+    kv_unified: bool | None = None
 
 
 def vllm_defaults(hardware) -> tuple[int, int]:

@@ -92,9 +92,9 @@ def weighted_summary(pairs: list[tuple[float, float]]) -> dict[str, float]:
     }
 
 
-def replica_setup(p: Prepared) -> tuple[StepModel, int, list[str]]:
+def replica_setup(p: Prepared, kv_unified: bool = False) -> tuple[StepModel, int, list[str]]:
     """The step model (an engine preset's efficiencies and step cost when one is asked for) and the KV budget in
-    tokens of one replica, with what was assumed."""
+    tokens of one replica, with what was assumed; `kv_unified`: llama.cpp's slots share one KV stream."""
     notes = []
     setup, overhead = p, 0.0
     if p.preset is not None and p.preset_setup is not None:
@@ -117,13 +117,14 @@ def replica_setup(p: Prepared) -> tuple[StepModel, int, list[str]]:
             f"{k.memory_fraction:g} x memory",
             "memory_fraction",
         )
-    llama = _llamacpp_step(p, notes)
+    llama = _llamacpp_step(p, notes, kv_unified)
     measured = None if llama else _measured_engine(p, notes)
     return StepModel(setup, overhead, measured, llama), int(budget / per_token) * shape.dp, notes
 
 
-def _llamacpp_step(p: Prepared, notes: list[str]):
-    """A step as llama.cpp runs it (roofline.calc.llamacpp.Step), when the profile measured llama.cpp."""
+def _llamacpp_step(p: Prepared, notes: list[str], kv_unified: bool = False):
+    """A step as llama.cpp runs it (roofline.calc.llamacpp.Step), when the profile measured llama.cpp: cut into
+    ubatches by slot runs (a KV stream per slot), or by 512 tokens when the slots share one stream."""
     from roofline.calc import llamacpp
     from roofline.calc.inputs import engine_costs
 
@@ -138,9 +139,15 @@ def _llamacpp_step(p: Prepared, notes: list[str]):
     weights = llamacpp.weights_of(p.model, p.shape, p.inputs.weight_dtype)
     notes.append(
         "engine llamacpp: each step priced by the profile's measured llama.cpp costs, in the ubatches llama-server "
-        "given --parallel N cuts it into (a KV stream per slot: a run of consecutive slots each, at most 512 tokens)"
+        + (
+            "cuts it into with its slots sharing one KV stream (-np auto or -kvu: 512 tokens each)"
+            if kv_unified
+            else "given --parallel N cuts it into (a KV stream per slot: a run of consecutive slots each, at most "
+            "512 tokens)"
+        )
     )
-    return llamacpp.Step(profile, weights, llamacpp.heads_of(a.num_heads, p.shape), a.hidden_size, streams=True)
+    heads = llamacpp.heads_of(a.num_heads, p.shape)
+    return llamacpp.Step(profile, weights, heads, a.hidden_size, streams=not kv_unified)
 
 
 def _measured_engine(p: Prepared, notes: list[str]):
@@ -186,7 +193,7 @@ def run_simulation(
             "simulate models one colocated replica without pipeline stages, pools or drafting (estimate prices those)",
             "pp" if p.knobs.pp > 1 else "disagg" if p.knobs.disagg else "draft",
         )
-    model, kv_tokens, notes = replica_setup(p)
+    model, kv_tokens, notes = replica_setup(p, bool(sched.kv_unified))
     limit = p.model.max_context
     for r in requests:
         if limit is not None and r.prompt_tokens + r.output_tokens > limit:
@@ -290,16 +297,35 @@ def _preset_error(p: Prepared, batch: float, everyone: bool) -> list[str]:
     return [f"engine {p.preset.name}: typical error {typical}"] if typical else []
 
 
+# llama-server left to its defaults: -np auto, 4 slots sharing one KV stream (kv_unified; tools/server/server.cpp
+# "n_parallel is set to auto, using n_parallel = 4 and kv_unified = true"), a batch of at most n_batch 2048 tokens
+# (common/common.h)
+LLAMA_SERVER_SLOTS, LLAMA_SERVER_BATCH = 4, 2048
+
+
 def engine_scheduler(p: Prepared, scheduler: Scheduler | None) -> Scheduler:
     """`scheduler` with its policy the engine preset's where it names none (else vllm), and each limit it leaves
     None that policy's engine default on the device (replica.engine_limits), the default sequences at most the
-    step's tokens."""
+    step's tokens. For llama.cpp the defaults are llama-server's: 4 slots and 2048 tokens a step, the slots sharing
+    one KV stream unless a slot count is given (as `--parallel N` turns kv_unified off) or kv_unified says."""
     given = scheduler or Scheduler(None)
+    llama = p.inputs.engine == "llamacpp"
+    if given.kv_unified is not None and not llama:
+        raise UsageError("--kv-unified: llama-server's KV layout, only with --engine llamacpp", "kv_unified")
     policy = given.policy or getattr(p.preset, "scheduler", None) or "vllm"
-    seqs, tokens, block = (d if v is None else v for v, d in zip(given[1:], engine_limits(policy, p.hardware)))
+    defaults = engine_limits(policy, p.hardware)
+    if llama:
+        defaults = (LLAMA_SERVER_SLOTS, LLAMA_SERVER_BATCH, defaults[2])
+    seqs, tokens, block = (d if v is None else v for v, d in zip(given[1:4], defaults))
     if given.max_num_seqs is None:  # a default never outnumbers the step's tokens the user set (2048 > 1024)
         seqs = min(seqs, tokens)
-    return Scheduler(policy, seqs, tokens, block)
+    unified = (given.max_num_seqs is None if given.kv_unified is None else given.kv_unified) if llama else None
+    return Scheduler(policy, seqs, tokens, block, unified)
+
+
+def scheduler_inputs(s: Scheduler) -> dict[str, Any]:
+    """A resolved scheduler as the JSON's inputs.scheduler: kv_unified only where it applies (llama.cpp)."""
+    return {k: v for k, v in s._asdict().items() if v is not None}
 
 
 def check_scheduler(s: Scheduler) -> None:
@@ -444,7 +470,7 @@ def simulate(
     }
     inputs.pop("batch")
     sched = engine_scheduler(p, scheduler)
-    inputs["scheduler"] = sched._asdict()
+    inputs["scheduler"] = scheduler_inputs(sched)
     return run_simulation(
         p,
         chosen,

@@ -12,6 +12,7 @@ from roofline.cli.common import (
     HardwareRef,
     Json,
     KvDtype,
+    KvUnified,
     ModelRef,
     Quiet,
     Tp,
@@ -105,6 +106,7 @@ def bench(
         int | None,
         typer.Option("--max-num-batched-tokens", min=1, help="With --compare: tokens a step. [default: the engine's]"),
     ] = None,
+    kv_unified: KvUnified = None,
     json: Json = False,
     csv: Csv = False,
     quiet: Quiet = False,
@@ -207,11 +209,11 @@ def bench(
         from roofline.bench import BenchComparison, client_starts
         from roofline.calc.prepare import prepare
         from roofline.calc.replica import Scheduler
-        from roofline.calc.simulate import engine_scheduler, run_simulation
+        from roofline.calc.simulate import engine_scheduler, run_simulation, scheduler_inputs
 
         m, h = specs(model, hardware, quiet)
         prepared = prepare(m, h, knobs_from(locals()))
-        sched = engine_scheduler(prepared, Scheduler(None, max_num_seqs, max_num_batched_tokens))  # None: the engine's
+        sched = engine_scheduler(prepared, Scheduler(None, max_num_seqs, max_num_batched_tokens, None, kv_unified))
         loop = chosen[0].arrival_s is None  # a closed loop: its clients start when bench sent their first requests
         predicted = run_simulation(
             prepared,
@@ -220,7 +222,12 @@ def bench(
             warmup=warm,
             scheduler=sched,
             capacity=False,
-            inputs={**inputs, "model": m.id, "hardware": h.id, "scheduler": sched._asdict()},
+            inputs={
+                **inputs,
+                "model": m.id,
+                "hardware": h.id,
+                "scheduler": scheduler_inputs(sched),
+            },
         )
         result = BenchComparison(result, predicted)
     emit(result, json, csv)

@@ -18,6 +18,7 @@ from roofline.cli.common import (
     HardwareRef,
     Json,
     KvDtype,
+    KvUnified,
     MemoryFraction,
     ModelRef,
     PrefixHitRate,
@@ -124,7 +125,7 @@ def simulate(
             "--max-num-seqs",
             min=1,
             help="Running requests at most. [default: the engine's: vLLM V1's 1024 on 70 GiB+ devices, else 256; "
-            "TensorRT-LLM's 2048]",
+            "TensorRT-LLM's 2048; llama-server's 4]",
         ),
     ] = None,
     max_num_batched_tokens: Annotated[
@@ -133,7 +134,7 @@ def simulate(
             "--max-num-batched-tokens",
             min=1,
             help="Tokens a step at most. [default: the engine's: vLLM V1's 8192 on 70 GiB+ devices, else 2048; "
-            "TensorRT-LLM's 8192]",
+            "TensorRT-LLM's 8192; llama-server's 2048]",
         ),
     ] = None,
     block_size: Annotated[
@@ -142,6 +143,7 @@ def simulate(
             "--block-size", min=1, help="KV cache block, tokens. [default: the engine's: vLLM 16, TensorRT-LLM 32]"
         ),
     ] = None,
+    kv_unified: KvUnified = None,
     ttft_slo: TtftSlo = None,
     tpot_slo: TpotSlo = None,
     slo_percentile: Annotated[
@@ -192,7 +194,7 @@ def simulate(
     m, h = specs(model, hardware, quiet)
     rates = rate_list(rate)
     policy = None if scheduler is None else text_value(scheduler, "--scheduler")  # None: the engine preset's
-    sched = Scheduler(policy, max_num_seqs, max_num_batched_tokens, block_size)  # None: the engine's default
+    sched = Scheduler(policy, max_num_seqs, max_num_batched_tokens, block_size, kv_unified)  # None: the engine's
     loaded = None
     if trace is not None:
         from roofline.specs.trace import load_trace
