@@ -24,7 +24,8 @@ each); a preempted request's wait shows in its TTFT, TPOT and E2E. Prefix cachin
 tokens are not computed but held (per request: the sharing of a prefix's blocks is not modelled). With llama.cpp's
 measured step and a KV stream per slot (llama-server given --parallel N), each request holds the least recently
 used free slot and a step's batch is passed in the server's order, which the step cuts into ubatches
-(roofline.calc.llamacpp.equal_split). Not modelled:
+(roofline.calc.llamacpp.equal_split); with one shared stream (llama-server's default, -np auto) a step is
+ceil(tokens / 512) ubatches. Not modelled:
 speculative decoding, pipelines and pools inside the replica (estimate prices those), tokenizer and HTTP.
 """
 

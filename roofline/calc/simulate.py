@@ -309,7 +309,7 @@ def engine_scheduler(p: Prepared, scheduler: Scheduler | None) -> Scheduler:
     step's tokens. For llama.cpp the defaults are llama-server's: 4 slots and 2048 tokens a step, the slots sharing
     one KV stream unless a slot count is given (as `--parallel N` turns kv_unified off) or kv_unified says."""
     given = scheduler or Scheduler(None)
-    llama = p.inputs.engine == "llamacpp"
+    llama = (p.inputs.engine or "").startswith("llamacpp")  # its CUDA and Metal presets by name too
     if given.kv_unified is not None and not llama:
         raise UsageError("--kv-unified: llama-server's KV layout, only with --engine llamacpp", "kv_unified")
     policy = given.policy or getattr(p.preset, "scheduler", None) or "vllm"

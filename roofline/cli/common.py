@@ -328,10 +328,10 @@ KvUnified = Annotated[
     bool | None,
     typer.Option(
         "--kv-unified/--no-kv-unified",
-        help="With --engine llamacpp: llama-server's slots share one KV stream (its -kvu, and its default when the "
-        "slot count is left to it: -np auto, 4 slots), so a step is cut into 512-token ubatches; --no-kv-unified: a "
-        "stream per slot (--parallel N), each ubatch a run of consecutive slots. [default: shared unless "
-        "--max-num-seqs gives the slots]",
+        help="With --engine llamacpp (bench: with --compare): llama-server's slots share one KV stream (its -kvu, "
+        "and its default when the slot count is left to it: -np auto, 4 slots), so a step is cut into 512-token "
+        "ubatches; --no-kv-unified: a stream per slot (--parallel N), each ubatch a run of consecutive slots. "
+        "[default: shared unless --max-num-seqs gives the slots]",
     ),
 ]
 TpotSlo = Annotated[
