@@ -189,24 +189,30 @@ def test_a_deep_probe_stays_within_llamas_layer_limit():
     assert deep_layers(probe(512, 1), "Q4_K", 32 * 2**20) == 151
 
 
-def test_a_server_asked_for_one_kv_stream_is_given_kv_unified(tmp_path):
-    import urllib.request
-
-    # A stand-in llama-server that records its arguments, then answers /health.
-    (tmp_path / "llama-bench").write_text("#!/bin/sh\n")
-    (tmp_path / "llama-bench").chmod(0o755)
-    tool = tmp_path / "llama-server"
+def stand_in_server(folder: Path, first: str) -> llamacpp.Build:
+    """A build in `folder` whose llama-server is a Python stand-in: `first` runs at its start (with os, pathlib,
+    signal and sys imported), then it answers /health on the --port it is given."""
+    (folder / "llama-bench").write_text("#!/bin/sh\n")
+    (folder / "llama-bench").chmod(0o755)
+    tool = folder / "llama-server"
     tool.write_text(
         f"#!{sys.executable}\n"
-        "import http.server, pathlib, sys\n"
-        f"pathlib.Path({str(tmp_path / 'argv')!r}).write_text(' '.join(sys.argv[1:]))\n"
+        "import http.server, os, pathlib, signal, sys\n"
+        f"{first}\n"
         "class H(http.server.BaseHTTPRequestHandler):\n"
         "    def do_GET(self): self.send_response(200); self.end_headers()\n"
         "    def log_message(self, *a): pass\n"
         "http.server.HTTPServer(('127.0.0.1', int(sys.argv[sys.argv.index('--port') + 1])), H).serve_forever()\n"
     )
     tool.chmod(0o755)
-    build = llamacpp.find(str(tmp_path))
+    return llamacpp.find(str(folder))
+
+
+def test_a_server_asked_for_one_kv_stream_is_given_kv_unified(tmp_path):
+    import urllib.request
+
+    # A stand-in llama-server that records its arguments.
+    build = stand_in_server(tmp_path, f"pathlib.Path({str(tmp_path / 'argv')!r}).write_text(' '.join(sys.argv[1:]))")
     for unified in (False, True):
         with llamacpp.server(build, tmp_path / "m.gguf", 4, 4096, kv_unified=unified) as url:
             assert urllib.request.urlopen(url + "/health", timeout=5).status == 200
@@ -218,20 +224,7 @@ def test_a_server_that_dies_repacking_is_started_again_without(tmp_path):
     import urllib.request
 
     # A stand-in llama-server: SIGILL at start unless --no-repack (Q8_0 on the AMX Xeons), else /health answers.
-    (tmp_path / "llama-bench").write_text("#!/bin/sh\n")
-    (tmp_path / "llama-bench").chmod(0o755)
-    tool = tmp_path / "llama-server"
-    tool.write_text(
-        f"#!{sys.executable}\n"
-        "import http.server, os, signal, sys\n"
-        "if '--no-repack' not in sys.argv: os.kill(os.getpid(), signal.SIGILL)\n"
-        "class H(http.server.BaseHTTPRequestHandler):\n"
-        "    def do_GET(self): self.send_response(200); self.end_headers()\n"
-        "    def log_message(self, *a): pass\n"
-        "http.server.HTTPServer(('127.0.0.1', int(sys.argv[sys.argv.index('--port') + 1])), H).serve_forever()\n"
-    )
-    tool.chmod(0o755)
-    build = llamacpp.find(str(tmp_path))
+    build = stand_in_server(tmp_path, "if '--no-repack' not in sys.argv: os.kill(os.getpid(), signal.SIGILL)")
     with llamacpp.server(build, tmp_path / "m.gguf", 4, 4096) as url:
         assert urllib.request.urlopen(url + "/health", timeout=5).status == 200
     with pytest.raises(RooflineError, match="SIGILL"), llamacpp.server(build, tmp_path / "m.gguf", 4, 4096, True):

@@ -122,7 +122,7 @@ def replica_setup(p: Prepared, kv_unified: bool = False) -> tuple[StepModel, int
     return StepModel(setup, overhead, measured, llama), int(budget / per_token) * shape.dp, notes
 
 
-def _llamacpp_step(p: Prepared, notes: list[str], kv_unified: bool = False):
+def _llamacpp_step(p: Prepared, notes: list[str], kv_unified: bool):
     """A step as llama.cpp runs it (roofline.calc.llamacpp.Step), when the profile measured llama.cpp: cut into
     ubatches by slot runs (a KV stream per slot), or by 512 tokens when the slots share one stream."""
     from roofline.calc import llamacpp

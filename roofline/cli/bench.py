@@ -222,12 +222,7 @@ def bench(
             warmup=warm,
             scheduler=sched,
             capacity=False,
-            inputs={
-                **inputs,
-                "model": m.id,
-                "hardware": h.id,
-                "scheduler": scheduler_inputs(sched),
-            },
+            inputs={**inputs, "model": m.id, "hardware": h.id, "scheduler": scheduler_inputs(sched)},
         )
         result = BenchComparison(result, predicted)
     emit(result, json, csv)
