@@ -8,6 +8,7 @@ docstring applied by hand to a made-up profile.
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -822,7 +823,10 @@ def server(tmp_path_factory):
     measure = ["measure", "--engine", "llamacpp", "--dtype", "q8_0", "--save", str(profile)]
     measured = CliRunner().invoke(app, [*measure, "-m", str(folder / "m.gguf")])  # its own width probed too
     assert measured.exit_code == 0, measured.output
-    own = yaml.safe_load(profile.read_text())["engines"]["llamacpp"]["types"]["Q8_0"]["at_width"]["896"]
+    entry = yaml.safe_load(profile.read_text())["engines"]["llamacpp"]
+    own = entry["types"]["Q8_0"]["at_width"]["896"]
+    # the server probe ran a real llama-server: its own cost a step is at least 0 and less than the step it serves
+    assert 0 <= entry["server"]["step_s"] < entry["server"]["served_s"] and entry["server"]["bench_s"] > 0
     assert own["shape"].startswith("hidden 896, MLP 4864, 14 heads, 2 KV heads") and len(own["seconds_per_byte"]) == 7
     # its prompts ran on the own probe itself: the model's 4 layers of 896 x 2048 + 3 x 896 x 4864 q8_0 weights and
     # the probes' tied 1,024 x 896 head, at 34 bytes a block of 32
@@ -857,6 +861,7 @@ def _fake_run(monkeypatch, clock: list[float], measure) -> llamacpp.Build:
     monkeypatch.setattr(llamacpp_profile.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(llamacpp_profile, "measure_type", measure)
     monkeypatch.setattr(llamacpp_profile, "measure_attention", lambda *a: None)
+    monkeypatch.setattr(llamacpp_profile, "measure_server", lambda *a: None)
     monkeypatch.setattr(llamacpp_profile.machine, "record", lambda: {})
     monkeypatch.setattr(llamacpp_profile, "measure_prompts", lambda build, kind, *a: {"kind": kind, "seconds": 0.0})
     return llamacpp.Build(Path("/nowhere"), "test")
@@ -1194,6 +1199,92 @@ def test_a_split_step_pays_each_ubatchs_weights_and_fixed_cost():
     )
     # Called with the decode entries but no decode count (no keys, no attention FLOPs), the same split, no error.
     assert step(3, 3, 6e8, 0.0, 0.0, batch=apart) == pytest.approx(0.02454214, rel=1e-6)
+    # llama-server's own cost a step (the profile's server probe, 3 ms here) is paid once a step, however many graph
+    # computes the step is cut into: 0.01752051 + 0.003 and 0.02454214 + 0.003 (not + 2 x 0.003).
+    served = step._replace(server_s=0.003)
+    assert served(3, 3, 6e8, 0.0, 0.0, decode=decode, batch=consecutive) == pytest.approx(0.02052051, rel=1e-6)
+    assert served(3, 3, 6e8, 0.0, 0.0, decode=decode, batch=apart) == pytest.approx(0.02754214, rel=1e-6)
+    assert served._replace(streams=False)(3, 3, 6e8, 0.0, 0.0, decode=decode) == pytest.approx(0.02052051, rel=1e-6)
+
+
+def test_simulate_adds_llama_servers_own_cost_to_each_step(tmp_path):
+    import yaml
+
+    # One request alone (nothing else in the queue): its prompt is one step, then 7 decode steps (8 output tokens).
+    # A server probe of 2 ms a step adds 2 ms to TTFT (the prompt's step), 2 ms to each gap (TPOT) and 8 x 2 ms to
+    # E2E; a profile without the probe prices llama-bench's steps and says so.
+    spec = {"name": "test CPU", "source": "test", "memory_capacity": 64e9, "memory_bandwidth": 1e10}
+    spec |= {"peak_flops": {"fp32": 1e11, "fp16": 1e11}}
+    server = {"step_s": 0.002, "spread": [0.001, 0.003], "served_s": 0.01, "bench_s": 0.008, "rounds": 5}
+    runs = {}
+    for name, entry in (("bare", PROFILE), ("served", {**PROFILE, "server": server})):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(spec | {"engines": {"llamacpp": entry}}))
+        args = ["simulate", "-m", "llama-3.2-1b", "-H", str(tmp_path / f"{name}.yaml"), "--engine", "llamacpp"]
+        args += ["--rate", "0.01/s", "--requests", "1", "--warmup", "0", "--prompt", "32", "--output", "8", "--json"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        runs[name] = json.loads(result.stdout)
+    bare, served = runs["bare"], runs["served"]
+    assert served["ttft_s"]["mean"] - bare["ttft_s"]["mean"] == pytest.approx(0.002)
+    assert served["tpot_s"]["mean"] - bare["tpot_s"]["mean"] == pytest.approx(0.002)
+    assert served["e2e_s"]["mean"] - bare["e2e_s"]["mean"] == pytest.approx(0.016)
+    assert any("llama-server's own 2.00 ms a step" in n for n in served["notes"])
+    assert any("no server probe" in n for n in bare["notes"])
+    bad = {**PROFILE, "server": {"step_s": -0.001}}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(spec | {"engines": {"llamacpp": bad}}))
+    result = CliRunner().invoke(app, ["estimate", "-H", str(tmp_path / "bad.yaml"), "--engine", "llamacpp"])
+    assert result.exit_code != 0 and "server: step_s must be seconds" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_server_probe_is_the_streams_tpot_less_llama_benchs_token(monkeypatch, tmp_path):
+    import contextlib
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from roofline.measure import llamacpp_profile
+
+    pytest.importorskip("httpx")
+
+    # A stand-in llama-server streaming a token every 10 ms, and a llama-bench reporting 4 ms a generated token:
+    # the server's own cost is the stream's TPOT less llama-bench's, 10 - 4 = 6 ms (within the loopback's and the
+    # client's few hundred microseconds).
+    class Stream(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for k in range(body["max_tokens"]):
+                time.sleep(0.010 if k else 0.001)
+                self.wfile.write(f"data: {json.dumps({'choices': [{'text': 't'}]})}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Stream)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+
+    @contextlib.contextmanager
+    def server(build, model, slots, context, threads=None):
+        assert slots == 1 and context >= llamacpp_profile.SERVER_PROMPT + llamacpp_profile.SERVER_STEPS + 1
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+
+    steps = llamacpp_profile.SERVER_STEPS
+    generated = {"n_gen": steps, "samples_ns": [0.004 * steps * 1e9] * 2}
+    monkeypatch.setattr(llamacpp_profile.llamacpp, "server", server)
+    monkeypatch.setattr(llamacpp_profile.llamacpp, "bench", lambda *a: ([generated], True))
+    monkeypatch.setattr(llamacpp_profile.synthetic, "write", lambda a, path, *rest: path.write_bytes(b"") or path)
+    try:
+        out = llamacpp_profile.measure_server(llamacpp.Build(tmp_path, "test"), tmp_path, None)
+    finally:
+        httpd.shutdown()
+    assert out["bench_s"] == pytest.approx(0.004)
+    assert 0.0055 < out["step_s"] < 0.009 and out["rounds"] == llamacpp_profile.SERVER_ROUNDS
+    assert out["step_s"] == pytest.approx(out["served_s"] - out["bench_s"])  # llama-bench's the same each round
+    assert not (tmp_path / "server.gguf").exists()  # the probe's file is removed
 
 
 def test_llama_server_slots_go_to_the_least_recently_used_free_one():

@@ -424,19 +424,25 @@ def equal_split(batch: list[Entry], n_ubatch: int = UBATCH) -> list[Ubatch]:
 class Step(NamedTuple):
     """A simulator's step (roofline.calc.stepmodel): step_parts' total [s], and where a decode run's cost bends.
     With `streams` (llama-server's default when given --parallel N: a KV stream per slot), a step whose batch is
-    given is priced ubatch by ubatch (equal_split)."""
+    given is priced ubatch by ubatch (equal_split). `server_s`: llama-server's own cost a step beyond llama-bench's
+    (the profile's server.step_s, measure_server: sampling and streaming the tokens), once a step however it is cut
+    (one llama_decode call a server loop)."""
 
     profile: dict[str, Any]
     weights: Weights
     heads: Heads
     width: float
     streams: bool = False
+    server_s: float = 0.0
 
     def __call__(self, *args: Any, decode: Decode = NO_DECODE, batch: list[Entry] | None = None) -> float:
-        """step_parts' total [s] for step_parts' arguments after `width`; with `batch`, ubatch by ubatch."""
+        """step_parts' total [s] for step_parts' arguments after `width`, plus server_s; with `batch`, ubatch by
+        ubatch."""
         if not self.streams or not batch:
-            return sum(step_parts(self.profile, self.weights, self.heads, self.width, *args, decode=decode))
-        return self._split(equal_split(batch), args, decode)
+            return self.server_s + sum(
+                step_parts(self.profile, self.weights, self.heads, self.width, *args, decode=decode)
+            )
+        return self.server_s + self._split(equal_split(batch), args, decode)
 
     def _split(self, ubatches: list[Ubatch], step: tuple, decode: Decode) -> float:
         """The ubatches' seconds (step_parts each) of a step given as step_parts' (rows, logit rows, matmul FLOPs,

@@ -197,13 +197,19 @@ RUNS = 3  # llama-batched-bench runs that may print no row before the batch coun
 
 @contextlib.contextmanager
 def server(
-    build: Build, model: Path, slots: int, context: int, repack: bool | None = None, kv_unified: bool = False
+    build: Build,
+    model: Path,
+    slots: int,
+    context: int,
+    repack: bool | None = None,
+    kv_unified: bool = False,
+    threads: int | None = None,
 ) -> Iterator[str]:
     """llama-server serving `model` on 127.0.0.1 at a free port with `slots` parallel sequences and `context` tokens
     of KV in all: its base URL once /health answers (within 60 s), the process stopped on exit. `repack` None
     tries the default first and, if the server dies on a signal before serving (weight repacking on the AMX Xeons:
     SIGILL for Q8_0 in its warm-up), `--no-repack`. `kv_unified`: the slots share one KV stream (`-kvu`; given
-    `--parallel` the server keeps one per slot)."""
+    `--parallel` the server keeps one per slot). `threads` None: llama.cpp's default."""
     tool = build.tool("llama-server")
     tries = _tries(repack)
     for i, attempt in enumerate(tries):
@@ -213,6 +219,7 @@ def server(
         command = [str(tool), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--parallel", str(slots)]
         command += ["-c", str(context), *([] if attempt else _no_repack("llama-server"))]
         command += ["--kv-unified"] if kv_unified else []
+        command += ["--threads", str(threads)] if threads else []
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(str(tool)))
         url = f"http://127.0.0.1:{port}"
         try:

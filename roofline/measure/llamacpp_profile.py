@@ -13,7 +13,8 @@ between the two in the model's hidden size. With a model (`--model`), its own la
 depth (up to MAX_BYTES; its prompts up to the deep probes' bytes): those times price models of its width instead.
 Each test is the median of llama-bench's repetitions after its warm-up run. Once a run, on a CPU backend, a narrow
 probe's 4-row decode after short and long prompts gives the time of decode attention per head-cell
-(measure_attention). The types a default run has no time for get their prompts alone (measure_prompts).
+(measure_attention). Once a run, llama-server's own cost a decode step beyond llama-bench's: sampling and streaming
+each token (measure_server). The types a default run has no time for get their prompts alone (measure_prompts).
 """
 
 from __future__ import annotations
@@ -231,11 +232,15 @@ def run(
             out["types"][kind] = {**entry, "seconds": round(pace.end(), 1)}
             pace.prompts.append(info.pop("prompts_s"))
             out.update(info)
-            if len(out["types"]) == 1 and not info.get("gpu"):  # once, in the budget, not a type
-                on_step("llama.cpp: decode attention")
-                out["attention"] = measure_attention(build, Path(folder), threads, on_step)
-        if out.get("attention") is None:
-            out.pop("attention", None)
+            if len(out["types"]) == 1:  # once, in the budget, not a type
+                if not info.get("gpu"):
+                    on_step("llama.cpp: decode attention")
+                    out["attention"] = measure_attention(build, Path(folder), threads, on_step)
+                on_step("llama.cpp: llama-server's own cost a step")
+                out["server"] = measure_server(build, Path(folder), threads, on_step)
+        for key in ("attention", "server"):
+            if out.get(key) is None:
+                out.pop(key, None)
         for kind in out.get("skipped", []):
             if not pace.may_begin_prompts():
                 break
@@ -536,6 +541,67 @@ def measure_attention(
     return out | ({"split_seconds_per_head_cell": one, "split_spread": one_spread} if one > 0 else {})
 
 
+# llama-server's own cost a decode step (measure_server). On the Zen 4 VM (2026-12-07, 3 interleaved rounds each,
+# Qwen2.5-0.5B's layers 8 deep in q8_0) one sequence's decode step ran 0.63-0.85 ms longer served than under
+# llama-bench (vocabularies of 16,384 and 151,936: 0.1-0.2 ms apart), and four sequences' 0.7-2.2 ms longer: a cost a
+# step, not clearly one a sequence. The probe's vocabulary is Llama 3's, between the 32k and 152k of common models.
+SERVER_VOCAB = 128256
+SERVER_PROMPT = 128  # the request's prompt tokens, and llama-bench's depth
+SERVER_STEPS = 32  # decode steps timed a request (and llama-bench's tokens generated)
+SERVER_ROUNDS = 5  # interleaved rounds, each llama-bench then two requests
+
+
+def measure_server(
+    build: llamacpp.Build, folder: Path, threads: int | None, on_step: Callable[[str], None] = lambda s: None
+) -> dict[str, Any] | None:
+    """llama-server's own cost a decode step on this machine [s], which llama-bench's timings lack: the server
+    samples each token and builds and streams its event, and a client on the same machine reads it (roofline
+    bench, as it measures a server). The median over SERVER_ROUNDS interleaved rounds of a request's TPOT (a prompt
+    of SERVER_PROMPT random token ids, SERVER_STEPS + 1 tokens, one sequence, timed from the stream by roofline
+    bench's client) less llama-bench's time a generated token of the same probe at the same depth, with the spread;
+    at least 0. None, named on `on_step`, without httpx or when a run fails: the profile then prices llama-server's
+    steps as llama-bench's."""
+    try:
+        import httpx  # noqa: F401
+    except ImportError:
+        on_step("llama.cpp: llama-server's own cost not measured (needs httpx: pip install 'roofline[bench]')")
+        return None
+    from roofline.bench import bench as load
+    from roofline.calc.workload import Request
+
+    a = probe(NARROW, ATTENTION_LAYERS)._replace(vocab_size=SERVER_VOCAB)
+    path = synthetic.write(a, folder / "server.gguf", "Q8_0", "server")
+    request = Request(None, SERVER_PROMPT, SERVER_STEPS + 1)
+    served: list[float] = []
+    alone: list[float] = []
+    try:
+        context = 4 * (SERVER_PROMPT + SERVER_STEPS + 1)
+        with llamacpp.server(build, path, 1, context, threads=threads) as url:
+            repack = None
+            load(url, [request], concurrency=1, vocab=SERVER_VOCAB)  # warm-up
+            for _ in range(SERVER_ROUNDS):
+                found, repack = llamacpp.bench(build, path, [], SERVER_STEPS, threads, 2, repack, SERVER_PROMPT)
+                alone.append(_median_s(found[0]) / SERVER_STEPS)
+                run = load(url, [request, request], concurrency=1, vocab=SERVER_VOCAB)
+                if run.requests < 2:
+                    raise RooflineError(f"{sum(run.errors.values())} of 2 requests failed ({run.errors})")
+                served.append(run.tpot_s["p50"])
+    except (RooflineError, OSError) as e:
+        on_step(f"llama.cpp: llama-server's own cost not measured ({e}); its steps priced as llama-bench's")
+        return None
+    finally:
+        path.unlink()
+    gaps = [s - b for s, b in zip(served, alone)]
+    return {
+        "step_s": max(statistics.median(gaps), 0.0),
+        "spread": [min(gaps), max(gaps)],
+        "served_s": statistics.median(served),
+        "bench_s": statistics.median(alone),
+        "vocab_size": SERVER_VOCAB,
+        "rounds": SERVER_ROUNDS,
+    }
+
+
 def _layer_shape(a: Architecture) -> str:
     """A probe's layer shape in words, recorded beside its times."""
     return (
@@ -634,8 +700,9 @@ def spec(entry: dict[str, Any], base: Any = None) -> dict[str, Any]:
             entry = {k: v for k, v in entry.items() if k != "prompt_types"} | {"types": types}
             if any(k not in types for k in prompts):  # a type measured whole needs no prompts alone
                 entry["prompt_types"] = {k: v for k, v in prompts.items() if k not in types}
-            if "attention" not in entry and before.get("attention"):  # not measured now: the earlier probe's
-                entry["attention"] = before["attention"]
+            for key in ("attention", "server"):  # not measured now: the earlier probe's
+                if key not in entry and before.get(key):
+                    entry[key] = before[key]
         return {**mapping, "engines": {**engines, "llamacpp": entry}}
     bandwidth = max(1 / t["seconds_per_byte"]["1"] for t in entry["types"].values())
     flops = {

@@ -368,7 +368,24 @@ def llamacpp_table(result: dict[str, Any]):
             style="bold",
         ),
         Grid(["type", "decode", "prefill", "per step", "per layer", "deep prompt", "repack", "took"], rows, left=1),
+        *_server_line(result["data"].get("server")),
     )
+
+
+def _server_line(server: dict[str, Any] | None) -> list:
+    """llama-server's own cost a step (measure_server), where the profile measured it."""
+    from rich.text import Text
+
+    if not server:
+        return []
+    low, high = (f"{x * 1e3:.2f}" for x in server["spread"])
+    return [
+        Text(
+            f"llama-server's own cost: {server['step_s'] * 1e3:.2f} ms a decode step beyond llama-bench's ({low} to "
+            f"{high} over {server['rounds']} rounds: served {server['served_s'] * 1e3:.2f} ms a token, llama-bench "
+            f"{server['bench_s'] * 1e3:.2f}); simulate and bench --compare add it to each step"
+        )
+    ]
 
 
 def _ladder(ladder: dict[str, Any] | None, sysfs_cache: float | None) -> list:

@@ -165,7 +165,8 @@ PROMPT_ROWS = 128
 def _llamacpp(engine: Any) -> None:
     """engines.llamacpp as `measure --engine llamacpp` writes it: widths [narrow, wide] and, per ggml type,
     per_step_s, per_layer_s, seconds_per_byte by rows and optionally prompt_depth and at_width; optionally attention,
-    and prompt_types (a skipped type's prompts alone: seconds_per_byte by prompt tokens) (roofline.calc.llamacpp)."""
+    server (llama-server's own step_s beyond llama-bench's) and prompt_types (a skipped type's prompts alone:
+    seconds_per_byte by prompt tokens) (roofline.calc.llamacpp)."""
     types = engine.get("types") if isinstance(engine, dict) else None
     widths = engine.get("widths") if isinstance(engine, dict) else None
     if not isinstance(types, dict) or not types or not (isinstance(widths, list) and len(widths) == 2):
@@ -181,6 +182,10 @@ def _llamacpp(engine: Any) -> None:
         for key, (ok, what) in {**required, "split_seconds_per_head_cell": seconds}.items():
             if (key in required or key in attention) and not ok(attention.get(key)):
                 raise ValueError(f"engine 'llamacpp' attention: {key} must be {what} (got {attention.get(key)!r})")
+    server = engine.get("server")
+    if server is not None and not (isinstance(server, dict) and number(server.get("step_s"), 1)):
+        got = server.get("step_s") if isinstance(server, dict) else server
+        raise ValueError(f"engine 'llamacpp' server: step_s must be seconds, 0 or more and under 1 (got {got!r})")
     for kind, costs in types.items():
         table = costs.get("seconds_per_byte") if isinstance(costs, dict) else None
         fixed_ok = isinstance(costs, dict) and all(number(costs.get(k), 10) for k in ("per_step_s", "per_layer_s"))
