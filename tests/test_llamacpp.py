@@ -282,11 +282,15 @@ def test_validates_quick_profile_sizes_its_probes_as_a_bare_measure_does(monkeyp
     sized = []
     monkeypatch.setattr(machine, "cpu_cache", lambda: 300 * 2**20)
     monkeypatch.setattr(llamacpp_profile, "ladder_cache", lambda reported: 32 * 2**20)
-    monkeypatch.setattr(llamacpp_profile, "run", lambda build, cache, *rest: sized.append(cache) or {})
+    asked = []
+    monkeypatch.setattr(
+        llamacpp_profile, "run", lambda build, cache, *rest, **kw: sized.append(cache) or asked.append(kw) or {}
+    )
     monkeypatch.setattr(llamacpp_profile, "as_hardware", lambda measured, hardware: hardware)
     monkeypatch.setattr(validate_llamacpp, "_main_type", lambda model: "Q8_0")
     validate_llamacpp._quick_profile(None, None, None, lambda step: None, 2)
     assert sized == [32 * 2**20]
+    assert asked == [{"server": False}]  # validate predicts llama-bench: no server probe
 
 
 def test_validates_batch_one_generates_after_the_prompt(monkeypatch):
@@ -354,9 +358,12 @@ def test_measure_prints_each_types_seconds_and_the_type_stopped_at_its_pace(monk
     alone = {"Q4_0": {"seconds_per_byte": {"128": 5e-10, "512": 1e-9}, "repack": True, "seconds": 2.5}}
     result = {**PROFILE, "types": types, "skipped": ["Q5_0", "Q4_0"], "stopped": "Q5_0", "seconds": 58}
     result["prompt_types"] = alone
+    result["notes"] = ["llama-server's own cost a step not measured: needs httpx"]
     monkeypatch.setattr(llamacpp_profile, "run", lambda *args: result)
     done = CliRunner().invoke(app, ["measure", "--engine", "llamacpp"], env={"COLUMNS": "200"})
     assert done.exit_code == 0, done.output
+    assert "roofline: llama-server's own cost a step not measured: needs httpx" in done.stderr  # said, not saved
+    assert "notes" not in result
     assert "took" in done.stdout and "9.7 s" in done.stdout
     assert "skipped q5_0,q4_0" in done.stderr and "q5_0 was begun and stopped at its pace" in done.stderr
     assert "ran the prompts of q4_0 alone" in done.stderr and "--dtype q5_0,q4_0" in done.stderr
@@ -1025,6 +1032,13 @@ def test_saving_into_a_profile_keeps_the_types_measured_before():
     base = hardware_from_mapping({**spec, "engines": {"llamacpp": {**PROFILE, "attention": old}}}, "t", "t")
     assert llamacpp_profile.spec(entry, base)["engines"]["llamacpp"]["attention"] == old
     assert llamacpp_profile.spec({**entry, "attention": new}, base)["engines"]["llamacpp"]["attention"] == new
+    # So does the server probe: a run without it (validate's, or one without httpx) keeps the save's.
+    served, again = (
+        {"step_s": t, "spread": [t, t], "served_s": 0.01, "bench_s": 0.009, "rounds": 5} for t in (1e-3, 2e-3)
+    )
+    base = hardware_from_mapping({**spec, "engines": {"llamacpp": {**PROFILE, "server": served}}}, "t", "t")
+    assert llamacpp_profile.spec(entry, base)["engines"]["llamacpp"]["server"] == served
+    assert llamacpp_profile.spec({**entry, "server": again}, base)["engines"]["llamacpp"]["server"] == again
     base = hardware_from_mapping({**spec, "engines": {"llamacpp": PROFILE}}, "t", "t")
     # Probes sized by caches of 8 and 32 MiB are alike (4x either is under the 256 MB floor): the types are kept;
     # so are 64 MiB's (268.4 MB, 1.05x the floor, within the ladder's 1.25). 128 MiB asks for 536.9 MB (2.1x): not
@@ -1205,6 +1219,11 @@ def test_a_split_step_pays_each_ubatchs_weights_and_fixed_cost():
     assert served(3, 3, 6e8, 0.0, 0.0, decode=decode, batch=consecutive) == pytest.approx(0.02052051, rel=1e-6)
     assert served(3, 3, 6e8, 0.0, 0.0, decode=decode, batch=apart) == pytest.approx(0.02754214, rel=1e-6)
     assert served._replace(streams=False)(3, 3, 6e8, 0.0, 0.0, decode=decode) == pytest.approx(0.02052051, rel=1e-6)
+    # One stream and a 1,100-token prompt: three 512-token ubatches, still one server cost.
+    one = served._replace(streams=False)
+    assert one(1100, 1, 2.2e11, 0.0, 0.0) - step._replace(streams=False)(1100, 1, 2.2e11, 0.0, 0.0) == pytest.approx(
+        0.003
+    )
 
 
 def test_simulate_adds_llama_servers_own_cost_to_each_step(tmp_path):
@@ -1248,13 +1267,17 @@ def test_the_server_probe_is_the_streams_tpot_less_llama_benchs_token(monkeypatc
 
     # A stand-in llama-server streaming a token every 10 ms, and a llama-bench reporting 4 ms a generated token:
     # the server's own cost is the stream's TPOT less llama-bench's, 10 - 4 = 6 ms (within the loopback's and the
-    # client's few hundred microseconds).
+    # client's few hundred microseconds). Both run the same probe at the same depth: a 128-token prompt, then 32
+    # decode steps (llama-bench -p 0 -n 32 -d 128; the request asks for 33 tokens).
+    bodies = []
+
     class Stream(BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            bodies.append(body)
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
@@ -1266,25 +1289,45 @@ def test_the_server_probe_is_the_streams_tpot_less_llama_benchs_token(monkeypatc
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Stream)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    started = []
 
     @contextlib.contextmanager
     def server(build, model, slots, context, threads=None):
-        assert slots == 1 and context >= llamacpp_profile.SERVER_PROMPT + llamacpp_profile.SERVER_STEPS + 1
+        started.append((slots, context, threads))
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
 
-    steps = llamacpp_profile.SERVER_STEPS
-    generated = {"n_gen": steps, "samples_ns": [0.004 * steps * 1e9] * 2}
+    benched = []
+
+    def bench(build, path, prompts, generate, threads, reps, repack, depth):
+        benched.append((prompts, generate, threads, reps, depth))
+        return [{"n_gen": generate, "samples_ns": [0.004 * generate * 1e9] * reps}], True
+
     monkeypatch.setattr(llamacpp_profile.llamacpp, "server", server)
-    monkeypatch.setattr(llamacpp_profile.llamacpp, "bench", lambda *a: ([generated], True))
+    monkeypatch.setattr(llamacpp_profile.llamacpp, "bench", bench)
     monkeypatch.setattr(llamacpp_profile.synthetic, "write", lambda a, path, *rest: path.write_bytes(b"") or path)
+    notes: list[str] = []
     try:
-        out = llamacpp_profile.measure_server(llamacpp.Build(tmp_path, "test"), tmp_path, None)
+        out = llamacpp_profile.measure_server(llamacpp.Build(tmp_path, "test"), tmp_path, 2, notes)
     finally:
         httpd.shutdown()
-    assert out["bench_s"] == pytest.approx(0.004)
+    assert out["bench_s"] == pytest.approx(0.004) and notes == []
     assert 0.0055 < out["step_s"] < 0.009 and out["rounds"] == llamacpp_profile.SERVER_ROUNDS
     assert out["step_s"] == pytest.approx(out["served_s"] - out["bench_s"])  # llama-bench's the same each round
+    assert started == [(1, 4 * (128 + 33), 2)] and benched == [([], 32, 2, 2, 128)] * llamacpp_profile.SERVER_ROUNDS
+    assert len(bodies) == 1 + 2 * llamacpp_profile.SERVER_ROUNDS  # a warm-up, then two requests a round
+    assert all(len(b["prompt"]) == 128 and b["max_tokens"] == 33 for b in bodies)
     assert not (tmp_path / "server.gguf").exists()  # the probe's file is removed
+
+    # A server that dies before serving: no figure, the reason in the notes, the probe's file removed.
+    @contextlib.contextmanager
+    def dead(*args, **kwargs):
+        raise RooflineError("llama-server exited (SIGILL) before serving server.gguf")
+        yield
+
+    monkeypatch.setattr(llamacpp_profile.llamacpp, "server", dead)
+    assert llamacpp_profile.measure_server(llamacpp.Build(tmp_path, "test"), tmp_path, None, notes) is None
+    assert len(notes) == 1 and "not measured (llama-server exited (SIGILL)" in notes[0]
+    assert not (tmp_path / "server.gguf").exists()
 
 
 def test_llama_server_slots_go_to_the_least_recently_used_free_one():

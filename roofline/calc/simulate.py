@@ -152,7 +152,7 @@ def _llamacpp_step(p: Prepared, notes: list[str], kv_unified: bool):
         "server probe: sampling and streaming the tokens)"
         if server is not None
         else "engine llamacpp: the profile has no server probe (measured before it): steps priced as llama-bench's, "
-        "without llama-server's own cost a step (0.6-0.9 ms on a 2-core VM); measure again to price it"
+        "without llama-server's own cost a step (0.6-1.0 ms on a 2-core VM); measure again to price it"
     )
     heads = llamacpp.heads_of(a.num_heads, p.shape)
     return llamacpp.Step(profile, weights, heads, a.hidden_size, streams=not kv_unified, server_s=server or 0.0)

@@ -222,6 +222,8 @@ def _measure_llamacpp(types, threads, save, datasheet, folder, model, as_json, a
             f"roofline: measured {len(result['types'])} types in {result['seconds']:.0f} s; skipped {skipped} to stay "
             f"within {llamacpp_profile.BUDGET_S:.0f} s{stopped}{alone}; measure them whole with --dtype {skipped}"
         )
+    for note in result.pop("notes", None) or []:  # what the run could not measure, and why
+        err(f"roofline: {note}")
     if save:
         profile.write_spec(save, llamacpp_profile.HEADER, llamacpp_profile.spec(result, base))
         err(

@@ -205,13 +205,15 @@ def run(
     on_step: Callable[[str], None] = lambda s: None,
     budget_s: float | None = None,
     shape: Architecture | None = None,
+    server: bool = True,
 ) -> dict[str, Any]:
     """The profile's engines.llamacpp entry (see the module docstring); with `shape`, each type also probed at that
-    model's own layer shape (`at_width`). With `budget_s`, types are begun and stopped by `Pace`; the rest are listed
-    under `skipped` (a type begun and stopped also under `stopped`), and each then has its prompts run alone
-    (`prompt_types`, measure_prompts) while they would end by the deadline at the time a measured type's wide
-    prompts took (writing their probes included), which the pace keeps for them; one that fails is left to its
-    stand-in."""
+    model's own layer shape (`at_width`); `server` False leaves out llama-server's own cost (measure_server), which
+    only serving predictions use. What the run could not measure is said in `notes`. With `budget_s`, types are
+    begun and stopped by `Pace`; the rest are listed under `skipped` (a type begun and stopped also under
+    `stopped`), and each then has its prompts run alone (`prompt_types`, measure_prompts) while they would end by
+    the deadline at the time a measured type's wide prompts took (writing their probes included), which the pace
+    keeps for them; one that fails is left to its stand-in."""
     started = time.perf_counter()
     out: dict[str, Any] = {"build": build.found, "widths": [NARROW, WIDE], "types": {}, "cache_bytes": cache_bytes}
     pace = Pace(None if budget_s is None else started + budget_s)
@@ -232,12 +234,14 @@ def run(
             out["types"][kind] = {**entry, "seconds": round(pace.end(), 1)}
             pace.prompts.append(info.pop("prompts_s"))
             out.update(info)
-            if len(out["types"]) == 1:  # once, in the budget, not a type
-                if not info.get("gpu"):
-                    on_step("llama.cpp: decode attention")
-                    out["attention"] = measure_attention(build, Path(folder), threads, on_step)
-                on_step("llama.cpp: llama-server's own cost a step")
-                out["server"] = measure_server(build, Path(folder), threads, on_step)
+            if len(out["types"]) == 1 and not info.get("gpu"):  # once, in the budget, not a type
+                on_step("llama.cpp: decode attention")
+                out["attention"] = measure_attention(build, Path(folder), threads, on_step)
+                if server:
+                    on_step("llama.cpp: llama-server's own cost a step")
+                    out["server"] = measure_server(build, Path(folder), threads, out.setdefault("notes", []))
+            elif len(out["types"]) == 1 and server:  # llama-server and llama-bench offload by other defaults there
+                out.setdefault("notes", []).append("llama-server's own cost a step not measured on a GPU build")
         for key in ("attention", "server"):
             if out.get(key) is None:
                 out.pop(key, None)
@@ -542,55 +546,56 @@ def measure_attention(
 
 
 # llama-server's own cost a decode step (measure_server). On the Zen 4 VM (2026-12-07, 3 interleaved rounds each,
-# Qwen2.5-0.5B's layers 8 deep in q8_0) one sequence's decode step ran 0.63-0.85 ms longer served than under
-# llama-bench (vocabularies of 16,384 and 151,936: 0.1-0.2 ms apart), and four sequences' 0.7-2.2 ms longer: a cost a
-# step, not clearly one a sequence. The probe's vocabulary is Llama 3's, between the 32k and 152k of common models.
+# Qwen2.5-0.5B's layers 8 deep in q8_0) one sequence's decode step ran 0.69-1.23 ms longer served than under
+# llama-bench with a vocabulary of 151,936 and 0.35-0.66 ms with 16,384 (medians 1.10 and 0.54), and four sequences'
+# 0.7-2.2 ms longer: a cost a step, not clearly one a sequence. The probe's vocabulary is Llama 3's, between the 32k
+# and 152k of common models.
 SERVER_VOCAB = 128256
 SERVER_PROMPT = 128  # the request's prompt tokens, and llama-bench's depth
 SERVER_STEPS = 32  # decode steps timed a request (and llama-bench's tokens generated)
 SERVER_ROUNDS = 5  # interleaved rounds, each llama-bench then two requests
 
 
-def measure_server(
-    build: llamacpp.Build, folder: Path, threads: int | None, on_step: Callable[[str], None] = lambda s: None
-) -> dict[str, Any] | None:
+def measure_server(build: llamacpp.Build, folder: Path, threads: int | None, notes: list[str]) -> dict[str, Any] | None:
     """llama-server's own cost a decode step on this machine [s], which llama-bench's timings lack: the server
     samples each token and builds and streams its event, and a client on the same machine reads it (roofline
     bench, as it measures a server). The median over SERVER_ROUNDS interleaved rounds of a request's TPOT (a prompt
     of SERVER_PROMPT random token ids, SERVER_STEPS + 1 tokens, one sequence, timed from the stream by roofline
     bench's client) less llama-bench's time a generated token of the same probe at the same depth, with the spread;
-    at least 0. None, named on `on_step`, without httpx or when a run fails: the profile then prices llama-server's
-    steps as llama-bench's."""
+    at least 0. None, with the reason added to `notes`, without httpx or when a run fails: the profile then prices
+    llama-server's steps as llama-bench's."""
     try:
         import httpx  # noqa: F401
     except ImportError:
-        on_step("llama.cpp: llama-server's own cost not measured (needs httpx: pip install 'roofline[bench]')")
+        notes.append("llama-server's own cost a step not measured: needs httpx (pip install 'roofline[bench]')")
         return None
     from roofline.bench import bench as load
     from roofline.calc.workload import Request
 
     a = probe(NARROW, ATTENTION_LAYERS)._replace(vocab_size=SERVER_VOCAB)
-    path = synthetic.write(a, folder / "server.gguf", "Q8_0", "server")
+    path = folder / "server.gguf"
     request = Request(None, SERVER_PROMPT, SERVER_STEPS + 1)
     served: list[float] = []
     alone: list[float] = []
     try:
+        synthetic.write(a, path, "Q8_0", "server")
         context = 4 * (SERVER_PROMPT + SERVER_STEPS + 1)
         with llamacpp.server(build, path, 1, context, threads=threads) as url:
             repack = None
             load(url, [request], concurrency=1, vocab=SERVER_VOCAB)  # warm-up
             for _ in range(SERVER_ROUNDS):
                 found, repack = llamacpp.bench(build, path, [], SERVER_STEPS, threads, 2, repack, SERVER_PROMPT)
-                alone.append(_median_s(found[0]) / SERVER_STEPS)
+                alone.append(_median_s(found[0]) / found[0]["n_gen"])
                 run = load(url, [request, request], concurrency=1, vocab=SERVER_VOCAB)
-                if run.requests < 2:
-                    raise RooflineError(f"{sum(run.errors.values())} of 2 requests failed ({run.errors})")
+                if run.requests < 2 or run.tpot_s.get("p50") is None:
+                    failed = f"{sum(run.errors.values())} of 2 requests failed ({run.errors})" if run.errors else ""
+                    raise RooflineError(failed or "the server streamed no more than one token a request")
                 served.append(run.tpot_s["p50"])
     except (RooflineError, OSError) as e:
-        on_step(f"llama.cpp: llama-server's own cost not measured ({e}); its steps priced as llama-bench's")
+        notes.append(f"llama-server's own cost a step not measured ({e}); simulate prices its steps as llama-bench's")
         return None
     finally:
-        path.unlink()
+        path.unlink(missing_ok=True)
     gaps = [s - b for s, b in zip(served, alone)]
     return {
         "step_s": max(statistics.median(gaps), 0.0),
