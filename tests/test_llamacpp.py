@@ -1400,6 +1400,13 @@ def test_llama_server_defaults_four_slots_sharing_one_kv_stream_unless_given_slo
     assert engine_scheduler(prepare(model, h100, engine="llamacpp-cuda"), None).kv_unified is True
     result = CliRunner().invoke(app, ["simulate", "--rate", "1/s", "--requests", "5", "--kv-unified"])
     assert result.exit_code == 2 and "--kv-unified" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    # The preset (no measured profile) prices whole steps: a stream per slot asked for is said to be priced as one.
+    preset = ["simulate", "-m", "llama-3.2-1b", "--engine", "llamacpp", "--rate", "1/s", "--requests", "5", "--json"]
+    notes = {f: json.loads(CliRunner().invoke(app, [*preset, *f]).stdout)["notes"] for f in ((), ("--no-kv-unified",))}
+    assert not any("priced as one stream" in n for n in notes[()])
+    assert any(
+        "a KV stream per slot (kv_unified off) is priced as one stream" in n for n in notes[("--no-kv-unified",)]
+    )
     # With a measured profile the step is cut as the server would: one stream, 512-token ubatches, said so.
     spec = {"name": "test CPU", "source": "test", "memory_capacity": 64e9, "memory_bandwidth": 1e10}
     spec |= {"peak_flops": {"fp32": 1e11, "fp16": 1e11}, "engines": {"llamacpp": PROFILE}}

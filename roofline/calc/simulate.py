@@ -118,6 +118,11 @@ def replica_setup(p: Prepared, kv_unified: bool = False) -> tuple[StepModel, int
             "memory_fraction",
         )
     llama = _llamacpp_step(p, notes, kv_unified)
+    if llama is None and not kv_unified and p.preset is not None and p.preset.name.startswith("llamacpp"):
+        notes.append(
+            f"engine {p.preset.name}: a KV stream per slot (kv_unified off) is priced as one stream: the preset's "
+            "steps are whole; a profile from `roofline measure --engine llamacpp` cuts them as the server does"
+        )
     measured = None if llama else _measured_engine(p, notes)
     return StepModel(setup, overhead, measured, llama), int(budget / per_token) * shape.dp, notes
 
