@@ -1311,7 +1311,7 @@ def test_the_server_probe_is_the_streams_tpot_less_llama_benchs_token(monkeypatc
     finally:
         httpd.shutdown()
     assert out["bench_s"] == pytest.approx(0.004) and notes == []
-    assert 0.0055 < out["step_s"] < 0.009 and out["rounds"] == llamacpp_profile.SERVER_ROUNDS
+    assert 0.0055 < out["step_s"] < 0.02 and out["rounds"] == llamacpp_profile.SERVER_ROUNDS  # loose: a busy CI
     assert out["step_s"] == pytest.approx(out["served_s"] - out["bench_s"])  # llama-bench's the same each round
     assert started == [(1, 4 * (128 + 33), 2)] and benched == [([], 32, 2, 2, 128)] * llamacpp_profile.SERVER_ROUNDS
     assert len(bodies) == 1 + 2 * llamacpp_profile.SERVER_ROUNDS  # a warm-up, then two requests a round

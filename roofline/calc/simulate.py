@@ -156,8 +156,9 @@ def _llamacpp_step(p: Prepared, notes: list[str], kv_unified: bool):
         f"engine llamacpp: plus llama-server's own {server * 1e3:.2f} ms a step beyond llama-bench's (the profile's "
         "server probe: sampling and streaming the tokens)"
         if server is not None
-        else "engine llamacpp: the profile has no server probe (measured before it): steps priced as llama-bench's, "
-        "without llama-server's own cost a step (0.6-1.0 ms on a 2-core VM); measure again to price it"
+        else "engine llamacpp: the profile has no server probe (measured before it, on a GPU build, without httpx, or "
+        "the probe failed): steps priced as llama-bench's, without llama-server's own cost a step (0.6-1.0 ms on a "
+        "2-core VM)"
     )
     heads = llamacpp.heads_of(a.num_heads, p.shape)
     return llamacpp.Step(profile, weights, heads, a.hidden_size, streams=not kv_unified, server_s=server or 0.0)

@@ -216,6 +216,7 @@ def run(
     keeps for them; one that fails is left to its stand-in."""
     started = time.perf_counter()
     out: dict[str, Any] = {"build": build.found, "widths": [NARROW, WIDE], "types": {}, "cache_bytes": cache_bytes}
+    notes: list[str] = []
     pace = Pace(None if budget_s is None else started + budget_s)
     with tempfile.TemporaryDirectory(prefix="roofline-llamacpp-", dir=scratch()) as folder:
         for i, kind in enumerate(types):
@@ -239,9 +240,9 @@ def run(
                 out["attention"] = measure_attention(build, Path(folder), threads, on_step)
                 if server:
                     on_step("llama.cpp: llama-server's own cost a step")
-                    out["server"] = measure_server(build, Path(folder), threads, out.setdefault("notes", []))
+                    out["server"] = measure_server(build, Path(folder), threads, notes)
             elif len(out["types"]) == 1 and server:  # llama-server and llama-bench offload by other defaults there
-                out.setdefault("notes", []).append("llama-server's own cost a step not measured on a GPU build")
+                notes.append("llama-server's own cost a step not measured on a GPU build")
         for key in ("attention", "server"):
             if out.get(key) is None:
                 out.pop(key, None)
@@ -257,7 +258,7 @@ def run(
             pace.prompts.append(entry["seconds"])  # the time they really take, writing included
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["machine"] = machine.record()
-    return out
+    return out | ({"notes": notes} if notes else {})
 
 
 class OverBudget(Exception):
@@ -563,7 +564,7 @@ def measure_server(build: llamacpp.Build, folder: Path, threads: int | None, not
     of SERVER_PROMPT random token ids, SERVER_STEPS + 1 tokens, one sequence, timed from the stream by roofline
     bench's client) less llama-bench's time a generated token of the same probe at the same depth, with the spread;
     at least 0. None, with the reason added to `notes`, without httpx or when a run fails: the profile then prices
-    llama-server's steps as llama-bench's."""
+    llama-server's steps as llama-bench's (saved into a profile that has an earlier probe, by that one)."""
     try:
         import httpx  # noqa: F401
     except ImportError:
@@ -585,14 +586,14 @@ def measure_server(build: llamacpp.Build, folder: Path, threads: int | None, not
             load(url, [request], concurrency=1, vocab=SERVER_VOCAB)  # warm-up
             for _ in range(SERVER_ROUNDS):
                 found, repack = llamacpp.bench(build, path, [], SERVER_STEPS, threads, 2, repack, SERVER_PROMPT)
-                alone.append(_median_s(found[0]) / found[0]["n_gen"])
+                alone.append(_median_s(found[0]) / (found[0].get("n_gen") or SERVER_STEPS))
                 run = load(url, [request, request], concurrency=1, vocab=SERVER_VOCAB)
                 if run.requests < 2 or run.tpot_s.get("p50") is None:
                     failed = f"{sum(run.errors.values())} of 2 requests failed ({run.errors})" if run.errors else ""
                     raise RooflineError(failed or "the server streamed no more than one token a request")
                 served.append(run.tpot_s["p50"])
-    except (RooflineError, OSError) as e:
-        notes.append(f"llama-server's own cost a step not measured ({e}); simulate prices its steps as llama-bench's")
+    except (RooflineError, OSError, KeyError) as e:  # KeyError: a llama-bench row without its samples
+        notes.append(f"llama-server's own cost a step not measured ({e}); its steps priced without it")
         return None
     finally:
         path.unlink(missing_ok=True)

@@ -134,7 +134,6 @@ def _quick_profile(build, hardware: Hardware | None, model: Model, on_step, thre
     torch_profile = hardware.measured if hardware else None
     cache, _ = llamacpp_profile.probe_cache(torch_profile, machine.cpu_cache(), ladder=llamacpp_profile.ladder_cache)
     entry = llamacpp_profile.run(build, cache, (main,), threads, on_step, server=False)  # validate runs llama-bench
-    entry.pop("notes", None)
     return llamacpp_profile.as_hardware(entry, hardware)
 
 
