@@ -359,11 +359,15 @@ def test_measure_prints_each_types_seconds_and_the_type_stopped_at_its_pace(monk
     result = {**PROFILE, "types": types, "skipped": ["Q5_0", "Q4_0"], "stopped": "Q5_0", "seconds": 58}
     result["prompt_types"] = alone
     result["notes"] = ["llama-server's own cost a step not measured: needs httpx"]
+    result["server"] = {"step_s": 8e-4, "spread": [6e-4, 1e-3], "served_s": 0.0108, "bench_s": 0.01, "rounds": 5}
     monkeypatch.setattr(llamacpp_profile, "run", lambda *args: result)
     done = CliRunner().invoke(app, ["measure", "--engine", "llamacpp"], env={"COLUMNS": "200"})
     assert done.exit_code == 0, done.output
     assert "roofline: llama-server's own cost a step not measured: needs httpx" in done.stderr  # said, not saved
     assert "notes" not in result
+    assert (
+        "llama-server's own cost: 0.80 ms a decode step beyond llama-bench's (0.60 to 1.00 over 5 rounds" in done.stdout
+    )
     assert "took" in done.stdout and "9.7 s" in done.stdout
     assert "skipped q5_0,q4_0" in done.stderr and "q5_0 was begun and stopped at its pace" in done.stderr
     assert "ran the prompts of q4_0 alone" in done.stderr and "--dtype q5_0,q4_0" in done.stderr

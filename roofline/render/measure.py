@@ -383,7 +383,7 @@ def _server_line(server: dict[str, Any] | None) -> list:
         Text(
             f"llama-server's own cost: {server['step_s'] * 1e3:.2f} ms a decode step beyond llama-bench's ({low} to "
             f"{high} over {server['rounds']} rounds: served {server['served_s'] * 1e3:.2f} ms a token, llama-bench "
-            f"{server['bench_s'] * 1e3:.2f}); simulate and bench --compare add it to each step"
+            f"{server['bench_s'] * 1e3:.2f}); simulate, bench --compare and plan --rate add it to each step"
         )
     ]
 
