@@ -118,11 +118,6 @@ def replica_setup(p: Prepared, kv_unified: bool = False) -> tuple[StepModel, int
             "memory_fraction",
         )
     llama = _llamacpp_step(p, notes, kv_unified)
-    if llama is None and not kv_unified and p.preset is not None and p.preset.name.startswith("llamacpp"):
-        notes.append(
-            f"engine {p.preset.name}: a KV stream per slot (kv_unified off) is priced as one stream: the preset's "
-            "steps are whole; a profile from `roofline measure --engine llamacpp` cuts them as the server does"
-        )
     measured = None if llama else _measured_engine(p, notes)
     return StepModel(setup, overhead, measured, llama), int(budget / per_token) * shape.dp, notes
 
@@ -136,6 +131,11 @@ def _llamacpp_step(p: Prepared, notes: list[str], kv_unified: bool):
     profile = engine_costs(p.hardware).get("llamacpp") if p.inputs.engine == "llamacpp" else None
     a = p.model.arch
     if not profile or a is None:
+        if not kv_unified and p.preset is not None and p.preset.name.startswith("llamacpp"):  # the CUDA/Metal preset
+            notes.append(
+                f"engine {p.preset.name}: a KV stream per slot (kv_unified off) is priced as one stream: the preset's "
+                "steps are whole; a profile from `roofline measure --engine llamacpp` cuts them as the server does"
+            )
         return None
     cannot = uncalibrated(p.model, p.hardware, p.inputs)  # a setup the profile does not price, as estimate's
     if cannot:

@@ -548,9 +548,10 @@ def measure_attention(
 
 # llama-server's own cost a decode step (measure_server). On the Zen 4 VM (2026-12-07, 3 interleaved rounds each,
 # Qwen2.5-0.5B's layers 8 deep in q8_0) one sequence's decode step ran 0.69-1.23 ms longer served than under
-# llama-bench with a vocabulary of 151,936 and 0.35-0.66 ms with 16,384 (medians 1.10 and 0.54), and four sequences'
-# 0.7-2.2 ms longer: a cost a step, not clearly one a sequence. The probe's vocabulary is Llama 3's, between the 32k
-# and 152k of common models.
+# llama-bench with a vocabulary of 151,936 and 0.35-0.66 ms with 16,384 (medians 1.10 and 0.54); at 1 and 4
+# sequences (5 rounds, twice each) about 0.2-0.3 ms more a sequence at 152k and 0.04-0.32 at 16k, within the noise:
+# priced as a cost a step, measured at one sequence. The probe's vocabulary is Llama 3's, between the 32k and 152k
+# of common models.
 SERVER_VOCAB = 128256
 SERVER_PROMPT = 128  # the request's prompt tokens, and llama-bench's depth
 SERVER_STEPS = 32  # decode steps timed a request (and llama-bench's tokens generated)
