@@ -11,13 +11,16 @@ from roofline.errors import UsageError, shown
 
 
 def checked_target(path: str, flag: str) -> Path:
-    """The path to write, checked before any work: not a folder, in a folder that exists."""
+    """The path to write, checked before any work: not a folder nor a device, pipe or socket, in a folder that
+    exists; a symlink's target (the rename then replaces the file it points to, not the link)."""
     try:
-        target = Path(path).expanduser()
         if not path.strip():
             raise UsageError(f"{flag}: expected a file path, got an empty one")
+        target = Path(os.path.realpath(Path(path).expanduser()))
         if target.is_dir():
             raise UsageError(f"{flag}: {shown(path)} is a folder (expected a file path)")
+        if target.exists() and not target.is_file():
+            raise UsageError(f"{flag}: {shown(path)} is not a regular file (a device, pipe or socket)")
         if not target.parent.is_dir():
             raise UsageError(f"{flag}: no such folder {shown(str(target.parent))}")
     except RuntimeError:

@@ -106,6 +106,15 @@ def test_writer_refuses_what_llama_cannot_hold(tmp_path):
     result = CliRunner().invoke(app, ["write-gguf", "-m", "llama-3.2-1b", "--type", "q9", "-o", str(tmp_path / "x")])
     assert result.exit_code == 2 and "--type" in result.output and "q4_k_m" in result.output
     assert not list(tmp_path.iterdir())
+    # The target is checked before any work: a folder, a name too long for the file system, a negative seed.
+    args = ["write-gguf", "-m", "llama-3.2-1b", "--layers", "1", "-o"]
+    result = CliRunner().invoke(app, [*args, str(tmp_path)])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "is a folder" in result.stderr
+    result = CliRunner().invoke(app, [*args, str(tmp_path / ("a" * 300))])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "--out: cannot use" in result.stderr
+    result = CliRunner().invoke(app, [*args, str(tmp_path / "g.gguf"), "--seed", "-1"])
+    assert result.exit_code == 2 and "--seed" in result.stderr
+    assert not list(tmp_path.iterdir())
 
 
 def test_measure_model_needs_llamacpp_and_a_llama_layout(tmp_path):

@@ -581,6 +581,25 @@ def test_save_to_a_folder_is_an_error(tiny_result, tmp_path):
         profile.save(tiny_result, str(tmp_path))
 
 
+def test_writes_go_through_a_symlink_and_never_replace_a_pipe(tmp_path):
+    # The writer renames a temp file onto the target: onto a symlink it would replace the link, onto a FIFO or a
+    # device node (run as root: /dev/full) the node itself. A link is written through; a pipe is refused.
+    import os
+
+    from roofline.files import atomic_write
+
+    real, link, pipe = tmp_path / "real.csv", tmp_path / "link.csv", tmp_path / "pipe"
+    link.symlink_to(real)
+    with atomic_write(str(link), "--out") as f:
+        f.write("a,b\n")
+    assert link.is_symlink() and real.read_text() == "a,b\n"
+    os.mkfifo(pipe)
+    with pytest.raises(RooflineError, match="--per-request: .*pipe' is not a regular file"):
+        with atomic_write(str(pipe), "--per-request") as f:
+            f.write("x")
+    assert not pipe.is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["link.csv", "pipe", "real.csv"]
+
+
 def has_cuda() -> bool:
     try:
         import torch

@@ -276,6 +276,7 @@ def test_exact_bytes_from_the_hub_by_range_reads(tmp_path, monkeypatch):
         "model.layers.0.self_attn.q_proj.weight_scale": info("F32", [1], 589_824, 589_828),
     }
     fake = types.SimpleNamespace(
+        logging=types.SimpleNamespace(set_verbosity_error=lambda: None),
         hf_hub_download=lambda repo, name, revision=None: str(config),
         get_safetensors_metadata=lambda repo, revision=None: types.SimpleNamespace(
             files_metadata={"model.safetensors": types.SimpleNamespace(tensors=tensors)}
@@ -283,8 +284,28 @@ def test_exact_bytes_from_the_hub_by_range_reads(tmp_path, monkeypatch):
     )
     monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    monkeypatch.setattr(hub, "reachable", lambda endpoint: True)
     assert load_model("acme/remote").weights_file is None  # config.json only, unless asked
     w = load_model("acme/remote", exact_bytes=True).weights_file
     assert w.total_bytes == 524_288 + 65_536 + 4 and w.by_role["scales"] == 4 and w.by_dtype["F8_E4M3"] == 65_536
     r = runner.invoke(app, ["models", "show", "acme/remote", "--exact-bytes", "--json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["weight_bytes"] == 589_828
+
+
+def test_an_unreachable_hub_is_one_line_at_once(tmp_path, monkeypatch):
+    # Without a network huggingface_hub retries five times over ~24 s, printing each retry; roofline asks the host
+    # first and answers one line without calling it.
+    import sys
+    import types
+
+    def download(*args, **kwargs):
+        raise AssertionError("the Hub must not be asked when its host does not answer")
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=download))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens, refused at once
+    r = runner.invoke(app, ["estimate", "-m", "typo/folder"])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "typo/folder: offline and not in the cache" in r.stderr
+    assert not hub.reachable("http://127.0.0.1:9") and not hub.reachable("not a url")

@@ -382,7 +382,7 @@ def write_gguf(
     layers: Annotated[
         int | None, typer.Option("--layers", min=1, help="Write the first N layers only, at full width. [default: all]")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random weights.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the random weights.")] = 0,
     llama_cpp: LlamaCpp = None,
 ) -> None:
     """Write a model's shape as a GGUF with random weights, for llama.cpp to run (needs gguf and numpy).
@@ -397,10 +397,12 @@ def write_gguf(
     """
     from pathlib import Path
 
+    from roofline.files import checked_target
     from roofline.measure import synthetic
     from roofline.measure.validate import sliced
     from roofline.specs.catalog import load_model
 
+    checked_target(text_value(out, "--out"), "--out")  # before the work: not a folder, a device or a missing folder
     spec = load_model(text_value(model, "--model"))
     weight_type = synthetic.check_type(weight_type)
     synthetic.check_shape(spec.arch, spec.id)

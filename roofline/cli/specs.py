@@ -93,7 +93,7 @@ def models_import(
     out_path: Annotated[
         str | None,
         typer.Option(
-            "--out", "-o", help="Write the YAML here (e.g. models/ID.yaml) instead of stdout. [default: stdout]"
+            "--out", "-o", help="Write the YAML here (e.g. models/ID.yaml) instead of stdout ('-'). [default: stdout]"
         ),
     ] = None,
 ) -> None:
@@ -106,7 +106,7 @@ def models_import(
     from roofline.specs import config as hf
 
     text = hf.to_yaml(text_value(config, "CONFIG"), text_value(name, "--name"))
-    if out_path is None:
+    if out_path is None or out_path == "-":
         typer.echo(text, nl=False)
         return
     from roofline.files import atomic_write

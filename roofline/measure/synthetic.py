@@ -19,7 +19,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from roofline.errors import RooflineError, UsageError
+from roofline.errors import RooflineError, UsageError, shown
+from roofline.files import checked_target
 from roofline.specs.params import Architecture
 
 # type -> byte offsets of the f16 scales in one block (ggml-common.h: block_q4_0 {d; qs}, block_q2_K {scales; qs;
@@ -115,11 +116,11 @@ def write(
     weight_type = check_type(weight_type)
     if weight_type in MIXES and quantize is None:
         raise UsageError(f"--type {weight_type.lower()} is a llama-quantize mix: it needs llama.cpp's llama-quantize")
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise UsageError(f"--out: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(suffix=".gguf.part", dir=folder)
+    path = checked_target(str(path), "--out")
+    try:
+        fd, tmp = tempfile.mkstemp(suffix=".gguf.part", dir=path.parent)
+    except OSError as e:
+        raise UsageError(f"--out: cannot write in {shown(str(path.parent))} ({e.strerror})") from None
     os.close(fd)
     try:
         if weight_type in MIXES:
@@ -131,7 +132,12 @@ def write(
                 f16.unlink(missing_ok=True)
         else:
             _write(a, Path(tmp), weight_type, name, seed, context)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a model file should read like any other
         os.replace(tmp, path)
+    except OSError as e:  # the name is too long, the disk is full
+        raise UsageError(f"--out: cannot write {shown(str(path))} ({e.strerror})") from None
     finally:
         Path(tmp).unlink(missing_ok=True)
     return path

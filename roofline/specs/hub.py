@@ -62,11 +62,30 @@ def snapshot(ref: str) -> Path:
             f"its config.json, or run `hf download {ref.partition('@')[0]} config.json`"
         ) from None
     repo, _, revision = ref.partition("@")
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    if not os.environ.get("HF_HUB_OFFLINE") and not reachable(endpoint):
+        raise UsageError(_hub_error(ref, ConnectionError()))
+    hf.logging.set_verbosity_error()  # its retry warnings are not ours to print: one line on failure (_hub_error)
     try:
         path = hf.hf_hub_download(repo, "config.json", revision=revision or None)
     except Exception as e:  # noqa: BLE001 - huggingface_hub's error classes moved between releases; name them by class name
         raise UsageError(_hub_error(ref, e)) from None
     return Path(path).parent
+
+
+def reachable(endpoint: str, timeout_s: float = 3.0) -> bool:
+    """Whether the Hub's host answers a TCP connection within `timeout_s`: without a network, huggingface_hub
+    retries five times over ~24 s before it says so."""
+    import socket
+    import urllib.parse
+
+    url = urllib.parse.urlsplit(endpoint)
+    port = url.port or (80 if url.scheme == "http" else 443)
+    try:
+        socket.create_connection((url.hostname or "", port), timeout=timeout_s).close()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _hub_error(ref: str, e: Exception) -> str:
