@@ -29,6 +29,18 @@ def test_speculative_tpot_is_iteration_over_expected_tokens():
     assert e.tpot_s < plain.tpot_s / 1.5 and e.kv_budget_bytes < plain.kv_budget_bytes
 
 
+def test_the_drafters_weights_are_named_where_memory_runs_out():
+    # The audit's case: a 70B drafter for an 8B target on an H100 SXM (80 GiB): 0.9 x 80 GiB = 77.3 GB; the target's
+    # 16.1 GB of weights fit, the drafter's ~141 GB do not, and the reason must say so (it read "weights (16.1 GB)
+    # exceed 0.9 x memory (77.3 GB)"). With a 1B drafter the budget is 0.9 x 80 GiB less both models' weights:
+    # stored params (tests/test_audit.py's header) 8,030,261,248 and 1,235,814,400, 2 B each in bf16.
+    big = estimate(M, H, batch=4, draft=load_model("llama-3.1-70b"))
+    assert not big.fits and "16.1 GB" in big.fits_reason and "141 GB held once" in big.fits_reason
+    small = estimate(M, H, batch=1, draft=load_model("llama-3.2-1b"))
+    assert small.held_once_bytes == 2 * 1_235_814_400
+    assert small.kv_budget_bytes == pytest.approx(0.9 * 80 * 2**30 - 2 * 8_030_261_248 - 2 * 1_235_814_400)
+
+
 def test_mtp_defaults():
     e = estimate(load_model("deepseek-v3"), load_hardware("h200"), tp=8, batch=8, mtp=1)
     assert e.speculative.drafter == "mtp" and e.speculative.acceptance == 0.85

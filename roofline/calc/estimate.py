@@ -66,6 +66,7 @@ class Estimate(NamedTuple):
     kv_bytes_per_token: float
     kv_bytes_per_sequence: float
     kv_budget_bytes: float  # per device
+    held_once_bytes: float  # per device, beside the weights: a shared prefix's KV, the drafter's weights and prefix
     max_batch: int | None
     fits: bool
     fits_reason: str
@@ -160,6 +161,7 @@ def estimate_at(p: Prepared, batch: int, prompt_tokens: int, output_tokens: int,
         kv_budget_bytes=max(
             memory.budget, 0.0
         ),  # 0 when the weights alone exceed the memory fraction (fits_reason says)
+        held_once_bytes=memory.held,
         max_batch=memory.limit,
         fits=memory.fits,
         fits_reason=memory.reason,
@@ -254,6 +256,7 @@ class Memory(NamedTuple):
     limit: int | None
     fits: bool
     reason: str
+    held: float = 0.0  # beside the weights, held once: a shared prefix's KV, the drafter's weights and prefix KV
 
 
 def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
@@ -269,12 +272,13 @@ def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
     draft_once, draft_own = speculative.memory(p.draft, P + O, shared) if p.draft is not None else (0.0, 0.0)
     per_sequence = own / stages + draft_own
     weights = shape.weights / stages
-    budget = f.kv_budget(k.memory_fraction, hardware.memory_capacity, weights) - once / stages - draft_once
+    held = once / stages + draft_once
+    budget = f.kv_budget(k.memory_fraction, hardware.memory_capacity, weights) - held
     limit = (
         min(shape.dp * f.max_batch(budget, per_sequence), MAX_COUNT) if per_sequence > 0 else None
     )  # past 1e9: no batch
-    fits, reason = _fits(budget, limit, B, weights, k.memory_fraction, hardware.memory_capacity)
-    return Memory(weights, budget, limit, fits, reason)
+    fits, reason = _fits(budget, limit, B, weights, held, k.memory_fraction, hardware.memory_capacity)
+    return Memory(weights, budget, limit, fits, reason, held)
 
 
 def uncalibrated(model: Model, hardware: Hardware, inputs: Inputs) -> list[str]:
@@ -464,11 +468,12 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
 
 
 def _fits(
-    budget: float, limit: int | None, batch: int, weights: float, fraction: float, capacity: float
+    budget: float, limit: int | None, batch: int, weights: float, held: float, fraction: float, capacity: float
 ) -> tuple[bool, str]:
     usable = fraction * capacity
     if budget < 0:
-        return False, f"weights ({si(weights, 'B')}) exceed {fraction:g} x memory ({si(usable, 'B')})"
+        also = f" + {si(held, 'B')} held once (drafter, shared prefix)" if held > 0 else ""
+        return False, f"weights ({si(weights, 'B')}){also} exceed {fraction:g} x memory ({si(usable, 'B')})"
     if limit is not None and batch > limit:
         return False, f"batch {batch} exceeds the max batch {limit} that the KV budget holds"
     return True, "weights and the batch's KV caches fit in the memory fraction"

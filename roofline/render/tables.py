@@ -98,7 +98,11 @@ def summary_lines(e: Estimate) -> list[str]:
                 f"engine {e.engine.name} ({e.engine.source}): TTFT {si(e.engine.ttft_s, 's')}"
                 f"{_typical(e.engine, 'ttft_mean')} · TPOT {si(e.engine.tpot_s, 's')}{_typical(e.engine, 'tpot')} · "
                 f"{number(e.engine.output_tokens_per_s)} output tokens/s{_typical(e.engine, 'output_tokens_per_s')} "
-                "(the bound above is what no engine can beat)"
+                + (
+                    "(the bound above is what no engine can beat)"
+                    if i.compute_efficiency == i.bandwidth_efficiency == 1
+                    else "(the figures above are at the efficiencies given, not the bound)"
+                )
             ]
             if e.engine
             else []
@@ -114,7 +118,8 @@ def summary_lines(e: Estimate) -> list[str]:
         f"at {i.prompt_tokens + i.output_tokens} tokens",
         f"KV budget {si(e.kv_budget_bytes, 'B')}{per_device} = {i.memory_fraction:g} x "
         f"{binary(e.hardware.memory_capacity_bytes)} "
-        f"- weights{per_device} · max batch {limit} · {'fits' if e.fits else 'does NOT fit'}",
+        f"- weights{per_device}{_held(e.held_once_bytes)} · max batch {limit} · "
+        f"{'fits' if e.fits else 'does NOT fit'}",
         f"ridge {number(e.ridge_point_flop_per_byte)} FLOP/B ({i.compute_dtype}) · critical batch {critical}: "
         f"{e.critical_batch_reason}",
         *([_calibrated_line(e.calibrated)] if e.calibrated else []),
@@ -122,6 +127,11 @@ def summary_lines(e: Estimate) -> list[str]:
         _verdict("decode", d.bound, d.intensity_flop_per_byte, e.ridge_point_flop_per_byte),
         *[f"note: {n}" for n in e.notes],
     ]
+
+
+def _held(held: float) -> str:
+    """What the KV budget also leaves out beside the weights, when anything."""
+    return f" - {si(held, 'B')} held once (drafter, shared prefix)" if held > 0 else ""
 
 
 def _calibrated_line(c) -> str:
