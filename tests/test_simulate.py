@@ -177,6 +177,16 @@ def test_an_azure_style_trace(tmp_path):
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["requests"] == 3 and d["e2e_s"]["max"] > 0
+    # The inputs report the trace's lengths, not the flags' defaults: (374 + 396 + 879) / 3 = 549.7 prompt tokens,
+    # (44 + 109 + 8) / 3 = 53.7 output tokens.
+    i = d["inputs"]
+    assert (i["prompt_tokens"], i["output_tokens"], i["prompt_dist"], i["trace"]) == (549.7, 53.7, "trace", True)
+    r = runner.invoke(app, ["simulate", "--trace", str(path), "-q", "--warmup", "0"])
+    assert "prompt mean 550, output mean 53.7 (the trace's)" in r.stdout
+    # A length or count flag beside a trace would be ignored: refused, naming it.
+    for flag, value in (("--prompt", "5000"), ("--output-dist", "exponential"), ("--requests", "1")):
+        r = runner.invoke(app, ["simulate", "--trace", str(path), "-q", flag, value])
+        assert r.exit_code == 2 and r.stderr.startswith(f"roofline: error: {flag}: a trace gives"), r.stderr
 
 
 @pytest.mark.parametrize(

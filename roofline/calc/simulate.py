@@ -476,7 +476,7 @@ def simulate(
             output_tokens,
             prompt_dist,
             output_dist,
-            trace is not None,
+            trace,
         ),  # fmt: skip
         "ttft_slo_s": ttft_slo,
         "tpot_slo_s": tpot_slo,
@@ -510,9 +510,13 @@ def workload_inputs(
     output_tokens,
     prompt_dist,
     output_dist,
-    trace,
+    trace: list[Request] | None,
 ) -> dict[str, Any]:
-    """The workload as a run's `inputs` report it (simulate's and bench's alike)."""
+    """The workload as a run's `inputs` report it (simulate's and bench's alike); a trace's lengths as its means."""
+    if trace:
+        prompt_tokens = round(sum(r.prompt_tokens for r in trace) / len(trace), 1)
+        output_tokens = round(sum(r.output_tokens for r in trace) / len(trace), 1)
+        prompt_dist = output_dist = "trace"
     return {
         "rate_per_s": rate,
         "arrival": arrival if rate else None,
@@ -525,7 +529,7 @@ def workload_inputs(
         "output_tokens": output_tokens,
         "prompt_dist": prompt_dist or "fixed",
         "output_dist": output_dist or "fixed",
-        "trace": trace,
+        "trace": trace is not None,
     }
 
 

@@ -6,6 +6,7 @@ import typer
 
 from roofline.calc.knobs import OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.cli.common import (
+    TRACE_FIXES,
     Csv,
     D,
     Engine,
@@ -24,6 +25,7 @@ from roofline.cli.common import (
     err,
     handled,
     knobs_from,
+    refuse_with_trace,
     specs,
     text_value,
 )
@@ -50,6 +52,7 @@ app = typer.Typer()
 @app.command()
 @handled
 def bench(
+    ctx: typer.Context,
     url: Annotated[
         str, typer.Argument(help="The server's base URL, e.g. http://127.0.0.1:8080 (POST /v1/completions).")
     ],
@@ -132,6 +135,8 @@ def bench(
     if trace is not None:
         from roofline.specs.trace import load_trace
 
+        refuse_with_trace(ctx, TRACE_FIXES)
+
         loaded = [Request(*row) for row in load_trace(text_value(trace, "--trace"))]
     chosen = workload(
         rates[0] if rates else None,
@@ -165,7 +170,7 @@ def bench(
             output_tokens,
             prompt_dist,
             output_dist,
-            trace is not None,
+            loaded,
         ),  # fmt: skip
         "text_prompts": text,
     }

@@ -120,6 +120,25 @@ def knobs_from(values: dict[str, Any]) -> Knobs:
     return serving(Knobs(**{name: values.get(name, getattr(DEFAULT, name)) for name in Knobs._fields}))
 
 
+def refuse_with_trace(ctx: typer.Context, flags: dict[str, str]) -> None:
+    """A one-line error for a workload flag given with --trace (parameter name -> flag): the trace's lengths and count
+    are the workload, and a length flag beside it would be ignored."""
+    given = [
+        flag for name, flag in flags.items() if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
+    ]
+    if given:
+        raise UsageError(f"{given[0]}: a trace gives every request's lengths and their count; drop it with --trace")
+
+
+TRACE_FIXES = {
+    "requests": "--requests",
+    "prompt_tokens": "--prompt",
+    "output_tokens": "--output",
+    "prompt_dist": "--prompt-dist",
+    "output_dist": "--output-dist",
+}  # what --trace sets: simulate's and bench's flags that it replaces
+
+
 def text_value(value: str | None, flag: str) -> str | None:
     """A given text value, stripped; a blank one is an error, never a silent default."""
     if value is not None and not value.strip():

@@ -6,6 +6,7 @@ import typer
 
 from roofline.calc.knobs import OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.cli.common import (
+    TRACE_FIXES,
     BandwidthEfficiency,
     Bits,
     CachedTokens,
@@ -33,6 +34,7 @@ from roofline.cli.common import (
     err,
     handled,
     knobs_from,
+    refuse_with_trace,
     specs,
     text_value,
 )
@@ -94,6 +96,7 @@ app = typer.Typer()
 @app.command()
 @handled
 def simulate(
+    ctx: typer.Context,
     model: ModelRef = None,
     hardware: HardwareRef = None,
     rate: Rate = None,
@@ -198,6 +201,8 @@ def simulate(
     loaded = None
     if trace is not None:
         from roofline.specs.trace import load_trace
+
+        refuse_with_trace(ctx, TRACE_FIXES)
 
         loaded = [Request(*row) for row in load_trace(text_value(trace, "--trace"))]
     options = dict(

@@ -21,9 +21,7 @@ def simulation_table(s: Any):
     sched = i.get("scheduler") or {}
     head = Text.assemble(
         (f"{i['model']} on {i['hardware']}", "bold"),
-        f" · {load} · {s.requests} requests measured ({i.get('warmup', 0)} warm-up) · prompt "
-        f"{i['prompt_tokens']} ({i['prompt_dist']}), output {i['output_tokens']} ({i['output_dist']}) "
-        "· "
+        f" · {load} · {s.requests} requests measured ({i.get('warmup', 0)} warm-up) · {lengths(i)} · "
         f"{sched.get('policy', 'vllm')} scheduler, max_num_seqs {sched.get('max_num_seqs')}, "
         f"max_num_batched_tokens {sched.get('max_num_batched_tokens')}",
     )
@@ -60,8 +58,7 @@ def bench_table(b: Any):
     load = _load(i)
     head = Text.assemble(
         (i["url"], "bold"),
-        f" · {load} · {b.requests} requests measured ({i['warmup']} warm-up) · prompt {i['prompt_tokens']} "
-        f"({i['prompt_dist']}), output {i['output_tokens']} ({i['output_dist']})",
+        f" · {load} · {b.requests} requests measured ({i['warmup']} warm-up) · {lengths(i)}",
     )
     rows = [[name, *(si(getattr(b, key)[c], "s") for c in COLUMNS)] for name, key in ROWS if key != "queue_s"]
     lines = [head, Text(""), Grid(["", *COLUMNS], rows, left=1, drop=("p90", "p95", "mean")), Text("")]
@@ -134,10 +131,7 @@ def rate_sweep_table(r: Any):
         "saturated",
     ]
     capacity = r.points[0].max_stable_rate_per_s
-    head = Text(
-        f"{i['model']} on {i['hardware']} · prompt {i['prompt_tokens']} ({i['prompt_dist']}), output "
-        f"{i['output_tokens']} ({i['output_dist']}) · capacity {number(capacity)} requests/s"
-    )
+    head = Text(f"{i['model']} on {i['hardware']} · {lengths(i)} · capacity {number(capacity)} requests/s")
     return Group(head, Text(""), Grid(columns, rows, left=0, drop=("E2E p99", "ITL p99", "batch", "TTFT p50")))
 
 
@@ -146,3 +140,10 @@ def _load(i: dict[str, Any]) -> str:
     if i.get("rate_per_s"):
         return f"{number(i['rate_per_s'])} requests/s ({i['arrival']})"
     return f"{i['concurrency']} clients (closed loop)" if i.get("concurrency") else "a trace"
+
+
+def lengths(i: dict[str, Any]) -> str:
+    """The workload's lengths: each mean and its distribution, or a trace's means."""
+    if i.get("prompt_dist") == "trace":
+        return f"prompt mean {number(i['prompt_tokens'])}, output mean {number(i['output_tokens'])} (the trace's)"
+    return f"prompt {i['prompt_tokens']} ({i['prompt_dist']}), output {i['output_tokens']} ({i['output_dist']})"
