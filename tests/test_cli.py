@@ -94,6 +94,9 @@ def test_max_context_warning_goes_to_stderr():
         (["estimate", "--weight-dtype", "fp12"], 2, "--weight-dtype: unknown dtype 'fp12'"),
         (["estimate", "-H", "tpu-v5e", "--compute-dtype", "fp8"], 2, "tpu-v5e has no peak for fp8"),
         (["hardware", "show", "h100"], 2, "did you mean"),
+        # a named format fixes the weights' dtype and bits: another beside it is a contradiction, not a choice
+        (["estimate", "--quant", "fp8", "--weight-dtype", "int4"], 2, "--weight-dtype: fp8 weights are fp8, not int4"),
+        (["estimate", "--quant", "q4_k_m", "--bits-per-weight", "4"], 2, "--bits-per-weight: q4_k_m sets the bits"),
     ],
 )
 def test_errors_are_one_line_on_stderr(args, code, words):

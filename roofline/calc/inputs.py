@@ -112,6 +112,11 @@ def _quant(model: Model, k: Knobs, notes: list[str]) -> str | None:
     if k.quant is not None:
         if k.quant not in QUANTS:
             raise UsageError(f"unknown format {k.quant!r} (expected one of: {', '.join(QUANTS)})", "quant")
+        own = QUANTS[k.quant].compute
+        if k.weight_dtype is not None and k.weight_dtype != own:
+            raise UsageError(f"{k.quant} weights are {own}, not {k.weight_dtype}: give one of the two", "weight_dtype")
+        if k.bits_per_weight is not None:
+            raise UsageError(f"{k.quant} sets the bits per weight: give one of the two", "bits_per_weight")
         return k.quant
     if model.quant is None or k.weight_dtype is not None or k.bits_per_weight is not None:
         return None
