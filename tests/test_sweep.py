@@ -63,6 +63,14 @@ def test_both_slos(toy):
     assert s.summary.best_batch == 50
 
 
+def test_a_tie_in_goodput_goes_to_the_smaller_batch(toy):
+    # Compute-bound decode from B >= 2e-3 / (2e-5 - 1.055e-5) = 211.6: TPOT = B x 2e9 / 1e14 = B x 20 us, so B / TPOT
+    # = 50,000 tokens/s at 256, 512 and 1024 alike, while latency doubles each time: the smallest is the best.
+    s = sweep(*toy, batches=[256, 512, 1024], prompts=[100], outputs=[11], tpot_slo=1.0, goodput_of="decode")
+    assert [r.goodput_tokens_per_s for r in s.rows] == pytest.approx([50_000] * 3)
+    assert s.summary.best_batch == 256
+
+
 def test_no_batch_meets_the_slo(toy):
     s = sweep(*toy, batches=[1, 2], prompts=[100], outputs=[11], tpot_slo=1e-3)  # TPOT >= 2 ms always
     assert s.summary.best_batch is None and s.to_dict()["summary"]["best_batch"] is None

@@ -1,8 +1,8 @@
 """`sweep` and `compare`: many estimates at once, with goodput under latency objectives (SLOs).
 
 Goodput counts a configuration's tokens/s only when it fits in memory and meets every SLO given
-(TPOT <= tpot_slo and TTFT <= ttft_slo); the best batch is the one with the most goodput (the largest
-such batch, since throughput never falls with batch).
+(TPOT <= tpot_slo and TTFT <= ttft_slo); the best batch is the smallest with the most goodput (once compute-bound,
+throughput stays flat while latency grows with the batch: a tie goes to the lower latency).
 """
 
 from typing import Any, NamedTuple
@@ -173,7 +173,8 @@ def sweep(
 
 def _summarize(rows: list[Row], first: Estimate) -> Group:
     good = [r for r in rows if r.goodput_tokens_per_s > 0]
-    best = max(good, key=lambda r: (r.goodput_tokens_per_s, r.batch)) if good else None
+    top = max((r.goodput_tokens_per_s for r in good), default=0.0)
+    best = min((r for r in good if r.goodput_tokens_per_s >= top * (1 - 1e-9)), key=lambda r: r.batch, default=None)
     return Group(
         prompt_tokens=first.inputs.prompt_tokens,
         output_tokens=first.inputs.output_tokens,
