@@ -46,6 +46,9 @@ def test_the_tp_that_just_fits():
     assert f.min_tp == 2 and f.max_context_tokens is None and f.max_batch == 0
     # At 4-bit AWQ (~39 GB) one device is enough.
     assert fit(load_model("llama-3.1-70b"), load_hardware("h100-sxm"), context=8192, quant="awq").min_tp == 1
+    # A device without an interconnect cannot split a model (estimate refuses tp > 1 there): no tp answers, and why.
+    m1 = fit(load_model("llama-3.1-70b"), load_hardware("apple-m1"), context=8192)
+    assert m1.min_tp is None and "no interconnect_bandwidth" in m1.min_tp_reason
 
 
 def test_mla_and_moe_by_hand():

@@ -160,6 +160,11 @@ def _min_tp(model: Model, k: Knobs, inputs, hardware: Hardware, context: int) ->
             tp,
         )
         if shape.weights + shape.kv_cached(context) * shape.kv_share <= usable:
+            if tp > 1 and hardware.interconnect_bandwidth is None:  # estimate refuses tp > 1 without it
+                return None, (
+                    f"{tp} devices would hold it, but {hardware.id} lists no interconnect_bandwidth for tensor "
+                    "parallelism"
+                )
             return (
                 tp,
                 f"weights / {tp} + one sequence of {context} tokens fit in {inputs.memory_fraction:g} x memory per "
