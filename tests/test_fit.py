@@ -82,3 +82,10 @@ def test_fit_cli_json_contract():
     data = json.loads(r.stdout)
     assert {"schema_version", "model", "hardware", "inputs", "max_context_tokens", "max_batch", "min_tp"} <= set(data)
     assert data["inputs"]["context_tokens"] == 8192 and data["min_tp"] == 1
+
+
+def test_a_context_past_the_models_own_is_warned():
+    # GPT-2 small's config.json: n_positions 1024; the estimate warns past it, and so does fit.
+    r = runner.invoke(app, ["fit", "-m", "gpt2", "-H", "h100-sxm", "--context", "100000", "--json"])
+    assert r.exit_code == 0 and "warning: --context 100000 exceeds gpt2's max_context 1024" in r.stderr
+    assert json.loads(r.stdout)["inputs"]["context_tokens"] == 100_000

@@ -409,7 +409,10 @@ def fit(
     from roofline.calc.fit import fit as run_fit
 
     m, h = specs(model, hardware, quiet)
-    emit(run_fit(m, h, batch=batch, context=context, knobs=knobs_from(locals())), json, csv)
+    result = run_fit(m, h, batch=batch, context=context, knobs=knobs_from(locals()))
+    if m.max_context is not None and result.inputs["context_tokens"] > m.max_context:
+        err(f"roofline: warning: --context {context} exceeds {m.id}'s max_context {m.max_context}")
+    emit(result, json, csv)
 
 
 @app.command()
