@@ -152,3 +152,17 @@ def test_unknown_id_suggests_close_ones():
         load_model("llama-3.1-8")
     with pytest.raises(UsageError, match="no such file"):
         load_hardware("missing/device.yaml")
+
+
+def test_a_params_only_model_without_kv_says_its_cache_is_zero(write_yaml):
+    # params alone price the weights; without kv_bytes_per_token the cache is 0 B/token, which is said, not silent,
+    # and fit names the cause (not a sliding window: this model has none). An explicit 0 is taken as meant.
+    from roofline import estimate
+    from roofline.calc.fit import fit
+
+    m = load_model(write_yaml("napkin.yaml", "name: n\nsource: s\ndtype: bf16\nparams: 7e9\n"))
+    e = estimate(m, load_hardware("h100-sxm"))
+    assert e.kv_bytes_per_token == 0 and any("no kv_bytes_per_token" in w for w in e.warnings)
+    assert "no KV cache" in fit(m, load_hardware("h100-sxm"), context=4096).max_context_reason
+    zero = load_model(write_yaml("zero.yaml", "name: z\nsource: s\ndtype: bf16\nparams: 7e9\nkv_bytes_per_token: 0\n"))
+    assert not estimate(zero, load_hardware("h100-sxm")).warnings

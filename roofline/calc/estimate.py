@@ -501,6 +501,11 @@ def _warnings(model: Model, prompt: int, output: int, draft: Model | None = None
         warnings.append(
             f"prompt + output = {prompt + output} tokens exceeds {model.id}'s max_context {model.max_context}"
         )
+    if model.arch is None and model.kv_bytes_per_token_given is None:
+        warnings.append(
+            f"{model.id} gives params but no kv_bytes_per_token: its KV cache is priced as 0 B/token (set it in the "
+            "model's YAML, or give the architecture)"
+        )
     w = model.weights_file
     if w is not None and model.params and abs(w.elements - model.params) > 0.01 * model.params:
         warnings.append(

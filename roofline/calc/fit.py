@@ -123,19 +123,14 @@ def _max_context(shape: Shape, budget: float, batch: int, limit: int | None) -> 
         return None, None, why
     if shape.kv_cached(MAX_COUNT) == shape.kv_cached(MAX_COUNT // 2) and fits(shape, budget, batch, MAX_COUNT):
         # every layer windowed (or no KV): the cache stops growing, so memory sets no limit
-        if limit is None:
-            return (
-                None,
-                None,
-                "unbounded: every layer's KV cache stops growing at its sliding window (and the model gives no "
-                "max_context)",
-            )
-        return (
-            limit,
-            None,
-            "the model's max_context: memory is not the limit (every layer's KV cache stops growing at its sliding "
-            "window)",
+        why = (
+            "the model has no KV cache"
+            if shape.kv_cached(1) == 0
+            else "every layer's KV cache stops growing at its sliding window"
         )
+        if limit is None:
+            return None, None, f"unbounded: {why} (and the model gives no max_context)"
+        return limit, None, f"the model's max_context: memory is not the limit ({why})"
     low, high = 1, MAX_COUNT
     while low < high:
         mid = (low + high + 1) // 2
