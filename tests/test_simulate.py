@@ -204,6 +204,8 @@ def test_an_azure_style_trace(tmp_path):
         (["--rate", "5/s", "--prompt-dist", "lognormal:x"], "--prompt-dist"),
         (["--rate", "5/s", "--max-num-seqs", "9000"], "--max-num-seqs"),
         (["--rate", "5/s", "--slo-percentile", "p12"], "--slo-percentile"),
+        (["--rate", "5/s", "--cv", "3"], "--cv: the burstiness of gamma arrivals"),  # ignored before
+        (["--concurrency", "4", "--arrival", "gamma"], "--arrival: the arrival process of a --rate"),
     ],
 )
 def test_bad_input_is_one_line(args, message):

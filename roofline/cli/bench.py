@@ -6,7 +6,6 @@ import typer
 
 from roofline.calc.knobs import OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.cli.common import (
-    TRACE_FIXES,
     Csv,
     D,
     Engine,
@@ -20,12 +19,12 @@ from roofline.cli.common import (
     TpotSlo,
     TtftSlo,
     WeightDtype,
+    check_workload_flags,
     duration,
     emit,
     err,
     handled,
     knobs_from,
-    refuse_with_trace,
     specs,
     text_value,
 )
@@ -131,11 +130,10 @@ def bench(
     rates = rate_list(rate)
     if rates is not None and len(rates) > 1:
         raise UsageError("--rate: bench runs one rate at a time")
+    check_workload_flags(ctx, trace, rate, arrival)
     loaded = None
     if trace is not None:
         from roofline.specs.trace import load_trace
-
-        refuse_with_trace(ctx, TRACE_FIXES)
 
         loaded = [Request(*row) for row in load_trace(text_value(trace, "--trace"))]
     chosen = workload(

@@ -120,14 +120,22 @@ def knobs_from(values: dict[str, Any]) -> Knobs:
     return serving(Knobs(**{name: values.get(name, getattr(DEFAULT, name)) for name in Knobs._fields}))
 
 
-def refuse_with_trace(ctx: typer.Context, flags: dict[str, str]) -> None:
-    """A one-line error for a workload flag given with --trace (parameter name -> flag): the trace's lengths and count
-    are the workload, and a length flag beside it would be ignored."""
-    given = [
-        flag for name, flag in flags.items() if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
-    ]
-    if given:
-        raise UsageError(f"{given[0]}: a trace gives every request's lengths and their count; drop it with --trace")
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether the flag of parameter `name` was given on the command line (not its default)."""
+    return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
+
+
+def check_workload_flags(ctx: typer.Context, trace: str | None, rate: str | None, arrival: str) -> None:
+    """One line for a workload flag that would be ignored: a length or count flag beside --trace (the trace gives
+    them), --arrival without --rate, --cv without gamma arrivals."""
+    if trace is not None:
+        for name, flag in TRACE_FIXES.items():
+            if given(ctx, name):
+                raise UsageError(f"{flag}: a trace gives every request's lengths and their count; drop it with --trace")
+    if given(ctx, "arrival") and rate is None:
+        raise UsageError("--arrival: the arrival process of a --rate: give a rate, or drop it")
+    if given(ctx, "cv") and arrival != "gamma":
+        raise UsageError("--cv: the burstiness of gamma arrivals: give it with --arrival gamma")
 
 
 TRACE_FIXES = {

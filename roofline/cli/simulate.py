@@ -6,7 +6,6 @@ import typer
 
 from roofline.calc.knobs import OUTPUT_TOKENS, PROMPT_TOKENS
 from roofline.cli.common import (
-    TRACE_FIXES,
     BandwidthEfficiency,
     Bits,
     CachedTokens,
@@ -29,12 +28,12 @@ from roofline.cli.common import (
     TpotSlo,
     TtftSlo,
     WeightDtype,
+    check_workload_flags,
     duration,
     emit,
     err,
     handled,
     knobs_from,
-    refuse_with_trace,
     specs,
     text_value,
 )
@@ -198,11 +197,10 @@ def simulate(
     rates = rate_list(rate)
     policy = None if scheduler is None else text_value(scheduler, "--scheduler")  # None: the engine preset's
     sched = Scheduler(policy, max_num_seqs, max_num_batched_tokens, block_size, kv_unified)  # None: the engine's
+    check_workload_flags(ctx, trace, rate, arrival)
     loaded = None
     if trace is not None:
         from roofline.specs.trace import load_trace
-
-        refuse_with_trace(ctx, TRACE_FIXES)
 
         loaded = [Request(*row) for row in load_trace(text_value(trace, "--trace"))]
     options = dict(
