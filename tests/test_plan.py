@@ -111,6 +111,22 @@ def test_plan_cli_json_contract():
     assert bad.exit_code == 2 and "--price" in bad.stderr
 
 
+
+@pytest.mark.parametrize(
+    "args, words",
+    [  # each was silently ignored or last-one-wins before
+        (["--concurrency", "8", "--slo-percentile", "p95"], "--slo-percentile: how a --rate is served"),
+        (["--concurrency", "8", "--no-queueing"], "--queueing/--no-queueing: how a --rate is served"),
+        (["--rate", "5/s", "--no-queueing", "--slo-percentile", "p95"], "not with --no-queueing"),
+        (["--concurrency", "8", "-H", "h100-sxm", "-H", "h100-sxm"], "--hardware: h100-sxm is given twice"),
+        (["--concurrency", "8", "-H", "h100-sxm", "--price", "h100-sxm=1", "--price", "h100-sxm=2"], "given twice"),
+    ],
+)
+def test_plan_flags_that_would_be_ignored_are_refused(args, words):
+    r = runner.invoke(app, ["plan", "-q", "-m", "llama-3.1-8b", *args])
+    assert r.exit_code == 2 and r.stdout == "" and r.stderr.count("\n") == 1 and words in r.stderr, r.stderr
+
+
 def test_plan_sizes_disaggregated_pools_by_littles_law(write_yaml):
 
     h = load_hardware(

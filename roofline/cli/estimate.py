@@ -46,6 +46,7 @@ from roofline.cli.common import (
     duration,
     emit,
     err,
+    given,
     handled,
     knobs_from,
     specs,
@@ -418,6 +419,7 @@ def fit(
 @app.command()
 @handled
 def plan(
+    ctx: typer.Context,
     model: ModelRef = None,
     hardware: Annotated[
         list[str] | None,
@@ -511,10 +513,20 @@ def plan(
 
     knobs = knobs_from({**locals(), "tp": 1, "pp": 1, "disagg": None})
     m, _ = specs(model, "h100-sxm", quiet)
+    if rate is None and (given(ctx, "queueing") or given(ctx, "slo_percentile")):
+        flag = "--slo-percentile" if given(ctx, "slo_percentile") else "--queueing/--no-queueing"
+        raise UsageError(f"{flag}: how a --rate is served: give a rate (a --concurrency is a static batch)")
+    if not queueing and given(ctx, "slo_percentile"):
+        raise UsageError("--slo-percentile: the percentile of a simulated queue: not with --no-queueing")
     devices = [load_hardware(text_value(h, "--hardware")) for h in (hardware or catalog("hardware"))]
+    twice = next((d.id for i, d in enumerate(devices) if d.id in {e.id for e in devices[:i]}), None)
+    if twice:
+        raise UsageError(f"--hardware: {twice} is given twice")
     prices = {}
     for item in price or []:
         name, _, usd = item.partition("=")
+        if name.strip() in prices:
+            raise UsageError(f"--price: {name.strip()} is given twice")
         try:
             prices[name.strip()] = float(usd)
         except ValueError:
