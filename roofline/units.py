@@ -53,7 +53,7 @@ def parse(value: object, kind: str) -> float:
     if kind == "seconds":
         if unit in DURATION:
             return number * DURATION[unit]
-        raise ValueError(f"unknown duration unit {unit!r} in {shown(value)} (use s, ms, us or ns)")
+        raise ValueError(f"unknown duration unit {unit!r} in {shown(value)} (use min, s, ms, us or ns)")
     prefixes = {**DECIMAL, **(BINARY if binary_ok else {})}
     for prefix, scale in sorted(prefixes.items(), key=lambda p: -len(p[0])):
         if unit.startswith(prefix) and re.fullmatch(unit_re, unit[len(prefix) :]):

@@ -259,3 +259,40 @@ def test_a_missing_config_json_is_the_same_usage_error_everywhere(tmp_path):
     ):
         r = runner.invoke(app, args)
         assert r.exit_code == 2 and "no such config.json" in r.stderr, args
+
+
+def test_an_unknown_command_points_at_a_help_that_exists(capsys):
+    # The console entry point's message named `roofline foo --help`, which fails as well.
+    from roofline.cli import run as entry
+
+    assert entry(["foo"]) == 2 and "No such command 'foo'. (see `roofline --help`)" in capsys.readouterr().err
+    assert entry(["hardware", "foo"]) == 2 and "(see `roofline hardware --help`)" in capsys.readouterr().err
+    assert entry(["estimate", "--bogus"]) == 2 and "(see `roofline estimate --help`)" in capsys.readouterr().err
+
+
+def test_error_messages_name_the_right_thing(tmp_path):
+    # From an outside audit: each of these pointed somewhere wrong before (a help page that fails too, a flag not
+    # given, "no such file" for a folder, "holds no request" for a line of bad JSON, shifted arrival times).
+    cases = [
+        (["estimate", "-q", "-H", str(tmp_path)], f"{tmp_path}: a folder (expected a hardware YAML file"),
+        (["models", "show", "m/model.safetensors"], "a safetensors shard: give its model folder"),
+        (["simulate", "-q", "--rate", "1/s", "--ttft-slo", "2h"], "(use min, s, ms, us or ns)"),
+        (["sweep", "-q", "-b", "1:4096:1", "--prompt", "1:100:1"], "error: the grid --batch x --prompt x --output"),
+    ]
+    bad_json, late = tmp_path / "t.jsonl", tmp_path / "late.jsonl"
+    bad_json.write_text("not json\n")
+    late.write_text(
+        '{"arrival_s": 5, "prompt_tokens": 1, "output_tokens": 2}\n'
+        + '{"arrival_s": 1, "prompt_tokens": 1, "output_tokens": 2}\n'
+    )
+    cases += [
+        (["simulate", "-q", "--trace", str(bad_json)], "line 1: not JSON"),
+        (["simulate", "-q", "--trace", str(late)], "arrival 1 s comes before the previous one (5 s)"),
+    ]
+    for args, words in cases:
+        r = run(*args)
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1 and words in r.stderr, (args, r.stderr)
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("a: [\n")
+    r = run("estimate", "-q", "-H", str(bad_yaml))
+    assert r.exit_code == 1 and f"{bad_yaml}: line 2: YAML syntax error" in r.stderr

@@ -248,8 +248,7 @@ class Replica:
     def too_large(self, i: int) -> None:
         raise UsageError(
             f"a request of {self.P[i]} prompt + {self.O[i]} output tokens does not fit the whole KV "
-            f"budget ({self.cap:,} tokens): shorten it or give more memory",
-            "requests",
+            f"budget ({self.cap:,} tokens): shorten its prompt or output, or give more memory"
         )
 
     def decodes(self) -> Decodes:

@@ -213,9 +213,7 @@ def run_simulation(
         if limit is not None and r.prompt_tokens + r.output_tokens > limit:
             raise UsageError(
                 f"a request of {r.prompt_tokens} + {r.output_tokens} tokens exceeds {p.model.id}'s context "
-                ""
-                f"of {limit:,}",
-                "requests",
+                f"of {limit:,}: shorten its prompt or output (--prompt, --output or their distributions, or the trace)"
             )
     from roofline.calc.serving import prefix
 

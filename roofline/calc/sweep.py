@@ -132,10 +132,8 @@ def sweep(
     points = len(batches or [1]) * len(prompts) * len(outputs)
     if points > MAX_POINTS:
         raise UsageError(
-            f"the grid batches x prompts x outputs has {points} points, more than {MAX_POINTS} (narrow a range or "
-            "raise "
-            "its step)",
-            "batches",
+            f"the grid --batch x --prompt x --output has {points:,} points, more than {MAX_POINTS:,} (narrow a range "
+            "or raise its step)"
         )
     for name, slo in (("tpot_slo", tpot_slo), ("ttft_slo", ttft_slo)):
         if slo is not None and not 0 < slo < float("inf"):

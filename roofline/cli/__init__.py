@@ -43,7 +43,7 @@ def run(args: list[str] | None = None) -> int:
         code = one(args=args, prog_name="roofline", standalone_mode=False)
     except typer.TyperException as e:  # click's usage errors (typer vendors click and re-bases them here)
         message = e.format_message() if hasattr(e, "format_message") else str(e)
-        where = f"roofline {name} --help" if name else "roofline --help"
+        where = f"roofline {_known(name)} --help".replace("  ", " ")
         err(f"roofline: error: {' '.join(message.split())} (see `{where}`)")
         code = getattr(e, "exit_code", 2)
     except KeyboardInterrupt:
@@ -58,6 +58,17 @@ def _command_name(args: list[str]) -> str | None:
     if not words:
         return None
     return " ".join(words) if words[0] in ("hardware", "models") and len(words) > 1 else words[0]
+
+
+def _known(name: str | None) -> str:
+    """The longest registered part of a command name ('' when none: a typo gets the root's help)."""
+    command, known = typer.main.get_command(app), []
+    for word in (name or "").split():
+        command = getattr(command, "commands", {}).get(word)
+        if command is None:
+            break
+        known.append(word)
+    return " ".join(known)
 
 
 def _refuse_repeats(one: typer.Typer, name: str | None, args: list[str]) -> None:

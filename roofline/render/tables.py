@@ -378,7 +378,9 @@ def plan_table(p: Any):
         "why not",
     ]
     if not rows:
-        return Group(head, Text("no device and tp meets the SLOs (--all lists why)"))
+        slos = i.get("tpot_slo_s") is not None or i.get("ttft_slo_s") is not None
+        what = "meets the SLOs" if slos else "can serve this workload"
+        return Group(head, Text(f"no device and tp {what} (--all lists why)"))
     keep = [
         n not in (("pp",) if i.get("pp", [1]) == [1] else ()) + (() if i.get("disagg") else ("pools",)) for n in columns
     ]

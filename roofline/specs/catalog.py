@@ -25,8 +25,9 @@ def resolve(ref: str, kind: str) -> Path:
     path = user_path(ref)
     if path.suffix in (".yaml", ".yml") or is_file(path) or "/" in ref:
         if not is_file(path):
+            what = "a folder" if is_dir(path) else "no such file"
             raise UsageError(
-                f"{ref if len(ref) <= 100 else shown(ref)}: no such file (expected a {kind} YAML file or a bundled id)"
+                f"{ref if len(ref) <= 100 else shown(ref)}: {what} (expected a {kind} YAML file or a bundled id)"
             )
         return path
     bundled = data_dir() / kind / f"{ref.lower()}.yaml"
@@ -56,6 +57,8 @@ def load_model(ref: str, exact_bytes: bool = False) -> Model:
             raise UsageError(f"{ref if len(ref) <= 100 else shown(ref)}: no such GGUF file")
         keys, weights = gguf_model(path)
         return model_from_mapping(keys, str(path), path.stem)._replace(weights_file=weights, source_kind="gguf")
+    if ref.lower().endswith(".safetensors"):
+        raise UsageError(f"{shown(ref)}: a safetensors shard: give its model folder (with config.json beside it)")
     if ref.endswith(".json") or is_dir(path):
         return _from_config(ref, "config")
     if "/" in ref:  # ORG/NAME: the hub module loads only for ids that could be one

@@ -82,9 +82,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
         raise RooflineError(f"{path}: YAML nested too deeply") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
+        where = f" line {mark.line + 1}:" if mark else ""
         problem = getattr(e, "problem", None) or "invalid YAML"
-        raise RooflineError(f"{path}:{where}: YAML syntax error: {problem}") from None
+        raise RooflineError(f"{path}:{where} YAML syntax error: {problem}") from None
     except (ValueError, TypeError) as e:  # an integer of 4,300+ digits; an unhashable key in a mapping
         raise RooflineError(f"{path}: YAML value the loader cannot take ({' '.join(str(e).split())[:80]})") from None
     if not isinstance(data, dict):

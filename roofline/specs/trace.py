@@ -39,16 +39,14 @@ def load_trace(path: str) -> list[tuple[float | None, int, int]]:
         output = _length(row, OUTPUT, path, line, "output length")
         t = _arrival(row, path, line)
         if t is not None:
-            start = t if start is None else start
-            t -= start
             if last is not None and t < last:
                 raise UsageError(
                     f"{path}: line {line}: arrival {t:.6g} s comes before the previous one ({last:.6g} s): "
-                    ""
                     "expected arrivals in order",
                     "trace",
                 )
-            last = t
+            start, last = t if start is None else start, t
+            t -= start
         out.append((t, prompt, output))
     if len({r[0] is None for r in out}) > 1:
         raise UsageError(f"{path}: some lines give an arrival time and some do not", "trace")
@@ -59,7 +57,7 @@ def _rows(text: str, path: str) -> list[tuple[int, dict[str, Any]]]:
     lines = [(k, line) for k, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         return []
-    if lines[0][1].lstrip().startswith("{"):
+    if lines[0][1].lstrip().startswith("{") or Path(path).suffix.lower() in (".jsonl", ".ndjson", ".json"):
         rows = []
         for k, line in lines:
             try:
