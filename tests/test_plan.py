@@ -111,7 +111,6 @@ def test_plan_cli_json_contract():
     assert bad.exit_code == 2 and "--price" in bad.stderr
 
 
-
 @pytest.mark.parametrize(
     "args, words",
     [  # each was silently ignored or last-one-wins before
