@@ -102,6 +102,8 @@ vocab_size: 100
         (DEVICE.replace("memory_bandwidth: 3.35 TB/s\n", ""), ["missing key 'memory_bandwidth'"]),
         (DEVICE.replace("3.35 TB/s", "3.35 TB"), ["memory_bandwidth", "3.35 TB"]),
         (DEVICE.replace("3.35 TB/s", "-1 TB/s"), ["memory_bandwidth", "positive"]),
+        # a bare number is SI base units: 3.35 B/s, a forgotten unit (it priced TTFT at 4.52 Gs)
+        (DEVICE.replace("3.35 TB/s", "3.35"), ["memory_bandwidth", "got 3.35 (a plain number is in bytes/s"]),
         (DEVICE.replace("989 TFLOP/s", "lots"), ["peak_flops", "bf16", "lots"]),
         (DEVICE.replace("bf16:", "bf17:"), ["unknown key 'bf17'"]),
         (DEVICE.replace("name: test device", "name: [1, 2"), ["YAML syntax error"]),

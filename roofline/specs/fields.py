@@ -150,8 +150,9 @@ def boolean(value: Any) -> bool:
 
 
 # Plausible ranges of spec quantities (SI). Outside them a value is a typo, and would reach 1e300-second
-# times or NaN: 1 B/s bandwidth or a 1e30 FLOP/s peak describe no device.
-RANGES = {"bytes": (1.0, 1e21), "bytes/s": (1.0, 1e21), "flop/s": (1.0, 1e24), "seconds": (1e-12, 1e3)}
+# times or NaN: a 1 MB/s bandwidth or a 1e30 FLOP/s peak describe no device (a bare `memory_bandwidth: 3.35` is
+# 3.35 B/s: the unit was forgotten).
+RANGES = {"bytes": (1e6, 1e21), "bytes/s": (1e6, 1e21), "flop/s": (1e6, 1e24), "seconds": (1e-12, 1e3)}
 
 
 def positive(kind: str) -> Callable[[Any], float]:
@@ -160,7 +161,11 @@ def positive(kind: str) -> Callable[[Any], float]:
     def check(value: Any) -> float:
         number = units.parse(value, kind)
         if not low <= number <= high:
-            raise ValueError(f"expected a positive {kind} quantity from {low:g} to {high:g} (SI), got {shown(value)}")
+            bare = not isinstance(value, str) or value.strip().replace(".", "", 1).isdigit()
+            hint = f" (a plain number is in {kind}: give its unit)" if bare else ""
+            raise ValueError(
+                f"expected a positive {kind} quantity from {low:g} to {high:g} (SI), got {shown(value)}{hint}"
+            )
         return number
 
     return check
