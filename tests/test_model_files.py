@@ -309,3 +309,40 @@ def test_an_unreachable_hub_is_one_line_at_once(tmp_path, monkeypatch):
     assert r.exit_code == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "typo/folder: offline and not in the cache" in r.stderr
     assert not hub.reachable("http://127.0.0.1:9") and not hub.reachable("not a url")
+
+
+@pytest.mark.parametrize(
+    "torch_dtype, outcome",
+    [
+        ("float16", ("fp16", "fp16")),
+        ("torch.float32", ("fp32", "fp32")),
+        ("float8_e4m3fn", ("fp8", "bf16")),  # fp8 weights, 16-bit activations and KV cache
+        ("garbage", "key 'torch_dtype': expected one of"),  # was read as bf16, silently
+    ],
+)
+def test_a_configs_dtype_is_read_or_refused(tmp_path, torch_dtype, outcome):
+    config = {
+        "model_type": "llama",
+        "hidden_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 512,
+        "vocab_size": 1000,
+        "torch_dtype": torch_dtype,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    if isinstance(outcome, str):
+        with pytest.raises(RooflineError, match=outcome):
+            load_model(str(path))
+    else:
+        m = load_model(str(path))
+        assert (m.dtype, m.kv_dtype) == outcome
+
+
+def test_a_null_config_key_is_named_as_config_json_names_it(tmp_path):
+    config = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": None, "num_attention_heads": 4}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(RooflineError, match="missing key 'num_hidden_layers' for model_type 'llama'"):
+        load_model(str(path))

@@ -13,7 +13,16 @@ from typing import Any
 from roofline.errors import RooflineError, UsageError
 from roofline.specs.fields import is_dir, is_file, shown, user_path
 
-DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+# torch's dtype names (torch.dtype's str without "torch.") as config.json writes them, and their aliases
+DTYPES = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float32": "fp32",
+    "float": "fp32",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+}
 
 
 def config_path(ref: str) -> Path | None:
@@ -81,7 +90,10 @@ class Config:
         self.data, self.where = data, where
 
     def __getitem__(self, key: str) -> Any:
-        return self.data[key]
+        value = self.data[key]
+        if value is None:  # "num_hidden_layers": null is as missing as no key
+            raise KeyError(key)
+        return value
 
     def get(self, key: str, default: Any = None) -> Any:
         value = self.data.get(key)
@@ -98,13 +110,19 @@ class Config:
         for key in ("torch_dtype", "dtype"):
             value = self.typed(key, str, "a dtype name such as 'bfloat16'")
             if value:
-                return DTYPES.get(value, default)
+                if value.removeprefix("torch.") not in DTYPES:
+                    raise RooflineError(
+                        f"{self.where}: key '{key}': expected one of {', '.join(DTYPES)}, got {shown(value)}"
+                    )
+                return DTYPES[value.removeprefix("torch.")]
         return default
 
     def base(self, tied_default: bool) -> dict[str, Any]:
         """Keys of a Llama-style decoder: layers, widths, heads (head_dim only when explicit), vocab, context."""
         return {
             "dtype": self.dtype(),
+            # fp8 weights compute with 16-bit activations, and a KV cache left to 'auto' is theirs (vLLM)
+            "kv_dtype": "bf16" if self.dtype() == "fp8" else None,
             "layers": self["num_hidden_layers"],
             "hidden_size": self["hidden_size"],
             "num_heads": self["num_attention_heads"],
