@@ -63,6 +63,7 @@ def parse(value: object, kind: str) -> float:
 
 _PREFIXES = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
 _SMALL = [(1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")]
+_LONG = [(86_400.0, "days"), (3_600.0, "h"), (60.0, "min")]  # durations from 1,000 s
 
 
 def si(value: float | None, unit: str = "", digits: int = 3) -> str:
@@ -72,6 +73,9 @@ def si(value: float | None, unit: str = "", digits: int = 3) -> str:
     if value == 0 or not math.isfinite(value):
         return f"{value:g} {unit}".strip()
     magnitude = abs(value)
+    if unit == "s" and magnitude >= 999.5:  # "1.17 Ms" reads as milliseconds: long times in min, h, days
+        scale, name = next((u for u in _LONG if magnitude >= u[0] * (1 - 0.5 * 10**-digits)), _LONG[-1])
+        return f"{_sig(value / scale, digits)} {name}"
     table = _PREFIXES if magnitude >= 1 or unit not in ("s",) else _SMALL
     for scale, prefix in table:
         if magnitude >= scale * (1 - 0.5 * 10**-digits) or scale == table[-1][0]:
@@ -93,7 +97,7 @@ def _sig(x: float, digits: int) -> str:
     """`x` to `digits` significant figures, keeping trailing zeros (15.0) but no exponent below 1e6."""
     text = f"{x:#.{digits}g}"
     if "e" in text:
-        text = f"{x:.0f}" if abs(x) < 1e6 else f"{x:.{digits}g}"
+        text = f"{x:.0f}" if 1 <= abs(x) < 1e6 else f"{x:.{digits}g}"  # below 1e-4: 2.19e-05, never "0"
     return text.rstrip(".")
 
 

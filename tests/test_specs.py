@@ -168,3 +168,10 @@ def test_a_params_only_model_without_kv_says_its_cache_is_zero(write_yaml):
     assert "no KV cache" in fit(m, load_hardware("h100-sxm"), context=4096).max_context_reason
     zero = load_model(write_yaml("zero.yaml", "name: z\nsource: s\ndtype: bf16\nparams: 7e9\nkv_bytes_per_token: 0\n"))
     assert not estimate(zero, load_hardware("h100-sxm")).warnings
+
+
+def test_power_takes_its_unit_or_a_plain_number(write_yaml):
+    # Other keys take units ('3.35 TB/s'); power was refused as '700 W' and read only as 700.
+    for text, watts in (("700", 700.0), ("'700 W'", 700.0), ("'1 kW'", 1000.0)):
+        assert load_hardware(write_yaml("p.yaml", DEVICE + f"power: {text}\n")).power == watts
+    assert_one_line_error(load_hardware, write_yaml("v.yaml", DEVICE + "power: 700 V\n"), ["power", "700 V"])

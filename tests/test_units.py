@@ -1,6 +1,6 @@
 import pytest
 
-from roofline.units import binary, parse, si
+from roofline.units import binary, number, parse, si
 
 
 @pytest.mark.parametrize(
@@ -53,10 +53,20 @@ def test_parse_rejects(text, kind):
         (15.0e9, "B", "15.0 GB"),
         (999.96, "B", "1.00 kB"),  # rounding carries into the next prefix
         (131072, "B", "131 kB"),
+        # long durations in min, h and days: "1.17 Ms" read as milliseconds (an audit's finding)
+        (999.0, "s", "999 s"),
+        (1_000.0, "s", "16.7 min"),  # 1000 / 60
+        (7_200.0, "s", "2.00 h"),
+        (1.17e6, "s", "13.5 days"),  # 1.17e6 / 86,400 = 13.54
     ],
 )
 def test_si(value, unit, text):
     assert si(value, unit) == text
+
+
+def test_tiny_numbers_keep_their_figures():
+    # _sig's "#g" writes 2.19e-05 below 1e-4; the fixed form for large numbers must not turn it into "0"
+    assert number(2.19e-5) == "2.19e-05" and number(0.000300) == "0.000300" and number(123456.0) == "123456"
 
 
 def test_binary_only_for_capacities():

@@ -3,6 +3,7 @@
 from collections.abc import Callable
 from typing import Any
 
+from roofline.errors import shown
 from roofline.specs.catalog import resolve
 from roofline.specs.fields import Fields, number_between, positive, positive_int, read_yaml, text
 from roofline.specs.records import COMPUTE_DTYPES, Hardware
@@ -48,7 +49,7 @@ def hardware_from_mapping(data: dict[str, Any], where: str, spec_id: str) -> Har
     internode_latency = f.take("internode_latency", positive("seconds"), "a duration such as '20us'", None)
     per_node = f.take("devices_per_node", positive_int, "a positive integer such as 8", None)
     engines = f.take("engines", _engines, "a mapping of engine name to its measured fixed costs", None)
-    power = f.take("power", number_between(1, 1e5), "board power in watts, e.g. 700", None)
+    power = f.take("power", _watts, "board power in watts, e.g. 700 or '700 W'", None)
     price = f.take("price_per_hour", number_between(1e-6, 1e4), "USD per device-hour, e.g. 2.5", None)
     f.done(HARDWARE_KEYS)
     return Hardware(
@@ -269,3 +270,17 @@ def _peak_table(where: str) -> Callable[[Any], dict[str, float]]:
         return table
 
     return check
+
+
+def _watts(value: Any) -> float:
+    """Board power [W]: a plain number, or one with its unit ('700 W', '1 kW')."""
+    if isinstance(value, str):
+        number, _, unit = value.strip().partition(" ")
+        scale = {"W": 1.0, "kW": 1e3}.get(unit.strip())
+        if scale is None:
+            raise ValueError(f"expected watts such as 700 or '700 W', got {shown(value)}")
+        try:
+            value = float(number) * scale
+        except ValueError:
+            raise ValueError(f"expected watts such as 700 or '700 W', got {shown(value)}") from None
+    return number_between(1, 1e5)(value)
