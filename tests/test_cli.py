@@ -58,6 +58,11 @@ def test_estimate_defaults_prints_a_table_and_names_the_defaults():
     assert "using defaults: --model llama-3.1-8b --hardware h100-sxm" in r.stderr
 
 
+def test_simulate_names_the_default_lengths_it_used():
+    r = run("simulate", "--rate", "2/s", "--requests", "10", "--prompt", "100")
+    assert "using defaults: --model llama-3.1-8b --hardware h100-sxm --output 256" in r.stderr
+
+
 def test_estimate_json_contract():
     r = run("estimate", "--json", "-m", "llama-3.1-70b", "-H", "h200", "-b", "8")
     assert r.exit_code == 0, r.stderr

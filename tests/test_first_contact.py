@@ -86,13 +86,13 @@ def searched_once(search):
 
 
 @pytest.mark.parametrize("args", WIDE_COMMANDS, ids=lambda a: " ".join(a[:3]))
-def test_no_number_or_id_is_cut_at_40_80_or_120_columns(args, monkeypatch):
+def test_no_number_or_id_is_cut_at_80_or_120_columns(args, monkeypatch):
     from roofline.calc import plan
 
     monkeypatch.setattr(plan, "plan", searched_once(plan.plan))
     wide = runner.invoke(app, [*args, "-q"] if args[0] not in ("models", "hardware") else args, env={"COLUMNS": "400"})
     assert wide.exit_code == 0, wide.stderr
-    for width in (40, 80, 120):
+    for width in (80, 120):
         r = runner.invoke(
             app, [*args, "-q"] if args[0] not in ("models", "hardware") else args, env={"COLUMNS": str(width)}
         )
@@ -229,7 +229,7 @@ def test_validate_table_at_80_columns_keeps_both_verdicts():
         "hardware": {"name": "here", "figures": "measured"},
         "rows": [row],
     }
-    for width in (40, 80, 120):
+    for width in (80, 120):
         console = Console(width=width, record=True)
         console.print(validate_table(result))
         text = console.export_text()

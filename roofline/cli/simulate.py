@@ -32,12 +32,15 @@ from roofline.cli.common import (
     duration,
     emit,
     err,
+    given,
     handled,
     knobs_from,
     specs,
     text_value,
 )
 from roofline.errors import UsageError
+
+LENGTHS = {"prompt": "prompt_tokens", "output": "output_tokens"}  # specs()'s names of the length flags
 
 # The workload flags, shared with `roofline bench` (the same workload, run against a server).
 Rate = Annotated[
@@ -193,7 +196,8 @@ def simulate(
     from roofline.calc.replica import Scheduler
     from roofline.calc.workload import Request
 
-    m, h = specs(model, hardware, quiet)
+    lengths = {} if trace else {n: None if not given(ctx, k) else 1 for n, k in LENGTHS.items()}
+    m, h = specs(model, hardware, quiet, **lengths)  # names --prompt/--output too when their defaults are used
     rates = rate_list(rate)
     policy = None if scheduler is None else text_value(scheduler, "--scheduler")  # None: the engine preset's
     sched = Scheduler(policy, max_num_seqs, max_num_batched_tokens, block_size, kv_unified)  # None: the engine's

@@ -35,15 +35,12 @@ class Grid:
         return total + GAP * (len(shown) - 1)
 
     def shown(self, width: int) -> list[int]:
-        """The columns that fit in `width`, dropping the droppable ones in order until the rest fits, then (a very
-        narrow terminal) the rightmost of the others, keeping the names and one column after them."""
+        """The columns that fit in `width`, dropping the droppable ones in order until the rest fits."""
         shown = list(range(len(self.columns)))
         for name in self.drop:
             if self.width(shown) <= width:
                 break
             shown.remove(self.columns.index(name))
-        while self.width(shown) > width and len(shown) > self.left + 1:
-            shown.pop()
         return shown
 
     def __rich_console__(self, console, options):
