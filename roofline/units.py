@@ -15,7 +15,7 @@ from roofline.errors import shown
 DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 KiB, MiB, GiB = 2**10, 2**20, 2**30  # binary sizes, for buffers and caches
-DURATION = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0}
+DURATION = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0, "h": 3600.0}
 
 # kind -> (regex for the unit after the prefix, accepts binary prefixes, example)
 KINDS = {
@@ -53,7 +53,7 @@ def parse(value: object, kind: str) -> float:
     if kind == "seconds":
         if unit in DURATION:
             return number * DURATION[unit]
-        raise ValueError(f"unknown duration unit {unit!r} in {shown(value)} (use min, s, ms, us or ns)")
+        raise ValueError(f"unknown duration unit {unit!r} in {shown(value)} (use h, min, s, ms, us or ns)")
     prefixes = {**DECIMAL, **(BINARY if binary_ok else {})}
     for prefix, scale in sorted(prefixes.items(), key=lambda p: -len(p[0])):
         if unit.startswith(prefix) and re.fullmatch(unit_re, unit[len(prefix) :]):
@@ -63,7 +63,7 @@ def parse(value: object, kind: str) -> float:
 
 _PREFIXES = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
 _SMALL = [(1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")]
-_LONG = [(86_400.0, "days"), (3_600.0, "h"), (60.0, "min")]  # durations from 1,000 s
+_LONG = [(60.0, "min"), (3_600.0, "h"), (86_400.0, "days")]  # durations from 1,000 s
 
 
 def si(value: float | None, unit: str = "", digits: int = 3) -> str:
@@ -74,7 +74,11 @@ def si(value: float | None, unit: str = "", digits: int = 3) -> str:
         return f"{value:g} {unit}".strip()
     magnitude = abs(value)
     if unit == "s" and magnitude >= 999.5:  # "1.17 Ms" reads as milliseconds: long times in min, h, days
-        scale, name = next((u for u in _LONG if magnitude >= u[0] * (1 - 0.5 * 10**-digits)), _LONG[-1])
+        # up a unit while the value, rounded to `digits` figures, reaches it (3597.5 s is 1.00 h, not 60.0 min)
+        k = 0
+        while k + 1 < len(_LONG) and float(_sig(magnitude / _LONG[k][0], digits)) >= _LONG[k + 1][0] / _LONG[k][0]:
+            k += 1
+        scale, name = _LONG[k]
         return f"{_sig(value / scale, digits)} {name}"
     table = _PREFIXES if magnitude >= 1 or unit not in ("s",) else _SMALL
     for scale, prefix in table:

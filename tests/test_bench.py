@@ -126,6 +126,22 @@ def test_bad_bench_input_is_one_line():
     assert r.exit_code != 0 and "expected an http:// or https:// URL" in r.stderr
     r = run("http://127.0.0.1:9", "--rate", "1:3:1/s")
     assert r.exit_code != 0 and "bench runs one rate at a time" in r.stderr
+    # flags a run would ignore are refused before any request is sent (nothing listens on port 9 either way)
+    r = run("http://127.0.0.1:9", "--concurrency", "2", "--cv", "3")
+    assert r.exit_code == 2 and "--cv: the burstiness of gamma arrivals" in r.stderr
+
+
+def test_a_trace_sets_the_lengths_and_its_means_are_reported(server, tmp_path):
+    # lengths (8, 4) and (16, 2): the run's inputs report their means, 12 and 3 tokens, and the trace's kind
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"prompt_tokens": 8, "output_tokens": 4}\n{"prompt_tokens": 16, "output_tokens": 2}\n')
+    refused = run(server, "--trace", str(trace), "--concurrency", "1", "--requests", "3")
+    assert refused.exit_code == 2 and "--requests: a trace gives" in refused.stderr and Server.bodies == []
+    r = run(server, "--trace", str(trace), "--concurrency", "1", "--warmup", "0", "--json")
+    assert r.exit_code == 0, r.stderr
+    i = json.loads(r.stdout)["inputs"]
+    assert (i["prompt_tokens"], i["output_tokens"], i["prompt_dist"], i["trace"]) == (12.0, 3.0, "trace", True)
+    assert sorted(len(b["prompt"]) for b in Server.bodies) == [8, 16]
 
 
 def test_compare_prints_the_simulation_of_the_same_requests_beside_the_measurement(server):

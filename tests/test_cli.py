@@ -281,10 +281,11 @@ def test_error_messages_name_the_right_thing(tmp_path):
     cases = [
         (["estimate", "-q", "-H", str(tmp_path)], f"{tmp_path}: a folder (expected a hardware YAML file"),
         (["models", "show", "m/model.safetensors"], "a safetensors shard: give its model folder"),
-        (["simulate", "-q", "--rate", "1/s", "--ttft-slo", "2h"], "(use min, s, ms, us or ns)"),
+        (["simulate", "-q", "--rate", "1/s", "--ttft-slo", "2y"], "(use h, min, s, ms, us or ns)"),
         (["sweep", "-q", "-b", "1:4096:1", "--prompt", "1:100:1"], "error: the grid --batch x --prompt x --output"),
     ]
-    bad_json, late = tmp_path / "t.jsonl", tmp_path / "late.jsonl"
+    bad_json, late, dated = tmp_path / "t.jsonl", tmp_path / "late.jsonl", tmp_path / "dated.csv"
+    dated.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:50,10,2\n2023-11-16 18:15:46,10,2\n")
     bad_json.write_text("not json\n")
     late.write_text(
         '{"arrival_s": 5, "prompt_tokens": 1, "output_tokens": 2}\n'
@@ -292,7 +293,8 @@ def test_error_messages_name_the_right_thing(tmp_path):
     )
     cases += [
         (["simulate", "-q", "--trace", str(bad_json)], "line 1: not JSON"),
-        (["simulate", "-q", "--trace", str(late)], "arrival 1 s comes before the previous one (5 s)"),
+        (["simulate", "-q", "--trace", str(late)], "arrival 1 comes before the previous one (5)"),
+        (["simulate", "-q", "--trace", str(dated)], "arrival 2023-11-16 18:15:46 comes before the previous one"),
     ]
     for args, words in cases:
         r = run(*args)

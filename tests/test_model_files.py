@@ -305,10 +305,19 @@ def test_an_unreachable_hub_is_one_line_at_once(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens, refused at once
+    import urllib.request
+
+    monkeypatch.setattr(urllib.request, "getproxies", dict)  # no proxy in the way, whatever the machine sets
     r = runner.invoke(app, ["estimate", "-m", "typo/folder"])
     assert r.exit_code == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "typo/folder: offline and not in the cache" in r.stderr
     assert not hub.reachable("http://127.0.0.1:9") and not hub.reachable("not a url")
+    assert not hub.reachable("http://host:abc") and not hub.reachable("http://host:99999")  # a bad port: no traceback
+    # Behind a proxy huggingface_hub connects through it: the direct check would wrongly say offline, so it is left
+    # to huggingface_hub.
+    monkeypatch.setattr(urllib.request, "getproxies", lambda: {"https": "http://proxy.example:3128"})
+    monkeypatch.setattr(urllib.request, "proxy_bypass", lambda host: False)
+    assert hub.reachable("https://huggingface.co")
 
 
 @pytest.mark.parametrize(

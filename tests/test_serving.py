@@ -35,10 +35,17 @@ def test_the_drafters_weights_are_named_where_memory_runs_out():
     # exceed 0.9 x memory (77.3 GB)"). With a 1B drafter the budget is 0.9 x 80 GiB less both models' weights:
     # stored params (tests/test_audit.py's header) 8,030,261,248 and 1,235,814,400, 2 B each in bf16.
     big = estimate(M, H, batch=4, draft=load_model("llama-3.1-70b"))
-    assert not big.fits and "16.1 GB" in big.fits_reason and "141 GB held once" in big.fits_reason
+    assert not big.fits and "16.1 GB" in big.fits_reason and "141 GB held once (the drafter)" in big.fits_reason
     small = estimate(M, H, batch=1, draft=load_model("llama-3.2-1b"))
     assert small.held_once_bytes == 2 * 1_235_814_400
     assert small.kv_budget_bytes == pytest.approx(0.9 * 80 * 2**30 - 2 * 8_030_261_248 - 2 * 1_235_814_400)
+    # The table's budget line names it: 2 x 1,235,814,400 B = 2.47 GB.
+    from typer.testing import CliRunner
+
+    from roofline.cli import app
+
+    text = " ".join(CliRunner().invoke(app, ["estimate", "--draft", "llama-3.2-1b", "-q"]).stdout.split())
+    assert "KV budget 58.8 GB = 0.9 x 80.0 GiB - weights - 2.47 GB held once (the drafter)" in text
 
 
 def test_mtp_defaults():

@@ -165,7 +165,7 @@ def test_a_params_only_model_without_kv_says_its_cache_is_zero(write_yaml):
     m = load_model(write_yaml("napkin.yaml", "name: n\nsource: s\ndtype: bf16\nparams: 7e9\n"))
     e = estimate(m, load_hardware("h100-sxm"))
     assert e.kv_bytes_per_token == 0 and any("no kv_bytes_per_token" in w for w in e.warnings)
-    assert "no KV cache" in fit(m, load_hardware("h100-sxm"), context=4096).max_context_reason
+    assert "no KV cache is priced" in fit(m, load_hardware("h100-sxm"), context=4096).max_context_reason
     zero = load_model(write_yaml("zero.yaml", "name: z\nsource: s\ndtype: bf16\nparams: 7e9\nkv_bytes_per_token: 0\n"))
     assert not estimate(zero, load_hardware("h100-sxm")).warnings
 

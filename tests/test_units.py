@@ -58,6 +58,7 @@ def test_parse_rejects(text, kind):
         (1_000.0, "s", "16.7 min"),  # 1000 / 60
         (7_200.0, "s", "2.00 h"),
         (1.17e6, "s", "13.5 days"),  # 1.17e6 / 86,400 = 13.54
+        (3598.5, "s", "1.00 h"),  # 59.975 min rounds to 60.0: the next unit
     ],
 )
 def test_si(value, unit, text):

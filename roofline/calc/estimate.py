@@ -277,7 +277,8 @@ def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
     limit = (
         min(shape.dp * f.max_batch(budget, per_sequence), MAX_COUNT) if per_sequence > 0 else None
     )  # past 1e9: no batch
-    fits, reason = _fits(budget, limit, B, weights, held, k.memory_fraction, hardware.memory_capacity)
+    whose = held_by(draft_once > 0, once > 0)
+    fits, reason = _fits(budget, limit, B, weights, held, whose, k.memory_fraction, hardware.memory_capacity)
     return Memory(weights, budget, limit, fits, reason, held)
 
 
@@ -467,12 +468,24 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
     return None
 
 
+def held_by(drafter: bool, prefix: bool) -> str:
+    """What is held once beside the weights: 'the drafter', 'a shared prefix' or both."""
+    return " and ".join(n for n, on in (("the drafter", drafter), ("a shared prefix", prefix)) if on)
+
+
 def _fits(
-    budget: float, limit: int | None, batch: int, weights: float, held: float, fraction: float, capacity: float
+    budget: float,
+    limit: int | None,
+    batch: int,
+    weights: float,
+    held: float,
+    whose: str,
+    fraction: float,
+    capacity: float,
 ) -> tuple[bool, str]:
     usable = fraction * capacity
     if budget < 0:
-        also = f" + {si(held, 'B')} held once (drafter, shared prefix)" if held > 0 else ""
+        also = f" + {si(held, 'B')} held once ({whose})" if held > 0 else ""
         return False, f"weights ({si(weights, 'B')}){also} exceed {fraction:g} x memory ({si(usable, 'B')})"
     if limit is not None and batch > limit:
         return False, f"batch {batch} exceeds the max batch {limit} that the KV budget holds"

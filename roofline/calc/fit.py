@@ -124,7 +124,7 @@ def _max_context(shape: Shape, budget: float, batch: int, limit: int | None) -> 
     if shape.kv_cached(MAX_COUNT) == shape.kv_cached(MAX_COUNT // 2) and fits(shape, budget, batch, MAX_COUNT):
         # every layer windowed (or no KV): the cache stops growing, so memory sets no limit
         why = (
-            "the model has no KV cache"
+            "no KV cache is priced"
             if shape.kv_cached(1) == 0
             else "every layer's KV cache stops growing at its sliding window"
         )

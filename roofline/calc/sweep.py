@@ -61,7 +61,9 @@ class Sweep(NamedTuple):
     @property
     def summary(self) -> Group:
         """The group holding the best goodput (the only group when lengths are single values)."""
-        return max(self.groups, key=lambda g: (g.best_goodput_tokens_per_s, g.best_batch or 0))
+        top = max(g.best_goodput_tokens_per_s for g in self.groups)
+        tied = [g for g in self.groups if g.best_goodput_tokens_per_s >= top * (1 - 1e-9)]
+        return min(tied, key=lambda g: g.best_batch or 0)  # a tie goes to the smaller batch, as within a group
 
     def to_dict(self) -> dict[str, Any]:
         return {

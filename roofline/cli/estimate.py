@@ -413,6 +413,8 @@ def fit(
     result = run_fit(m, h, batch=batch, context=context, knobs=knobs_from(locals()))
     if m.max_context is not None and result.inputs["context_tokens"] > m.max_context:
         err(f"roofline: warning: --context {context} exceeds {m.id}'s max_context {m.max_context}")
+    if m.arch is None and m.kv_bytes_per_token_given is None:
+        err(f"roofline: warning: {m.id} gives params but no kv_bytes_per_token: its KV cache is priced as 0 B/token")
     emit(result, json, csv)
 
 

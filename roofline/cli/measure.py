@@ -413,7 +413,9 @@ def write_gguf(
 
         quantize = llamacpp.find(text_value(llama_cpp, "--llama-cpp")).tool("llama-quantize")
     _need("gguf", "numpy")
-    path = synthetic.write(spec.arch, Path(text_value(out, "--out")), weight_type, spec.name, seed, quantize)
+    path = synthetic.write(
+        spec.arch, Path(text_value(out, "--out")), weight_type, spec.name, seed, quantize, flag="--out"
+    )
     err(
         f"roofline: wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {weight_type.lower()}); price it with: "
         f"roofline estimate -m {path}"

@@ -109,18 +109,19 @@ def write(
     seed: int = 0,
     quantize: Path | None = None,
     context: int = 4096,
+    flag: str = "a synthetic GGUF",
 ) -> Path:
     """Write the shape `a` as a GGUF at `path` in `weight_type` (see check_type), atomically: a temporary file
-    in the same folder renamed at the end, so nothing half-written is left. Mixes need `quantize`
-    (the llama-quantize binary)."""
+    in the same folder renamed at the end, so nothing half-written is left; `path` is returned as given. Mixes need
+    `quantize` (the llama-quantize binary). `flag` names the path's origin in an error (write-gguf's --out)."""
     weight_type = check_type(weight_type)
     if weight_type in MIXES and quantize is None:
         raise UsageError(f"--type {weight_type.lower()} is a llama-quantize mix: it needs llama.cpp's llama-quantize")
-    path = checked_target(str(path), "--out")
+    given, path = Path(path), checked_target(str(path), flag)
     try:
         fd, tmp = tempfile.mkstemp(suffix=".gguf.part", dir=path.parent)
     except OSError as e:
-        raise UsageError(f"--out: cannot write in {shown(str(path.parent))} ({e.strerror})") from None
+        raise UsageError(f"{flag}: cannot write in {shown(str(path.parent))} ({e.strerror})") from None
     os.close(fd)
     try:
         if weight_type in MIXES:
@@ -137,10 +138,10 @@ def write(
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a model file should read like any other
         os.replace(tmp, path)
     except OSError as e:  # the name is too long, the disk is full
-        raise UsageError(f"--out: cannot write {shown(str(path))} ({e.strerror})") from None
+        raise UsageError(f"{flag}: cannot write {shown(str(given))} ({e.strerror})") from None
     finally:
         Path(tmp).unlink(missing_ok=True)
-    return path
+    return given
 
 
 def _quantize(binary: Path, source: Path, target: Path, mix: str) -> None:

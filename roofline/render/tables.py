@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roofline.calc.estimate import Estimate
+from roofline.calc.estimate import Estimate, held_by
 from roofline.calc.options import MEETS
 from roofline.units import binary, number, si
 
@@ -118,7 +118,7 @@ def summary_lines(e: Estimate) -> list[str]:
         f"at {i.prompt_tokens + i.output_tokens} tokens",
         f"KV budget {si(e.kv_budget_bytes, 'B')}{per_device} = {i.memory_fraction:g} x "
         f"{binary(e.hardware.memory_capacity_bytes)} "
-        f"- weights{per_device}{_held(e.held_once_bytes)} · max batch {limit} · "
+        f"- weights{per_device}{_held(e)} · max batch {limit} · "
         f"{'fits' if e.fits else 'does NOT fit'}",
         f"ridge {number(e.ridge_point_flop_per_byte)} FLOP/B ({i.compute_dtype}) · critical batch {critical}: "
         f"{e.critical_batch_reason}",
@@ -129,9 +129,10 @@ def summary_lines(e: Estimate) -> list[str]:
     ]
 
 
-def _held(held: float) -> str:
-    """What the KV budget also leaves out beside the weights, when anything."""
-    return f" - {si(held, 'B')} held once (drafter, shared prefix)" if held > 0 else ""
+def _held(e) -> str:
+    """What the KV budget also leaves out beside the weights, when anything, and whose it is."""
+    whose = held_by(e.inputs.draft is not None, bool(e.inputs.shared_prefix))
+    return f" - {si(e.held_once_bytes, 'B')} held once ({whose})" if e.held_once_bytes > 0 else ""
 
 
 def _calibrated_line(c) -> str:

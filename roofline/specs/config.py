@@ -22,6 +22,8 @@ DTYPES = {
     "float": "fp32",
     "float8_e4m3fn": "fp8",
     "float8_e5m2": "fp8",
+    "float8_e4m3fnuz": "fp8",  # AMD's fp8 variants
+    "float8_e5m2fnuz": "fp8",
 }
 
 

@@ -275,12 +275,11 @@ def _peak_table(where: str) -> Callable[[Any], dict[str, float]]:
 def _watts(value: Any) -> float:
     """Board power [W]: a plain number, or one with its unit ('700 W', '1 kW')."""
     if isinstance(value, str):
-        number, _, unit = value.strip().partition(" ")
-        scale = {"W": 1.0, "kW": 1e3}.get(unit.strip())
-        if scale is None:
-            raise ValueError(f"expected watts such as 700 or '700 W', got {shown(value)}")
+        import re
+
+        found = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(W|kW)?\s*", value, re.IGNORECASE)
         try:
-            value = float(number) * scale
-        except ValueError:
+            value = float(found[1]) * (1e3 if (found[2] or "").lower() == "kw" else 1.0)
+        except (TypeError, ValueError):  # no match; '1.2.3'
             raise ValueError(f"expected watts such as 700 or '700 W', got {shown(value)}") from None
     return number_between(1, 1e5)(value)

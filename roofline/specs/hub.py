@@ -63,7 +63,8 @@ def snapshot(ref: str) -> Path:
         ) from None
     repo, _, revision = ref.partition("@")
     endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-    if not os.environ.get("HF_HUB_OFFLINE") and not reachable(endpoint):
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    if not offline and not reachable(endpoint):
         raise UsageError(_hub_error(ref, ConnectionError()))
     hf.logging.set_verbosity_error()  # its retry warnings are not ours to print: one line on failure (_hub_error)
     try:
@@ -74,16 +75,20 @@ def snapshot(ref: str) -> Path:
 
 
 def reachable(endpoint: str, timeout_s: float = 3.0) -> bool:
-    """Whether the Hub's host answers a TCP connection within `timeout_s`: without a network, huggingface_hub
-    retries five times over ~24 s before it says so."""
+    """Whether the Hub's host answers a TCP connection within `timeout_s` (without a network, huggingface_hub
+    retries five times over ~24 s before it says so); True behind a proxy for it, which huggingface_hub goes
+    through and a direct connection may not (its own errors then say why)."""
     import socket
     import urllib.parse
+    import urllib.request
 
-    url = urllib.parse.urlsplit(endpoint)
-    port = url.port or (80 if url.scheme == "http" else 443)
     try:
-        socket.create_connection((url.hostname or "", port), timeout=timeout_s).close()
-    except (OSError, ValueError):
+        url = urllib.parse.urlsplit(endpoint)
+        host, port = url.hostname or "", url.port or (80 if url.scheme == "http" else 443)
+        if urllib.request.getproxies().get(url.scheme) and not urllib.request.proxy_bypass(host):
+            return True
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except (OSError, ValueError):  # no route, refused, a timeout; a malformed URL or port
         return False
     return True
 

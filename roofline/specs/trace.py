@@ -33,19 +33,20 @@ def load_trace(path: str) -> list[tuple[float | None, int, int]]:
         raise UsageError(f"{path}: the trace holds no request", "trace")
     if len(rows) > MAX_REQUESTS:
         raise UsageError(f"{path}: {len(rows):,} requests, more than {MAX_REQUESTS:,}", "trace")
-    out, start, last = [], None, None
+    out, start, last, last_written = [], None, None, None
     for line, row in rows:
         prompt = _length(row, PROMPT, path, line, "prompt length")
         output = _length(row, OUTPUT, path, line, "output length")
         t = _arrival(row, path, line)
         if t is not None:
+            written = next(str(row[k]).strip() for k in ARRIVAL if row.get(k) not in (None, ""))
             if last is not None and t < last:
                 raise UsageError(
-                    f"{path}: line {line}: arrival {t:.6g} s comes before the previous one ({last:.6g} s): "
+                    f"{path}: line {line}: arrival {written} comes before the previous one ({last_written}): "
                     "expected arrivals in order",
                     "trace",
                 )
-            start, last = t if start is None else start, t
+            start, last, last_written = t if start is None else start, t, written
             t -= start
         out.append((t, prompt, output))
     if len({r[0] is None for r in out}) > 1:
