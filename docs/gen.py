@@ -216,7 +216,9 @@ def serving_reality(engine: str) -> None:
         + f", {p.compute_fraction:.3g} of peak FLOP/s, "
         f"{p.step_overhead_s * 1e3:.3g} ms a step + {p.layer_overhead_s * 1e6:.3g} µs a layer a step"
         + (f" (+{p.rocm_layer_overhead_s * 1e6:.3g} µs on ROCm)" if p.rocm_layer_overhead_s else "")
-        + f", {p.request_overhead_s * 1e3:.3g} ms a request; KV pool {p.memory_fraction:g} x memory - weights - "
+        + f", {p.request_overhead_s * 1e3:.3g} ms a request"
+        + (f" (CV {p.request_overhead_cv:.2g})" if p.request_overhead_cv else "")
+        + f"; KV pool {p.memory_fraction:g} x memory - weights - "
         f"{p.reserve_bytes / 1e9:.3g} GB per device. {len(p.cases)} runs on {', '.join(devices)}.",
         "",
         "Held-out median |predicted / measured - 1| (each run refitted without it; each device's runs refitted "

@@ -14,6 +14,7 @@ keeps growing (its last quarter waits over 4x its first quarter, and over a seco
 """
 
 import math
+import random
 import time
 from typing import Any, NamedTuple
 
@@ -92,6 +93,20 @@ def weighted_summary(pairs: list[tuple[float, float]]) -> dict[str, float]:
     }
 
 
+def request_overheads(preset: Any, count: int, seed: int = 0) -> list[float]:
+    """Each request's time outside the engine loop [s] (HTTP, tokenizer, detokenizer: on its TTFT and E2E), by an
+    engine preset: its request_overhead_s for every request, or with request_overhead_cv > 0 gamma draws of that
+    mean and coefficient of variation (shape 1 / cv^2, scale mean x cv^2), the same for the same run; none without
+    a preset. The spread is what the published runs show at low load, where queueing cannot explain it: vLLM's TTFT
+    p99 1.2-2.2x its p50 at fixed-rate arrivals and fixed lengths (docs/reality.md)."""
+    mean = preset.request_overhead_s if preset is not None else 0.0
+    cv = preset.request_overhead_cv if preset is not None else 0.0
+    if mean <= 0 or cv <= 0:
+        return [mean] * count
+    rng = random.Random(seed)
+    return [rng.gammavariate(1 / cv**2, mean * cv**2) for _ in range(count)]
+
+
 def replica_setup(p: Prepared, kv_unified: bool = False) -> tuple[StepModel, int, list[str]]:
     """The step model (an engine preset's efficiencies and step cost when one is asked for) and the KV budget in
     tokens of one replica, with what was assumed; `kv_unified`: llama.cpp's slots share one KV stream."""
@@ -105,6 +120,7 @@ def replica_setup(p: Prepared, kv_unified: bool = False) -> tuple[StepModel, int
         notes.append(
             f"engine {p.preset.name}: the preset's efficiencies, memory fraction and +{overhead * 1e3:.2g} ms a step"
             + (f", +{extra * 1e3:.2g} ms a request outside the engine (TTFT, E2E)" if extra else "")
+            + (f", spread {p.preset.request_overhead_cv:.2g} (CV)" if extra and p.preset.request_overhead_cv else "")
         )
     shape, k = setup.shape, setup.knobs
     budget = k.memory_fraction * setup.hardware.memory_capacity - shape.weights
@@ -226,14 +242,15 @@ def run_simulation(
         )
     result = Replica(model, requests, sched, kv_tokens, concurrency, cached).run()
     measured = range(warmup, len(requests))
-    extra = p.preset.request_overhead_s if p.preset is not None and p.preset_setup is not None else 0.0
-    ttft = [result.first[i] - result.arrival[i] + extra for i in measured]
+    preset = p.preset if p.preset is not None and p.preset_setup is not None else None
+    extra = request_overheads(preset, len(requests))
+    ttft = [result.first[i] - result.arrival[i] + extra[i] for i in measured]
     tpot = [
         (result.finish[i] - result.first[i]) / (requests[i].output_tokens - 1)
         for i in measured
         if requests[i].output_tokens > 1
     ]
-    e2e = [result.finish[i] - result.arrival[i] + extra for i in measured]
+    e2e = [result.finish[i] - result.arrival[i] + extra[i] for i in measured]
     queue = [result.admitted[i] - result.arrival[i] for i in measured]
     rate, tokens_per_s = _throughput(result, requests, measured, concurrency)
     good, attainment, met = _slos(ttft, tpot, requests, measured, ttft_slo, tpot_slo, slo_percentile)

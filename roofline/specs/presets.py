@@ -18,6 +18,7 @@ RANGES = {
     "memory_fraction": (0.3, 0.98),
     "bandwidth_cap": (5e10, 1e13),
     "request_overhead_s": (0.0, 2.0),
+    "request_overhead_cv": (0.0, 2.0),
     "layer_overhead_s": (0.0, 1e-3),
     "rocm_layer_overhead_s": (0.0, 1e-3),
     "reserve_bytes": (0.0, 1e11),
@@ -50,6 +51,7 @@ class Preset(NamedTuple):
     bandwidth_cap: float | None = None  # bytes/s its decode never exceeds (None: no cap)
     ranges: dict[str, list[float]] = {}  # fitted parameter -> [low, high] over leave-one-case-out refits (3+ cases)
     request_overhead_s: float = 0.0  # seconds each request spends outside the engine loop (API, tokenizer): TTFT
+    request_overhead_cv: float = 0.0  # its coefficient of variation from request to request (simulate: gamma draws)
     layer_overhead_s: float = 0.0  # seconds per layer per step on top of step_overhead_s (launches, norms, syncs)
     rocm_layer_overhead_s: float = 0.0  # seconds per layer per step more on ROCm devices (AMD Instinct)
     reserve_bytes: float = 0.0  # bytes per device the engine keeps out of its KV pool (activations, graphs)
@@ -95,7 +97,13 @@ def load(name: str) -> Preset:
         name: f.take(
             name, number_between(*RANGES[name]), f"a number from {RANGES[name][0]:g} to {RANGES[name][1]:g}", 0.0
         )
-        for name in ("request_overhead_s", "layer_overhead_s", "rocm_layer_overhead_s", "reserve_bytes")
+        for name in (
+            "request_overhead_s",
+            "request_overhead_cv",
+            "layer_overhead_s",
+            "rocm_layer_overhead_s",
+            "reserve_bytes",
+        )
     }
     pool = f.take("kv_pool", choice(*KV_POOLS), f"one of: {', '.join(KV_POOLS)}", "memory")
     policy = f.take("scheduler", choice(*SCHEDULERS), f"one of: {', '.join(SCHEDULERS)}", "vllm")
@@ -126,6 +134,7 @@ def load(name: str) -> Preset:
             "bandwidth_cap",
             "ranges",
             "request_overhead_s",
+            "request_overhead_cv",
             "layer_overhead_s",
             "rocm_layer_overhead_s",
             "reserve_bytes",
