@@ -700,3 +700,19 @@ def test_the_fits_loss_is_squared_near_zero_and_linear_far_off():
     fit_engines = load("fit_engines")
     assert fit_engines.robust(0.01) == pytest.approx(4.9876e-5, rel=1e-4)
     assert fit_engines.robust(-1.0) == pytest.approx(0.090499, rel=1e-4) == fit_engines.robust(1.0)
+
+
+def test_the_overhead_draws_are_their_own_stream():
+    # They must not replay the workload's draws (both once came from Random(0): at CV 1 with Poisson arrivals a
+    # request's overhead was exactly mean x its arrival gap x rate), and --seed moves them with the workload.
+    import random
+
+    from roofline.calc.simulate import request_overheads
+
+    preset = presets.load("vllm")._replace(request_overhead_s=0.010, request_overhead_cv=1.0)
+    rng = random.Random(0)
+    gaps = [rng.expovariate(1.0) for _ in range(5)]
+    draws = request_overheads(preset, 5, seed=0)
+    assert all(abs(d - 0.010 * g) > 1e-12 for d, g in zip(draws, gaps))
+    assert request_overheads(preset, 5, seed=1) != draws and request_overheads(preset, 5, seed=0) == draws
+    assert request_overheads(preset._replace(request_overhead_cv=1e-200), 2) == [0.010, 0.010]  # no hang, no overflow

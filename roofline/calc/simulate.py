@@ -96,14 +96,15 @@ def weighted_summary(pairs: list[tuple[float, float]]) -> dict[str, float]:
 def request_overheads(preset: Any, count: int, seed: int = 0) -> list[float]:
     """Each request's time outside the engine loop [s] (HTTP, tokenizer, detokenizer: on its TTFT and E2E), by an
     engine preset: its request_overhead_s for every request, or with request_overhead_cv > 0 gamma draws of that
-    mean and coefficient of variation (shape 1 / cv^2, scale mean x cv^2), the same for the same run; none without
-    a preset. The spread is what the published runs show at low load, where queueing cannot explain it: vLLM's TTFT
-    p99 1.2-2.2x its p50 at fixed-rate arrivals and fixed lengths (docs/reality.md)."""
+    mean and coefficient of variation (shape 1 / cv^2, scale mean x cv^2), the same for the same run and seed, on a
+    stream apart from the workload's arrivals and lengths; none without a preset. The spread is what the published
+    runs show at low load, where queueing cannot explain it: vLLM's TTFT p99 1.2-2.2x its p50 at fixed-rate arrivals
+    and fixed lengths (docs/reality.md)."""
     mean = preset.request_overhead_s if preset is not None else 0.0
     cv = preset.request_overhead_cv if preset is not None else 0.0
-    if mean <= 0 or cv <= 0:
+    if mean <= 0 or cv < 1e-6:  # a CV this small is none (and 1 / cv^2 would overflow the gamma's shape)
         return [mean] * count
-    rng = random.Random(seed)
+    rng = random.Random(f"request overhead {seed}")  # not the workload's stream (Random(seed)): independent draws
     return [rng.gammavariate(1 / cv**2, mean * cv**2) for _ in range(count)]
 
 
@@ -209,8 +210,10 @@ def run_simulation(
     slo_percentile: float = 0.99,
     capacity: bool = True,
     inputs: dict | None = None,
+    seed: int = 0,
 ) -> Simulation:
-    """Simulate `requests` on one replica of the prepared setup `p` (see the module docstring)."""
+    """Simulate `requests` on one replica of the prepared setup `p` (see the module docstring); `seed` is the
+    workload's, from which the requests' costs outside the engine are drawn on a stream of their own."""
     started = time.perf_counter()
     count(len(requests), "requests", 1, MAX_REQUESTS, "a number of requests")
     count(warmup, "warmup", 0, len(requests) - 1, "a number of warm-up requests")
@@ -243,7 +246,7 @@ def run_simulation(
     result = Replica(model, requests, sched, kv_tokens, concurrency, cached).run()
     measured = range(warmup, len(requests))
     preset = p.preset if p.preset is not None and p.preset_setup is not None else None
-    extra = request_overheads(preset, len(requests))
+    extra = request_overheads(preset, len(requests), seed)
     ttft = [result.first[i] - result.arrival[i] + extra[i] for i in measured]
     tpot = [
         (result.finish[i] - result.first[i]) / (requests[i].output_tokens - 1)
@@ -510,6 +513,7 @@ def simulate(
         tpot_slo=tpot_slo,
         slo_percentile=slo_percentile,
         inputs=inputs,
+        seed=seed,
     )
 
 

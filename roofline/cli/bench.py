@@ -226,6 +226,7 @@ def bench(
             scheduler=sched,
             capacity=False,
             inputs={**inputs, "model": m.id, "hardware": h.id, "scheduler": scheduler_inputs(sched)},
+            seed=seed,
         )
         result = BenchComparison(result, predicted)
     emit(result, json, csv)
