@@ -31,27 +31,32 @@ def checked_target(path: str, flag: str) -> Path:
 
 
 @contextmanager
-def atomic_write(path: str, flag: str, binary: bool = False) -> Iterator[IO]:
-    """Open a temp file next to `path`; on success give it the usual permissions and rename it to `path`.
-
-    `flag` names the option the path came from, for the one-line error when the folder is not writable.
-    """
+def atomic_path(path: str, flag: str) -> Iterator[Path]:
+    """A temp file's path next to `path` for a writer that takes a path (gguf's); on success it gets the usual
+    permissions and is renamed to `path`; on any failure it is removed. `flag` names the option the path came from,
+    for the one-line errors (a folder not writable, a name too long, a full disk)."""
     target = checked_target(path, flag)
     folder = target.parent
     try:
         handle, temp = tempfile.mkstemp(prefix=f".{target.name[:100]}.", suffix=".tmp", dir=folder)
     except OSError as e:
         raise UsageError(f"{flag}: cannot write in {shown(str(folder))} ({e.strerror})") from None
+    os.close(handle)
     try:
-        with os.fdopen(handle, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-            yield f
+        yield Path(temp)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temp, 0o666 & ~umask)  # mkstemp makes 0600; a result file should read like any other
         os.replace(temp, target)
     except OSError as e:  # the name is too long, the disk is full, the target became a folder
-        Path(temp).unlink(missing_ok=True)
         raise UsageError(f"{flag}: cannot write {shown(path)} ({e.strerror})") from None
-    except BaseException:
+    finally:
         Path(temp).unlink(missing_ok=True)
-        raise
+
+
+@contextmanager
+def atomic_write(path: str, flag: str, binary: bool = False) -> Iterator[IO]:
+    """Open a temp file next to `path` (atomic_path); on success it is renamed to `path`, nothing half-written."""
+    with atomic_path(path, flag) as temp:
+        with open(temp, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+            yield f

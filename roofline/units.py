@@ -1,6 +1,6 @@
 """Parse and format physical quantities. The only module that knows unit prefixes.
 
-Everything inside roofline is an SI float: bytes, FLOP, seconds, bytes/s, FLOP/s.
+Everything inside roofline is an SI float: bytes, FLOP, seconds, bytes/s, FLOP/s, watts.
 Decimal prefixes (k, M, G, T, P, E) are powers of 1000; binary ones (Ki, Mi, Gi, Ti, Pi)
 are powers of 1024 and are accepted for bytes only, so "GB" and "GiB" never mix.
 """
@@ -23,6 +23,7 @@ KINDS = {
     "bytes/s": (r"B/s|Bps", True, "3.35 TB/s"),
     "flop/s": (r"(?i:FLOP/s|FLOPS)", False, "989 TFLOP/s"),
     "seconds": (None, False, "50ms"),
+    "watts": (r"(?i:W)", False, "700 W"),
 }
 
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"

@@ -503,6 +503,16 @@ def _critical_reason(critical: int | None, limit: int | None, shape: Shape, cont
     return "decode turns compute-bound from this batch (KV traffic included)"
 
 
+def kv_unpriced(model: Model) -> str | None:
+    """The warning for a params-only model without kv_bytes_per_token (its KV priced as 0), else None."""
+    if model.arch is not None or model.kv_bytes_per_token_given is not None:
+        return None
+    return (
+        f"{model.id} gives params but no kv_bytes_per_token: its KV cache is priced as 0 B/token (set it in the "
+        "model's YAML, or give the architecture)"
+    )
+
+
 def _warnings(model: Model, prompt: int, output: int, draft: Model | None = None) -> list[str]:
     warnings = []
     if draft is not None and draft.params >= model.params:
@@ -514,11 +524,7 @@ def _warnings(model: Model, prompt: int, output: int, draft: Model | None = None
         warnings.append(
             f"prompt + output = {prompt + output} tokens exceeds {model.id}'s max_context {model.max_context}"
         )
-    if model.arch is None and model.kv_bytes_per_token_given is None:
-        warnings.append(
-            f"{model.id} gives params but no kv_bytes_per_token: its KV cache is priced as 0 B/token (set it in the "
-            "model's YAML, or give the architecture)"
-        )
+    warnings += [kv_unpriced(model)] if kv_unpriced(model) else []
     w = model.weights_file
     if w is not None and model.params and abs(w.elements - model.params) > 0.01 * model.params:
         warnings.append(

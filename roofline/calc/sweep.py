@@ -5,6 +5,7 @@ Goodput counts a configuration's tokens/s only when it fits in memory and meets 
 throughput stays flat while latency grows with the batch: a tie goes to the lower latency).
 """
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from roofline.calc.checks import MAX_COUNT
@@ -61,9 +62,7 @@ class Sweep(NamedTuple):
     @property
     def summary(self) -> Group:
         """The group holding the best goodput (the only group when lengths are single values)."""
-        top = max(g.best_goodput_tokens_per_s for g in self.groups)
-        tied = [g for g in self.groups if g.best_goodput_tokens_per_s >= top * (1 - 1e-9)]
-        return min(tied, key=lambda g: g.best_batch or 0)  # a tie goes to the smaller batch, as within a group
+        return smallest_best(self.groups, lambda g: g.best_goodput_tokens_per_s, lambda g: g.best_batch or 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -171,10 +170,16 @@ def sweep(
     return Sweep(inputs, rows, groups)
 
 
+def smallest_best(items: list, goodput: Callable, batch: Callable):
+    """Of `items`, the one with the smallest batch among those with the most goodput (a tie within 1e-9 goes to
+    the lower latency: once compute-bound, throughput stays flat while latency grows with the batch)."""
+    top = max(goodput(x) for x in items)
+    return min((x for x in items if goodput(x) >= top * (1 - 1e-9)), key=batch)
+
+
 def _summarize(rows: list[Row], first: Estimate) -> Group:
     good = [r for r in rows if r.goodput_tokens_per_s > 0]
-    top = max((r.goodput_tokens_per_s for r in good), default=0.0)
-    best = min((r for r in good if r.goodput_tokens_per_s >= top * (1 - 1e-9)), key=lambda r: r.batch, default=None)
+    best = smallest_best(good, lambda r: r.goodput_tokens_per_s, lambda r: r.batch) if good else None
     return Group(
         prompt_tokens=first.inputs.prompt_tokens,
         output_tokens=first.inputs.output_tokens,

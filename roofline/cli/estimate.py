@@ -407,14 +407,15 @@ def fit(
       roofline fit -m llama-3.1-70b -H h100-sxm --context 32768
       roofline fit -m llama-3.1-8b -H rtx-4090 --quant q4_k_m --kv-dtype q8_0 -b 4 --json
     """
+    from roofline.calc.estimate import kv_unpriced
     from roofline.calc.fit import fit as run_fit
 
     m, h = specs(model, hardware, quiet)
     result = run_fit(m, h, batch=batch, context=context, knobs=knobs_from(locals()))
     if m.max_context is not None and result.inputs["context_tokens"] > m.max_context:
         err(f"roofline: warning: --context {context} exceeds {m.id}'s max_context {m.max_context}")
-    if m.arch is None and m.kv_bytes_per_token_given is None:
-        err(f"roofline: warning: {m.id} gives params but no kv_bytes_per_token: its KV cache is priced as 0 B/token")
+    if kv_unpriced(m):
+        err(f"roofline: warning: {kv_unpriced(m)}")
     emit(result, json, csv)
 
 

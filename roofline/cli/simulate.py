@@ -40,8 +40,6 @@ from roofline.cli.common import (
 )
 from roofline.errors import UsageError
 
-LENGTHS = {"prompt": "prompt_tokens", "output": "output_tokens"}  # specs()'s names of the length flags
-
 # The workload flags, shared with `roofline bench` (the same workload, run against a server).
 Rate = Annotated[
     str | None,
@@ -196,7 +194,8 @@ def simulate(
     from roofline.calc.replica import Scheduler
     from roofline.calc.workload import Request
 
-    lengths = {} if trace else {n: None if not given(ctx, k) else 1 for n, k in LENGTHS.items()}
+    given_lengths = {"prompt": prompt_tokens, "output": output_tokens}  # None where specs() names a default used
+    lengths = {} if trace else {n: v if given(ctx, f"{n}_tokens") else None for n, v in given_lengths.items()}
     m, h = specs(model, hardware, quiet, **lengths)  # names --prompt/--output too when their defaults are used
     rates = rate_list(rate)
     policy = None if scheduler is None else text_value(scheduler, "--scheduler")  # None: the engine preset's

@@ -14,13 +14,11 @@ engines load it; prompts are sent as token ids.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import tempfile
 from pathlib import Path
 
-from roofline.errors import RooflineError, UsageError, shown
-from roofline.files import checked_target
+from roofline.errors import RooflineError, UsageError
+from roofline.files import atomic_path
 from roofline.specs.params import Architecture
 
 # type -> byte offsets of the f16 scales in one block (ggml-common.h: block_q4_0 {d; qs}, block_q2_K {scales; qs;
@@ -111,37 +109,23 @@ def write(
     context: int = 4096,
     flag: str = "a synthetic GGUF",
 ) -> Path:
-    """Write the shape `a` as a GGUF at `path` in `weight_type` (see check_type), atomically: a temporary file
-    in the same folder renamed at the end, so nothing half-written is left; `path` is returned as given. Mixes need
+    """Write the shape `a` as a GGUF at `path` in `weight_type` (see check_type), atomically (files.atomic_path:
+    nothing half-written is left); `path` is returned as given. Mixes need
     `quantize` (the llama-quantize binary). `flag` names the path's origin in an error (write-gguf's --out)."""
     weight_type = check_type(weight_type)
     if weight_type in MIXES and quantize is None:
         raise UsageError(f"--type {weight_type.lower()} is a llama-quantize mix: it needs llama.cpp's llama-quantize")
-    given, path = Path(path), checked_target(str(path), flag)
-    try:
-        fd, tmp = tempfile.mkstemp(suffix=".gguf.part", dir=path.parent)
-    except OSError as e:
-        raise UsageError(f"{flag}: cannot write in {shown(str(path.parent))} ({e.strerror})") from None
-    os.close(fd)
-    try:
+    with atomic_path(str(path), flag) as tmp:
         if weight_type in MIXES:
-            f16 = Path(tmp + ".f16")
+            f16 = tmp.with_name(tmp.name + ".f16")
             try:
                 _write(a, f16, "F16", name, seed, context)
-                _quantize(quantize, f16, Path(tmp), weight_type)
+                _quantize(quantize, f16, tmp, weight_type)
             finally:
                 f16.unlink(missing_ok=True)
         else:
-            _write(a, Path(tmp), weight_type, name, seed, context)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a model file should read like any other
-        os.replace(tmp, path)
-    except OSError as e:  # the name is too long, the disk is full
-        raise UsageError(f"{flag}: cannot write {shown(str(given))} ({e.strerror})") from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return given
+            _write(a, tmp, weight_type, name, seed, context)
+    return Path(path)
 
 
 def _quantize(binary: Path, source: Path, target: Path, mix: str) -> None:

@@ -3,7 +3,7 @@
 from collections.abc import Callable
 from typing import Any
 
-from roofline.errors import shown
+from roofline import units
 from roofline.specs.catalog import resolve
 from roofline.specs.fields import Fields, number_between, positive, positive_int, read_yaml, text
 from roofline.specs.records import COMPUTE_DTYPES, Hardware
@@ -274,12 +274,4 @@ def _peak_table(where: str) -> Callable[[Any], dict[str, float]]:
 
 def _watts(value: Any) -> float:
     """Board power [W]: a plain number, or one with its unit ('700 W', '1 kW')."""
-    if isinstance(value, str):
-        import re
-
-        found = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(W|kW)?\s*", value, re.IGNORECASE)
-        try:
-            value = float(found[1]) * (1e3 if (found[2] or "").lower() == "kw" else 1.0)
-        except (TypeError, ValueError):  # no match; '1.2.3'
-            raise ValueError(f"expected watts such as 700 or '700 W', got {shown(value)}") from None
-    return number_between(1, 1e5)(value)
+    return number_between(1, 1e5)(units.parse(value, "watts"))
