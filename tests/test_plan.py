@@ -171,3 +171,18 @@ def test_plan_with_queueing_sizes_replicas_by_their_simulated_percentiles():
         if o.meets_slo:
             assert 0 < o.utilization < 1 and o.ttft_p99_s <= 2.0 and o.tpot_p99_s <= 0.05
             assert o.replicas * o.tp == o.devices and o.output_tokens_per_s == 5.0 * 512
+
+
+def test_plan_credits_a_replica_with_the_rate_it_holds_and_leaves_the_preempting_edge():
+    # An outside audit (2026-12-07): Llama-3.1-8B on one H100, 1024/256 tokens, at 40 requests/s with TTFT <= 2 s and
+    # TPOT <= 50 ms: simulated alone at 40/s over 10,000 requests the replica met both at p99 (TTFT 137 ms, TPOT
+    # 26.5 ms) without a preemption, so one device; the plan said two (its saturation rate was priced 36.5/s, the
+    # rate of 365 clients stuck in step). At 42/s with lax SLOs 1,500 requests run clean, but 20,000 preempt (a
+    # burst fills its KV cache; within 30,000 the queue ran away at 38/s served), so a plan does not credit a
+    # replica with 42/s: two.
+    m, h = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    common = dict(prompt_tokens=1024, output_tokens=256, tps=(1,))
+    held = plan(m, [h], rate=40.0, ttft_slo=2.0, tpot_slo=0.05, **common).best
+    assert held.replicas == 1 and held.ttft_p99_s <= 2.0 and held.tpot_p99_s <= 0.05
+    edge = plan(m, [h], rate=42.0, ttft_slo=10.0, tpot_slo=0.1, **common).best
+    assert edge.replicas == 2

@@ -106,6 +106,72 @@ def test_twice_the_capacity_is_saturated_and_half_is_not():
     assert over.saturated and over.queue_s["p99"] > 10 * half.queue_s["p99"]
 
 
+def test_fixed_lengths_capacity_is_the_full_replica_out_of_step():
+    # An outside audit (2026-12-07): Llama-3.1-8B on an H100, 1024/256 tokens, was priced 36.5 requests/s at most
+    # (a closed loop of 365 clients started together stays in step on fixed lengths: every prompt prefilled in one
+    # wave, then decodes alone), while Poisson arrivals at 42/s held a flat queue over 10,000 requests. The capacity
+    # must be at least what an open loop sustains, and that rate must not be called saturated.
+    reqs = open_loop(42.0, "poisson", 1.0, 6000, lengths(None, 1024, "p"), lengths(None, 256, "o"), seed=1)
+    s = run_simulation(prepare(M, H), reqs, warmup=600)
+    assert s.requests_per_s == pytest.approx(42.0, rel=0.02) and s.queue_s["p99"] < 0.5
+    assert s.max_stable_rate_per_s >= 42.0 and not s.saturated
+    # Full, the replica is compute-bound (365 sequences: a step prefills ~1.4 prompts beside ~364 decodes), so its
+    # capacity nears the compute roof: a request's FLOPs by hand, its prefill (the matmuls but the lm_head over 1,024
+    # tokens, the lm_head once, causal attention 4 x 32 layers x 4,096 x P(P+1)/2) and 255 decode steps (every
+    # matmul, attention over contexts 1,025-1,279): 18.55 TFLOP, so at most 989.4 / 18.55 = 53.3 requests/s.
+    dense = 7_504_658_432 - 525_336_576
+    prefill = 2 * dense * 1024 + 2 * 525_336_576 + 4 * 32 * 4096 * 1024 * 1025 / 2
+    decode = sum(2 * 7_504_658_432 + 4 * 32 * 4096 * (1024 + j + 1) for j in range(255))
+    roof = 989.4e12 / (prefill + decode)
+    assert 0.85 * roof < s.max_stable_rate_per_s <= roof
+
+
+def test_preemptions_with_a_growing_queue_are_saturated_below_the_capacity():
+    # Above ~44/s in the case above, a burst fills the KV cache and the preempted requests' recompute serves fewer a
+    # second than arrive (37/s at 44/s over 30,000 requests): within a 1,000-request run its waits stay under a
+    # second, so only the preemptions with the growing waits say it, not the capacity (a full replica, ~50/s).
+    reqs = open_loop(48.0, "poisson", 1.0, 1000, lengths(None, 1024, "p"), lengths(None, 256, "o"), seed=0)
+    s = run_simulation(prepare(M, H), reqs, warmup=100)
+    assert s.max_stable_rate_per_s > 48.0 / 0.98 and s.queue_s["max"] < 3.0
+    assert s.preemptions > 0 and s.saturated
+
+
+def test_the_running_batch_is_averaged_over_the_window_the_throughput_counts():
+    # Constant arrivals 1 s apart, each request alone for S seconds (service_by_hand): from the first measured
+    # arrival (request 2, at 2 s) to the last arrival (19 s), requests 2-18 each run S inside it and nothing else
+    # does, so the mean running batch is 17 S / 17 s = S (Little's law: 1/s x S); over the whole run with its empty
+    # start and its drain it was 20 S / (19 + S).
+    S = service_by_hand(512, 128)
+    reqs = open_loop(1.0, "constant", 1.0, 20, lengths(None, 512, "p"), lengths(None, 128, "o"), seed=0)
+    s = run_simulation(prepare(M, H), reqs, warmup=2, capacity=False)
+    assert s.batch["mean"] == pytest.approx(S, rel=1e-9) and s.batch["max"] == 1
+    assert s.requests_per_s == pytest.approx(1.0, rel=1e-9)
+
+
+def test_a_run_shorter_than_its_latency_tail_says_its_figures_include_the_ramp():
+    # The simulate guide's example (an outside audit, 2026-12-07): 1,000 requests at 100/s span 8.9 s of arrivals
+    # while its heavy-tailed requests take up to 9 s, so the window the throughput counts starts before the replica
+    # fills: 19,768 output tokens/s where 101/s x 213 tokens (the sample's own means) arrive. Five times as many
+    # requests reach it (20,460 at ~101/s): the note says so only when arrivals span under twice the p99 E2E.
+    common = dict(
+        rate=100.0, prompt_tokens=220, output_tokens=200, prompt_dist="lognormal:1", output_dist="lognormal:1"
+    )
+    short = simulate(M, H, requests=1000, **common)
+    assert short.e2e_s["p99"] > 8.9 / 2 and any(n.startswith("short run") for n in short.notes)
+    long = simulate(M, H, requests=5000, **common)
+    assert not any(n.startswith("short run") for n in long.notes)
+
+
+def test_occupancy_integrates_the_steps_inside_the_window_by_hand():
+    # Two spans: 1 sequence for 2 s with the KV share rising 0 -> 0.2 (a run of decode steps), then 3 for 2 s at
+    # 0.5. Over the window 1-3 s: batch (1 x 1 + 3 x 1) / 2 = 2; KV (0.15 x 1 + 0.5 x 1) / 2 = 0.325 (the first span's
+    # share at 1 s is 0.1 and at 2 s 0.2, mean 0.15); maxima 3 and 0.5. A zero-length step at 2 s counts for its max.
+    from roofline.calc.simulate import _occupancy
+
+    batch, kv = _occupancy([(0.0, 2.0, 1, 0.0, 0.2), (2.0, 0.0, 7, 0.9, 0.9), (2.0, 2.0, 3, 0.5, 0.5)], (1.0, 3.0))
+    assert batch == {"mean": pytest.approx(2.0), "max": 7} and kv == {"mean": pytest.approx(0.325), "max": 0.9}
+
+
 def test_the_same_seed_gives_the_same_numbers():
     args = dict(rate=30.0, requests=500, prompt_dist="lognormal:1", output_dist="lognormal:1")
     a, b = simulate(M, H, seed=7, **args).to_dict(), simulate(M, H, seed=7, **args).to_dict()

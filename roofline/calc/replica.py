@@ -81,10 +81,7 @@ class Run(NamedTuple):
     steps: int
     preemptions: int
     end_s: float
-    batch_time: float  # Σ running batch x step seconds
-    batch_max: int
-    kv_time: float  # Σ KV share used x step seconds
-    kv_max: float
+    spans: list[tuple[float, float, int, float, float]]  # (start, seconds, running, KV share at start, at end) a step
 
 
 class Replica:
@@ -129,8 +126,7 @@ class Replica:
         self.waiting: deque[int] = deque()
         self.now = 0.0
         self.done = self.steps = self.preemptions = 0
-        self.batch_time = self.kv_time = self.kv_max = 0.0
-        self.batch_max = 0
+        self.spans: list[tuple[float, float, int, float, float]] = []
         # llama-server's slots, where each has its own KV stream (model.engine_step.streams): request -> slot, and
         # each slot's last use (-1: never), from which a request takes the least recently used free one
         self.streams = bool(getattr(model.engine_step, "streams", False))
@@ -257,12 +253,8 @@ class Replica:
 
     def account(self, dt: float) -> None:
         self.steps += 1
-        running = len(self.order)
-        self.batch_time += running * dt
-        self.batch_max = max(self.batch_max, running)
         share = min((self.used + self.slack()) / self.cap, 1.0)  # slack: at most b - 1 a request (trtllm: reserved)
-        self.kv_time += share * dt
-        self.kv_max = max(self.kv_max, share)
+        self.spans.append((self.now, dt, len(self.order), share, share))
 
     # ---- the loop
 
@@ -285,10 +277,7 @@ class Replica:
             self.steps,
             self.preemptions,
             self.now,
-            self.batch_time,
-            self.batch_max,
-            self.kv_time,
-            self.kv_max,
+            self.spans,
         )
 
     def schedule(self) -> None:
@@ -397,12 +386,8 @@ class Replica:
         self.advance(m)
 
     def account_run(self, total: float, m: int) -> None:
-        running = len(self.order)
         self.steps += m
-        self.batch_time += running * total
-        self.batch_max = max(self.batch_max, running)
         n = len(self.cbase)
         share0 = min((self.used + self.slack()) / self.cap, 1.0)
         share1 = min((self.used + self.slack() + n * m) / self.cap, 1.0)
-        self.kv_time += (share0 + share1) / 2 * total
-        self.kv_max = max(self.kv_max, share1)
+        self.spans.append((self.now, total, len(self.order), share0, share1))
