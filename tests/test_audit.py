@@ -81,15 +81,15 @@ def test_shared_prefix_with_sliding_windows_by_hand():
     # once, capped at the window (4,096 tokens); each sequence's own 1,100 tokens are its own.
     m, h = load_model("mistral-7b"), load_hardware("l40s")
     e = estimate(m, h, batch=1, prompt_tokens=6000, output_tokens=100, shared_prefix=5000)
-    budget = 0.9 * 48 * 2**30 - 14_483_464_192 - 4096 * 131_072
-    assert e.max_batch == math.floor(budget / (1100 * 131_072))  # 217, not "unbounded"
+    budget = 0.9 * 46_068 * 2**20 - 14_483_464_192 - 4096 * 131_072  # the L40S's 46,068 MiB with ECC
+    assert e.max_batch == math.floor(budget / (1100 * 131_072))  # 197, not "unbounded"
     # Gemma-2-9B: 42 layers (21 windowed at 4,096), 8 KV heads x 256 x 2 x 2 B = 8,192 B per layer and token,
     # 9,241,705,984 params (tied) = 18,483,411,968 B. Own: 21 x 1,100 + 21 x 1,100 tokens of layers; once: the
     # prefix on full layers (21 x 5,000) and on windowed ones capped (21 x 4,096).
     g = load_model("gemma-2-9b")
     e = estimate(g, h, batch=1, prompt_tokens=6000, output_tokens=100, shared_prefix=5000)
-    budget = 0.9 * 48 * 2**30 - 18_483_411_968 - 8192 * 21 * (5000 + 4096)
-    assert e.max_batch == math.floor(budget / (8192 * 21 * (1100 + 1100)))  # 69, not 139
+    budget = 0.9 * 46_068 * 2**20 - 18_483_411_968 - 8192 * 21 * (5000 + 4096)
+    assert e.max_batch == math.floor(budget / (8192 * 21 * (1100 + 1100)))  # 61, not 139 (69 at 48 GiB)
 
 
 def test_draft_max_batch_counts_target_and_draft_kv_per_sequence():

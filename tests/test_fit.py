@@ -27,7 +27,7 @@ def test_sliding_windows_cap_the_kv_and_the_context():
     # Gemma-2-9B: 42 layers, 21 sliding at 4096 tokens; KV per layer-token 2 x 8 x 256 x 2 = 8,192 B.
     # Past the window KV(C) = 8,192 x (21 C + 21 x 4096), so C = budget / (8,192 x 21) - 4096.
     m = load_model("gemma-2-9b")
-    budget = 0.9 * 24 * 2**30 - m.params * 2  # L4: 24 GiB
+    budget = 0.9 * 23_034 * 2**20 - m.params * 2  # L4: 23,034 MiB with ECC
     f = fit(m, load_hardware("l4"), batch=1, context=8192)
     assert (
         f.memory_context_tokens == int(budget / (8192 * 21) - 4096) and f.max_context_tokens == 8192

@@ -4,8 +4,9 @@ quantization format, or the exact bytes of a model file.
 A quantization format stores each role at its own precision, scales included (bits per weight): the linear
 layers at the format's bits, while the embedding, the lm_head, norms and biases follow the format's convention.
 Sources: ggml's block sizes (Q4_0: 18 B / 32 weights = 4.5 bits; Q4_K: 144 B / 256 = 4.5; Q6_K: 210 B / 256 =
-6.5625; Q8_0: 34 B / 32 = 8.5; llama.cpp's Q4_K_M / Q5_K_M mixes: 4.85 / 5.69 bits overall for Llama-class
-models, its quantize README), AWQ/GPTQ int4 with group 128 (4 bits + an fp16 scale and a 4-bit zero per 128
+6.5625; Q8_0: 34 B / 32 = 8.5; llama.cpp's Q4_K_M / Q5_K_M mixes: 4.85 / 5.69 bits on the linear layers, its
+quantize README's 4.84 / 5.68 overall for Llama-2-7B, whose embedding (Q4_K / Q5_K) and lm_head (Q6_K) are priced at
+their own bits here: 4.88 / 5.70 overall), AWQ/GPTQ int4 with group 128 (4 bits + an fp16 scale and a 4-bit zero per 128
 weights = 4.156 bits; embeddings and lm_head kept in 16 bits), FP8 (8 bits; one fp32 scale per tensor, or per
 128 x 128 block: 8.002 bits), NVFP4 (4 bits + an fp8 scale per 16 = 4.5 bits), MXFP4 (4 bits + an 8-bit
 power-of-two scale per 32 = 4.25 bits), the OCP MX and NVIDIA NVFP4 specs; mxfp4-moe (gpt-oss's checkpoint): MXFP4
