@@ -221,15 +221,16 @@ def serving_reality(engine: str) -> None:
         + f"; KV pool {p.memory_fraction:g} x memory - weights - "
         f"{p.reserve_bytes / 1e9:.3g} GB per device. {len(p.cases)} runs on {', '.join(devices)}.",
         "",
-        "Held-out median |predicted / measured - 1| (each run refitted without it; each device's runs refitted "
-        "without that device):",
+        "Held-out median |predicted / measured - 1| (each run refitted without it; each setup's runs, one "
+        "publisher's of one model on one device, refitted without them; each device's runs refitted without that "
+        "device; n/a: no fold left a run that identifies the metric):",
         "",
-        "| metric | runs | leave one run out | leave one device out |",
-        "| --- | --- | --- | --- |",
+        "| metric | runs | leave one run out | leave one setup out | leave one device out |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for metric, e in p.errors.items():
-        device = "n/a" if e.get("device") is None else f"{e['device']:.1%}"
-        out.append(f"| {metric} | {e['runs']} | {e['case']:.1%} | {device} |")
+        setup, device = ("n/a" if e.get(k) is None else f"{e[k]:.1%}" for k in ("setup", "device"))
+        out.append(f"| {metric} | {e['runs']} | {e['case']:.1%} | {setup} | {device} |")
     if p.holdout_device:
         out += _by_device(p, device_of)
     errors = [abs(math.exp(r) - 1) for r in p.holdout.values()]
@@ -240,8 +241,8 @@ def serving_reality(engine: str) -> None:
         f"within 10%: {sum(e <= 0.10 for e in errors) / len(errors):.0%}, within 25%: "
         f"{sum(e <= 0.25 for e in errors) / len(errors):.0%}, largest {max(errors):.0%}.",
         "",
-        "| run | device | figure | measured | fitted | held out | its device left out |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| run | device | figure | measured | fitted | held out | its setup left out | its device left out |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
 
     def held(r: float | None) -> str:
@@ -251,9 +252,10 @@ def serving_reality(engine: str) -> None:
         case, metric = key.split(" ")
         measured = runs[case]["metrics"][metric]
         left_out, device_out = p.holdout.get(f"{key} (left out)"), p.holdout_device.get(f"{key} (device left out)")
+        setup_out = p.holdout_setup.get(f"{key} (setup left out)")
         out.append(
             f"| {case} | {card(runs[case])} | {metric} | {measured:.4g} | {math.exp(r) - 1:+.0%} | {held(left_out)} "
-            f"| {held(device_out)} |"
+            f"| {held(setup_out)} | {held(device_out)} |"
         )
     cog.out("\n".join(out) + "\n")
 

@@ -178,7 +178,7 @@ def test_estimate_prints_the_presets_typical_error_beside_its_prediction():
     from roofline.cli import app
 
     p = presets.load("vllm")
-    tpot = round(p.errors["tpot"]["case"] * 100)
+    tpot = round(p.errors["tpot"]["setup"] * 100)  # a model left out on a device the fit has (setup_of)
     r = CliRunner().invoke(app, ["estimate", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "vllm"])
     assert r.exit_code == 0, r.stderr
     out = " ".join(r.stdout.split())
@@ -186,7 +186,7 @@ def test_estimate_prints_the_presets_typical_error_beside_its_prediction():
 
 
 def test_on_a_device_none_of_its_runs_is_on_the_error_shown_is_the_left_out_devices():
-    # vllm's runs are on an H100 SXM and an A100 SXM 80GB: there its TPOT error is the leave-one-run-out median; on
+    # vllm's runs are on an H100 SXM and an A100 SXM 80GB: there its TPOT error is the leave-one-setup-out median; on
     # an H200 the preset is priced for a device the fit never saw, and the error that describes that is the
     # leave-one-device-out median (both stored in engines/vllm.yaml).
     from typer.testing import CliRunner
@@ -195,7 +195,7 @@ def test_on_a_device_none_of_its_runs_is_on_the_error_shown_is_the_left_out_devi
 
     p = presets.load("vllm")
     assert p.devices == ["a100-80gb-sxm", "h100-sxm"] and p.errors["tpot"]["device"] != p.errors["tpot"]["case"]
-    for device, key, where in (("h100-sxm", "case", ""), ("h200", "device", ", each device left out")):
+    for device, key, where in (("h100-sxm", "setup", ""), ("h200", "device", ", each device left out")):
         r = CliRunner().invoke(app, ["estimate", "-m", "llama-3.1-8b", "-H", device, "--engine", "vllm"])
         assert r.exit_code == 0, r.stderr
         shown = round(p.errors["tpot"][key] * 100)
@@ -227,7 +227,11 @@ def test_off_its_devices_a_metric_no_device_fold_scored_shows_its_each_run_figur
     said = presets.error_summary(p, load_hardware("a100-80gb-sxm"))  # simulate's note
     assert f"TTFT +-{round(ttft['case'] * 100)}% ({ttft['runs']} runs, each run left out)" in said
     assert f"TPOT +-{round(tpot['device'] * 100)}% ({tpot['runs']} runs)" in said and "where not marked" in said
-    assert "each run left out" not in presets.error_summary(p, load_hardware("h100-sxm"))  # one of its devices
+    # On its own H100 the TPOT error is a model's left out (setup_of: its TTFT runs are all one setup, so only each
+    # run left out scores them, marked as such)
+    own = presets.error_summary(p, load_hardware("h100-sxm"))
+    assert f"TPOT +-{round(tpot['setup'] * 100)}% ({tpot['runs']} runs)" in own and "each model's runs" in own
+    assert f"TTFT +-{round(ttft['case'] * 100)}% ({ttft['runs']} runs, each run left out)" in own
 
 
 def test_the_fit_recovers_known_parameters_from_cases_it_priced():
@@ -416,9 +420,9 @@ def test_every_request_at_once_with_some_waiting_says_its_error_does_not_apply()
         notes("vllm", 64, 64, max_seqs=16),  # 64 at once, 16 run at once
         notes("vllm", 64, 100, max_seqs=16),  # more clients than requests
         notes("vllm", 64, None, max_seqs=16, trace=True),
-        notes("vllm", 16, 16, output=4096, device="l4"),  # all 16 admitted, then preempted as their KV outgrows 24 GB
+        notes("vllm", 16, 16, output=4096, device="l4"),  # all 16 admitted, then preempted as their KV outgrows it
     ):
-        assert len(said) == 1 and at_once in said[0] and "0.47x" in said[0], said
+        assert len(said) == 1 and at_once in said[0] and "0.44x" in said[0], said
     for engine, requests, clients in (("vllm-legacy", 8, 8), ("vllm", 64, 16)):
         said = notes(engine, requests, clients, max_seqs=16)
         assert len(said) == 1 and said[0].startswith(f"engine {engine}: typical error"), (engine, said)
@@ -568,6 +572,30 @@ def test_a_device_fold_searches_afresh_not_from_the_full_fit():
     by_case_elsewhere, by_device_elsewhere, _, _ = fit_engines.held_out(pricer, elsewhere)
     assert by_device == by_device_elsewhere and set(by_device) == set(chosen)
     assert by_case != by_case_elsewhere
+
+
+def test_a_setup_is_left_out_whole_and_a_setup_of_one_run_is_its_case_fold():
+    # A run left out alone keeps its twins in the fit (the same model on the same device at another load or dtype):
+    # SGLang's two gpt-oss-120b runs on a B200 (MXFP4 and bf16) are one setup, left out together and refitted
+    # afresh on the others; each DGX Spark run is a setup of its own, whose figure is its leave-one-case-out one.
+    chosen = (
+        "sglang-gptoss120b-b200-tp4-mxfp4-bs1",
+        "sglang-gptoss120b-b200-tp4-bf16-bs1",
+        "sglang-spark-llama31-8b-fp8-bs1",
+        "sglang-spark-gptoss20b-c1",
+    )
+    fit_engines, cases, pricer, fitted = _sglang_fit(chosen)
+    pair, spark = chosen[:2], chosen[2:]
+    assert len({fit_engines.setup_of(c) for c in cases if c["id"] in pair}) == 1
+    assert len({fit_engines.setup_of(c) for c in cases}) == 3
+    by_case, _, _, _ = fit_engines.held_out(pricer, fitted)
+    by_setup = fit_engines.held_out_setups(pricer, by_case)
+    assert set(by_setup) == set(chosen) and all(by_setup[i] == by_case[i] for i in spark)
+    rest = [c for c in cases if c["id"] in spark]
+    q = fit_engines.rounded(fit_engines.best_fit(pricer, rest))
+    for c in [c for c in cases if c["id"] in pair]:
+        assert by_setup[c["id"]] == pricer.residuals(c, q)
+    assert any(by_setup[i] != by_case[i] for i in pair)  # its twin no longer in the fit moves it
 
 
 def test_a_bad_format_bandwidth_names_the_file_and_field(tmp_path, monkeypatch):

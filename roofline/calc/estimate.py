@@ -405,9 +405,10 @@ class EnginePrediction(NamedTuple):
     ttft_s: float
     tpot_s: float
     output_tokens_per_s: float
-    # a preset's held-out median |error| per metric: {ttft_mean: {runs, case, device, applies, elsewhere}, ...};
-    # applies: which of case (leave one run out) and device (leave one device out) holds on this device; elsewhere:
-    # whether this device is none of the preset's runs' (presets.typical_errors)
+    # a preset's held-out median |error| per metric: {ttft_mean: {runs, case, setup, device, applies, elsewhere}};
+    # applies: which of case (leave one run out), setup (leave one model on its device out) and device (leave one
+    # device out) holds on this device; elsewhere: whether this device is none of the preset's runs'
+    # (presets.typical_errors)
     typical_error: dict = {}
 
 

@@ -121,20 +121,30 @@ def timings(e, step_overhead_s: float, request_overhead_s: float = 0.0) -> tuple
 
 
 def typical_errors(preset: Preset, hardware) -> dict[str, dict]:
-    """The preset's held-out errors that apply on `hardware`, per metric: {runs, case, device, applies, elsewhere}.
-    On a device its runs are on, the leave-one-run-out median (applies: case); on any other (elsewhere: true), the
-    leave-one-device-out one (applies: device), the error of a device the fit never saw, where the preset has one,
-    and the leave-one-run-out one where no device fold could score the metric."""
+    """The preset's held-out errors that apply on `hardware`, per metric: {runs, case, setup, device, applies,
+    elsewhere}. On a device its runs are on, the leave-one-setup-out median (applies: setup: a model the fit has not
+    seen on a device it has); on any other (elsewhere: true), the leave-one-device-out one (applies: device), the
+    error of a device the fit never saw; the leave-one-run-out one (applies: case) where that fold could not score
+    the metric (or the preset stores none)."""
     elsewhere = bool(preset.devices) and hardware.id not in preset.devices
     out = {}
     for metric, e in preset.errors.items():
-        by_device = elsewhere and e.get("device") is not None
-        out[metric] = {**e, "applies": "device" if by_device else "case", "elsewhere": elsewhere}
+        usual = "device" if elsewhere else "setup"
+        applies = usual if e.get(usual) is not None else "case"
+        out[metric] = {**e, "applies": applies, "elsewhere": elsewhere}
     return out
+
+
+LEFT_OUT = {  # what a held-out error left out of the fit: as the summary says it, as a figure's mark
+    "case": ("each left out of the fit", ", each run left out"),
+    "setup": ("each model's runs on its device left out of the fit", ", each model left out"),
+    "device": ("each device's left out of the fit", ", each device left out"),
+}
 
 
 def error_summary(preset: Preset, hardware) -> str:
     """'TTFT +-12% (20 runs), TPOT +-9% (30 runs), ...': the preset's held-out errors on `hardware` (typical_errors),
+    each figure of another kind than the usual one there (a device's fold off its devices, else a setup's) marked,
     or '' without them."""
     errors = typical_errors(preset, hardware)
     labels = {
@@ -144,35 +154,33 @@ def error_summary(preset: Preset, hardware) -> str:
         "e2e": "E2E",
         "output_tokens_per_s": "output tokens/s",
     }
+    shown = {k: v for k, v in errors.items() if k in labels and v.get("case") is not None}
+    if not shown:
+        return ""
+    kinds = [v["applies"] for v in shown.values()]
+    usual = next(k for k in ("device", "setup", "case") if k in kinds)
     parts = [
         f"{labels[k]} +-{v[v['applies']] * 100:.0f}% ({v['runs']:.0f} runs"
-        + (", each run left out" if v["elsewhere"] and v["applies"] == "case" else "")
-        + ")"
-        for k, v in errors.items()
-        if k in labels and v.get("case") is not None
+        f"{'' if v['applies'] == usual else LEFT_OUT[v['applies']][1]})"
+        for k, v in shown.items()
     ]
-    if not parts:
-        return ""
-    if any(v["applies"] == "device" for v in errors.values()):
-        return (
-            f"{', '.join(parts)}: median |error| on published runs, each device's left out of the fit where not "
-            f"marked ({hardware.id} has none of its runs)"
-        )
-    return f"{', '.join(parts)}: median |error| on published runs, each left out of the fit"
+    marked = " where not marked" if any(k != usual for k in kinds) else ""
+    elsewhere = f" ({hardware.id} has none of its runs)" if any(v["elsewhere"] for v in shown.values()) else ""
+    return f"{', '.join(parts)}: median |error| on published runs, {LEFT_OUT[usual][0]}{marked}{elsewhere}"
 
 
 def beyond_runs(preset: Preset, batch: float) -> str | None:
     """A note when a prediction runs a mean batch above any its preset's fitted runs reached (batch_covered, as
     simulated), where its typical error was never measured. GPUStack's vLLM and SGLang runs with every request sent
-    at once whose simulated mean batch is beyond their preset's (25 vLLM runs at 122-289 against 118, 14 SGLang ones
-    at 11-342 against 4; benchmarks/candidates.py) served a median 0.49 of the output tokens/s priced
+    at once whose simulated mean batch is beyond their preset's (24 vLLM runs at 141-282 against 128, 14 SGLang ones
+    at 11-335 against 4; benchmarks/candidates.py) served a median 0.48 of the output tokens/s priced
     (docs/reality.md). None within its runs, or without the record."""
     if not preset.batch_covered or batch <= preset.batch_covered:
         return None
     return (
         f"engine {preset.name}: a mean batch of {batch:.1f} is beyond its published runs' ({preset.batch_covered:.1f} "
-        "at most), so its typical error does not apply; published runs beyond their preset's (mean batches 11-342, "
-        "every request sent at once) served a median 0.49x the output tokens/s priced (docs/reality.md)"
+        "at most), so its typical error does not apply; published runs beyond their preset's (mean batches 11-335, "
+        "every request sent at once) served a median 0.48x the output tokens/s priced (docs/reality.md)"
     )
 
 
@@ -180,16 +188,16 @@ def at_once(preset: Preset) -> str | None:
     """A note for a simulation that sends every request at one moment while some of them wait (simulate._at_once),
     with a preset fitted on published serving runs (batch_covered recorded), none of which was such a load (an
     offline batch of 8 all runs at once). GPUStack's vLLM 0.10-0.11 and SGLang 0.5 runs of it (69: `vllm bench serve`
-    at rate inf, 100-1,000 requests, each simulated with a queue; benchmarks/candidates.py) served a median 0.47 of
-    the output tokens/s priced over mean batches 2-342 (from 0.02 to 3.2 run by run), and 0.46 for the 30 whose
+    at rate inf, 100-1,000 requests, each simulated with a queue; benchmarks/candidates.py) served a median 0.44 of
+    the output tokens/s priced over mean batches 2-335 (from 0.02 to 2.9 run by run), and 0.43 for the 31 whose
     simulated batch is within their preset's (docs/reality.md): the shortfall goes with the load, not only the
     batch. None for a preset without the record (TensorRT-LLM's is fitted on trtllm-bench's queued runs)."""
     if not preset.batch_covered:
         return None
     return (
         f"engine {preset.name}: every request sent at once, some waiting, is a load none of its published runs had, "
-        "so its typical error does not apply; published runs of every request at once (69, at mean batches 2-342) "
-        "served a median 0.47x the output tokens/s priced (docs/reality.md)"
+        "so its typical error does not apply; published runs of every request at once (69, at mean batches 2-335) "
+        "served a median 0.44x the output tokens/s priced (docs/reality.md)"
     )
 
 

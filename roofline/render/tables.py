@@ -271,7 +271,7 @@ def compare_table(c: Any):
         "ridge",
         "TTFT",
         "TPOT",
-        "tokens/s",
+        "decode tok/s",
         "decode",
         "best batch",
         "goodput",
@@ -279,7 +279,8 @@ def compare_table(c: Any):
     slo = ", ".join(f"{n} <= {si(v, 's')}" for n, v in (("TPOT", i["tpot_slo_s"]), ("TTFT", i["ttft_slo_s"])) if v)
     head = Text(
         f"batch {i['batch']}, prompt {i['prompt_tokens']}, output {i['output_tokens']} tokens · {_layout(i)}"
-        f"{' · SLO ' + slo if slo else ''} · weights are the whole model's, TTFT/TPOT/tokens/s at batch {i['batch']}"
+        f"{' · SLO ' + slo if slo else ''} · weights are the whole model's, TTFT/TPOT/decode tok/s (B / TPOT) at "
+        f"batch {i['batch']}"
     )
     if not slo:  # no objective: no best batch and no goodput to show
         columns, table = columns[:-2], [r[:-2] for r in table]
@@ -326,6 +327,8 @@ def plan_table(p: Any):
     queued = i.get("method") == "simulated"
     pct = f"p{round(i.get('slo_percentile', 0.99) * 100)}"
     seconds = lambda v: si(v, "s")  # noqa: E731
+    static = lambda o: queued and o.method != "simulated"  # noqa: E731  (pools, pipelines: Little's law)
+    mark = lambda o, v: dash(v, seconds) + ("*" if static(o) and v is not None else "")  # noqa: E731
     rows = [
         [
             o.hardware,
@@ -335,8 +338,8 @@ def plan_table(p: Any):
             dash(o.replicas, str),
             *([dash(o.utilization, lambda v: f"{v:.0%}")] if queued else [dash(o.batch, str)]),
             dash(o.devices, str),
-            dash(o.ttft_p99_s if queued and o.method == "simulated" else o.ttft_s, seconds),
-            dash(o.tpot_p99_s if queued and o.method == "simulated" else o.tpot_s, seconds),
+            mark(o, o.ttft_p99_s if queued and not static(o) else o.ttft_s),
+            mark(o, o.tpot_p99_s if queued and not static(o) else o.tpot_s),
             dash(o.output_tokens_per_s, number),
             dash(o.goodput_per_device, number),
             dash(o.cost_per_hour, dollars),
@@ -404,6 +407,11 @@ def plan_table(p: Any):
         for o in p.options
         if o.meets_slo and o.reason != MEETS
     ]
+    if any(static(o) and (o.ttft_s is not None or o.tpot_s is not None) for o in p.options):
+        caveats.insert(0, Text(
+            f"* sized by Little's law (pools, pipelines): a static batch's mean TTFT and TPOT, not a simulated {pct}; "
+            "the SLOs are checked against them"
+        ))  # fmt: skip
     return Group(*lines, listing_table(columns, rows, left=1, drop=drop, wrap=("why not",)), *caveats)
 
 
@@ -414,10 +422,14 @@ def dollars(v: float) -> str:
 
 def _typical(engine, metric: str) -> str:
     """' (vllm preset, +-9% on 40 published runs)': a preset's held-out median error for `metric` on this device, or
-    ''; on a device none of its runs is on, the error of a device left out of the fit."""
+    ''; on a device its runs are on, the error of a model left out of the fit (unmarked); on one none of its runs
+    is on, of a device left out; a run left out where no such fold could score the metric."""
+    from roofline.calc.presets import LEFT_OUT
+
     entry = engine.typical_error.get(metric)
     if not entry or entry.get("case") is None:
         return ""
     applies = entry.get("applies", "case")
-    where = ", each device left out" if applies == "device" else ", each run left out" if entry.get("elsewhere") else ""
+    usual = applies == "setup" and not entry.get("elsewhere")  # unmarked: a model left out on a device the fit has
+    where = "" if usual else LEFT_OUT[applies][1]
     return f" ({engine.name} preset, +-{entry[applies] * 100:.0f}% on {entry['runs']} published runs{where})"

@@ -42,6 +42,7 @@ class Preset(NamedTuple):
     residuals: dict[str, float]  # case/figure -> log(predicted / measured)
     source: str
     holdout: dict[str, float] = {}  # held-aside case/figure -> log(predicted / measured): never fitted on
+    holdout_setup: dict[str, float] = {}  # case/figure -> log(predicted / measured), refitted without its setup's runs
     holdout_device: dict[str, float] = {}  # case/figure -> log(predicted / measured), refitted without its device
     device_folds: dict[str, dict[str, float]] = {}  # device left out -> the refit's parameters that priced its runs
     backend: str | None = None  # cuda / metal: the devices it was fitted on and applies to (None: any)
@@ -55,7 +56,9 @@ class Preset(NamedTuple):
     layer_overhead_s: float = 0.0  # seconds per layer per step on top of step_overhead_s (launches, norms, syncs)
     rocm_layer_overhead_s: float = 0.0  # seconds per layer per step more on ROCm devices (AMD Instinct)
     reserve_bytes: float = 0.0  # bytes per device the engine keeps out of its KV pool (activations, graphs)
-    errors: dict[str, dict[str, float]] = {}  # metric -> {runs, case, device}: median |error| held out (fractions)
+    errors: dict[
+        str, dict[str, float]
+    ] = {}  # metric -> {runs, case, setup, device}: median |error| held out (fractions)
     kv_pool: str = "memory"  # memory: KV = memory_fraction x memory - weights (vLLM); free: of what weights leave
     scheduler: str = "vllm"  # the simulator's policy for this engine (roofline.calc.replica.POLICIES)
     devices: list[str] = []  # the devices its runs are on: elsewhere its errors are the leave-one-device-out ones
@@ -85,6 +88,9 @@ def load(name: str) -> Preset:
     devices = f.take("devices", _strings, "a list of the hardware ids its runs are on", [])
     residuals = f.take("residuals", _residuals, "a mapping of case/figure to log(predicted / measured)")
     holdout = f.take("holdout", _residuals, "a mapping of held-aside case/figure to log(predicted / measured)", {})
+    by_setup = f.take(
+        "holdout_setup", _residuals, "a mapping of case/figure to log(predicted / measured) without its setup", {}
+    )
     by_device = f.take(
         "holdout_device", _residuals, "a mapping of case/figure to log(predicted / measured) without its device", {}
     )
@@ -107,7 +113,7 @@ def load(name: str) -> Preset:
     }
     pool = f.take("kv_pool", choice(*KV_POOLS), f"one of: {', '.join(KV_POOLS)}", "memory")
     policy = f.take("scheduler", choice(*SCHEDULERS), f"one of: {', '.join(SCHEDULERS)}", "vllm")
-    errors = f.take("errors", _errors, "a mapping of metric to {runs, case, device} held-out median errors", {})
+    errors = f.take("errors", _errors, "a mapping of metric to {runs, case, setup, device} held-out median errors", {})
     covered = f.take("batch_covered", number_between(*COVERED), f"a number from {COVERED[0]:g} to {COVERED[1]:g}", 0.0)
     formats = f.take(
         "format_bandwidth",
@@ -127,6 +133,7 @@ def load(name: str) -> Preset:
             "devices",
             "residuals",
             "holdout",
+            "holdout_setup",
             "holdout_device",
             "device_folds",
             "backend",
@@ -155,6 +162,7 @@ def load(name: str) -> Preset:
         residuals=residuals,
         source=source,
         holdout=holdout,
+        holdout_setup=by_setup,
         holdout_device=by_device,
         device_folds=folds,
         backend=backend,
@@ -228,7 +236,7 @@ def _errors(value: Any) -> dict[str, dict[str, float]]:
     if not isinstance(value, dict):
         raise TypeError
     for entry in value.values():
-        if not isinstance(entry, dict) or not set(entry) <= {"runs", "case", "device"} or "runs" not in entry:
+        if not isinstance(entry, dict) or not set(entry) <= {"runs", "case", "setup", "device"} or "runs" not in entry:
             raise TypeError
         if not all(
             v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0) for v in entry.values()
