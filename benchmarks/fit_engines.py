@@ -49,7 +49,7 @@ Qwen3-8B runs four client counts), which flatters it; a setup left out is a mode
 it has.
 Coverage: each preset records the largest mean running batch its runs reached as simulated (`batch_covered`);
 estimate and simulate say when a prediction goes beyond it, where the held-out errors were never measured.
-Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (about 22 minutes on two cores; vLLM 21).
+Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (about 30 minutes on one core; vLLM 28).
 """
 
 from __future__ import annotations
