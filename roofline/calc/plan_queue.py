@@ -1,5 +1,5 @@
 """`plan` with queueing: a replica's capacity is the largest arrival rate at which its simulated latencies meet the
-SLOs at their percentile without preempting (roofline.calc.simulate: vLLM V1's scheduler, chunked prefill, Poisson
+SLOs at their percentile unsaturated (roofline.calc.simulate: vLLM V1's scheduler, chunked prefill, Poisson
 arrivals), found by bisection between a light load and the replica's saturation rate; replicas = ceil(rate /
 capacity), so no replica runs at its saturation rate and each option shows its utilization (its share of the rate
 over the saturation rate) and the percentile latencies at that share. Options run in parallel processes, one per
@@ -67,7 +67,7 @@ def option(model, h, tp, prompt, output, rate, tpot_slo, ttft_slo, q, price, kno
     light = at(low)
     if not _meets(light, ttft_slo, tpot_slo, q):
         why = _miss(light, ttft_slo, tpot_slo, q)
-        verb = "misses the SLOs" if _misses(light, ttft_slo, tpot_slo, q) else "preempts"
+        verb = "misses the SLOs" if _misses(light, ttft_slo, tpot_slo, q) else "saturates"
         return refused(f"{verb} even at 2% of its saturation rate ({why})")
     if _meets(at(high), ttft_slo, tpot_slo, q):
         low = high
@@ -75,7 +75,9 @@ def option(model, h, tp, prompt, output, rate, tpot_slo, ttft_slo, q, price, kno
         for _ in range(ROUNDS):
             mid = (low + high) / 2
             low, high = (mid, high) if _meets(at(mid), ttft_slo, tpot_slo, q) else (low, mid)
-    capacity = _held(low, 0.02 * stable, lambda r: _meets(at(r, LONG), ttft_slo, tpot_slo, q))
+    capacity = _held(low, lambda r: _meets(at(r, LONG), ttft_slo, tpot_slo, q))
+    if capacity is None:
+        return refused(f"its queue runs away over {LONG:,} requests even at half the rate 1,500 held")
     replicas = max(1, math.ceil(rate / capacity - 1e-9))
     share = at(rate / replicas)
     caveat = beyond_runs(p.preset, share.batch["mean"]) if p.preset is not None and p.preset_setup else None
@@ -86,15 +88,18 @@ def option(model, h, tp, prompt, output, rate, tpot_slo, ttft_slo, q, price, kno
     )  # fmt: skip
 
 
-def _held(rate: float, floor: float, holds) -> float:
-    """`rate`, lowered by STEP until `holds` it over LONG requests (not below `floor`, the light load that held).
-    A burst that fills the KV cache can come thousands of requests in: Llama-3.1-8B on an H100 (1024/256 tokens,
-    Poisson, seed 0) ran 1,500 requests at 42/s without a preemption, preempted once in 20,000 and ran away at
-    38/s served within 30,000; over 100,000 requests and five seeds 38/s never preempted, 40/s preempted in two
-    without running away, 42/s ran away in three (2026-12-07)."""
-    while rate > floor and not holds(rate):
-        rate = max(rate * STEP, floor)
-    return rate
+def _held(rate: float, holds) -> float | None:
+    """`rate`, lowered by STEP until `holds` it over LONG requests; None when even half of it does not. A burst that
+    fills the KV cache can come thousands of requests in: Llama-3.1-8B on an H100 (1024/256 tokens, Poisson, seed
+    0) ran 1,500 requests at 42/s without a preemption, preempted once in 20,000 and ran away at 38/s served within
+    30,000; over 100,000 requests and five seeds 38/s never preempted, 40/s preempted in two without running away,
+    42/s ran away in three (2026-12-07)."""
+    floor = rate / 2
+    while rate >= floor:
+        if holds(rate):
+            return rate
+        rate *= STEP
+    return None
 
 
 def _q(summary: dict, q: float) -> float:
@@ -106,11 +111,12 @@ def _q(summary: dict, q: float) -> float:
 
 
 def _meets(s, ttft_slo, tpot_slo, q) -> bool:
-    """Whether a simulated share of the load meets the SLOs at their percentile without preempting: a replica that
-    preempts is where a burst fills its KV cache, and the preempted requests' recompute serves fewer a second than a
-    full replica (Llama-3.1-8B on an H100, 1024/256 tokens: 44/s met lax SLOs over 1,500 requests with 9
-    preemptions, and fell to 37/s served over 30,000), so a plan leaves that headroom."""
-    if s.saturated or s.preemptions:
+    """Whether a simulated share of the load meets the SLOs at their percentile and is not saturated (simulate: a
+    queue growing, or preemptions while the waits grow and the served rate trails the arrivals). Any preemption was
+    refused for a while: on a replica whose KV cache holds a few requests two that overlap preempt at a few percent
+    of its capacity with a flat queue, and Llama-3.1-8B on an L4 (4096/512 tokens, 10/s) was sized 217 replicas
+    where 121 meet the SLOs; the long run in _held guards the slow runaway instead."""
+    if s.saturated:
         return False
     return (ttft_slo is None or _q(s.ttft_s, q) <= ttft_slo) and (tpot_slo is None or _q(s.tpot_s, q) <= tpot_slo)
 

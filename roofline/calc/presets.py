@@ -136,7 +136,7 @@ def typical_errors(preset: Preset, hardware) -> dict[str, dict]:
 
 
 LEFT_OUT = {  # what a held-out error left out of the fit: as the summary says it, as a figure's mark
-    "case": ("each left out of the fit", ", each run left out"),
+    "case": ("each run left out of the fit", ", each run left out"),
     "setup": ("each model's runs on its device left out of the fit", ", each model left out"),
     "device": ("each device's left out of the fit", ", each device left out"),
 }

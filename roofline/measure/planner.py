@@ -78,8 +78,10 @@ SHAPES = {
     # Both curves time M = 128, a 128-token prefill's rows: the rate flattens between 64 and 256 rows, so the full
     # curve's line from 64 to 256 priced 128 rows at 115-135 GFLOP/s where they ran 145-150 (fp32, 2-core Zen 4 VM,
     # 2026-12-07), while quick, which rose from 16 rows to the scan's 128 x 1024 x 4096 matmul, priced them 149-153:
-    # quick's 128-token prefills came out 0.83-0.90 of full's. The quick scan keeps the 128-row shape (the rounds'
-    # prefill and validate's prompt drift time it) and the full scan's 512-row one, which prices longer prefills:
+    # quick's 128-token prefills came out 0.83-0.90 of full's (a series whose 128-row call is over a quick run's cap,
+    # k = 4096 on a 2-core VM, is carried there from the k = 1024 series' rise). The quick scan keeps the 128-row
+    # shape (the rounds' prefill and validate's prompt drift time it) and the full scan's 512-row one, which prices
+    # longer prefills:
     # with 256 rows instead, quick priced 512- and 2048-token fp32 prefills 10-16% slower than full (256 x 4096 x
     # 4096 159-183 GFLOP/s, 512 x 4096 x 7168 176-186, three profiles of each)
     ("cpu", True): ((1000, 1536), ((128, 1024, 4096), (512, 4096, 14336)), (1, 4, 16, 128), (512, 1024, 4096)),
