@@ -128,8 +128,9 @@ def test_fixed_lengths_capacity_is_the_full_replica_out_of_step():
 
 def test_preemptions_with_a_growing_queue_are_saturated_below_the_capacity():
     # Above ~44/s in the case above, a burst fills the KV cache and the preempted requests' recompute serves fewer a
-    # second than arrive (37/s at 44/s over 30,000 requests): within a 1,000-request run its waits stay under a
-    # second, so only the preemptions with the growing waits say it, not the capacity (a full replica, ~50/s).
+    # second than arrive (37/s at 44/s over 30,000 requests): at 48/s over 1,000 requests no wait reaches 3 s
+    # (the growth rule without preemptions needs the last quarter's mean over 1 s), so only the preemptions with the
+    # growing waits say it, not the capacity (a full replica, ~50/s).
     reqs = open_loop(48.0, "poisson", 1.0, 1000, lengths(None, 1024, "p"), lengths(None, 256, "o"), seed=0)
     s = run_simulation(prepare(M, H), reqs, warmup=100)
     assert s.max_stable_rate_per_s > 48.0 / 0.98 and s.queue_s["max"] < 3.0

@@ -67,7 +67,7 @@ def option(model, h, tp, prompt, output, rate, tpot_slo, ttft_slo, q, price, kno
     light = at(low)
     if not _meets(light, ttft_slo, tpot_slo, q):
         why = _miss(light, ttft_slo, tpot_slo, q)
-        verb = "misses the SLOs" if _misses(light, ttft_slo, tpot_slo, q) else "saturates"
+        verb = "misses the SLOs" if _missed(light, ttft_slo, tpot_slo, q) else "saturates"
         return refused(f"{verb} even at 2% of its saturation rate ({why})")
     if _meets(at(high), ttft_slo, tpot_slo, q):
         low = high
@@ -77,7 +77,7 @@ def option(model, h, tp, prompt, output, rate, tpot_slo, ttft_slo, q, price, kno
             low, high = (mid, high) if _meets(at(mid), ttft_slo, tpot_slo, q) else (low, mid)
     capacity = _held(low, lambda r: _meets(at(r, LONG), ttft_slo, tpot_slo, q))
     if capacity is None:
-        return refused(f"its queue runs away over {LONG:,} requests even at half the rate 1,500 held")
+        return refused(f"its queue runs away over {LONG:,} requests even at half the rate {REQUESTS:,} held")
     replicas = max(1, math.ceil(rate / capacity - 1e-9))
     share = at(rate / replicas)
     caveat = beyond_runs(p.preset, share.batch["mean"]) if p.preset is not None and p.preset_setup else None
@@ -116,24 +116,20 @@ def _meets(s, ttft_slo, tpot_slo, q) -> bool:
     refused for a while: on a replica whose KV cache holds a few requests two that overlap preempt at a few percent
     of its capacity with a flat queue, and Llama-3.1-8B on an L4 (4096/512 tokens, 10/s) was sized 217 replicas
     where 121 meet the SLOs; the long run in _held guards the slow runaway instead."""
-    if s.saturated:
-        return False
-    return (ttft_slo is None or _q(s.ttft_s, q) <= ttft_slo) and (tpot_slo is None or _q(s.tpot_s, q) <= tpot_slo)
+    return not s.saturated and not _missed(s, ttft_slo, tpot_slo, q)
 
 
-def _misses(s, ttft_slo, tpot_slo, q) -> bool:
-    """Whether a simulated share misses an SLO (not only preempts)."""
-    return (ttft_slo is not None and _q(s.ttft_s, q) > ttft_slo) or (
-        tpot_slo is not None and _q(s.tpot_s, q) > tpot_slo
-    )
+def _missed(s, ttft_slo, tpot_slo, q) -> list[str]:
+    """The SLOs a simulated share misses at their percentile, as said: ['TTFT 2.11e+03 ms', ...]."""
+    parts = []
+    for name, slo, summary in (("TTFT", ttft_slo, s.ttft_s), ("TPOT", tpot_slo, s.tpot_s)):
+        if slo is not None and _q(summary, q) > slo:
+            parts.append(f"{name} {_q(summary, q) * 1e3:.3g} ms")
+    return parts
 
 
 def _miss(s, ttft_slo, tpot_slo, q) -> str:
-    parts = []
-    if ttft_slo is not None and _q(s.ttft_s, q) > ttft_slo:
-        parts.append(f"TTFT {_q(s.ttft_s, q) * 1e3:.3g} ms")
-    if tpot_slo is not None and _q(s.tpot_s, q) > tpot_slo:
-        parts.append(f"TPOT {_q(s.tpot_s, q) * 1e3:.3g} ms")
+    parts = _missed(s, ttft_slo, tpot_slo, q)
     if s.preemptions:
         parts.append(f"{s.preemptions} preemption(s): requests outgrow its KV cache")
     return ", ".join(parts) or "saturated"

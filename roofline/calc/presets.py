@@ -135,11 +135,12 @@ def typical_errors(preset: Preset, hardware) -> dict[str, dict]:
     return out
 
 
-LEFT_OUT = {  # what a held-out error left out of the fit: as the summary says it, as a figure's mark
-    "case": ("each run left out of the fit", ", each run left out"),
-    "setup": ("each model's runs on its device left out of the fit", ", each model left out"),
-    "device": ("each device's left out of the fit", ", each device left out"),
+LEFT_OUT = {  # what a held-out error left out of the fit, as the summary says it
+    "case": "each run left out of the fit",
+    "setup": "each model's runs on its device left out of the fit",
+    "device": "each device's left out of the fit",
 }
+MARK = {"case": ", each run left out", "device": ", each device left out"}  # a figure not of the usual kind there
 
 
 def error_summary(preset: Preset, hardware) -> str:
@@ -161,12 +162,12 @@ def error_summary(preset: Preset, hardware) -> str:
     usual = next(k for k in ("device", "setup", "case") if k in kinds)
     parts = [
         f"{labels[k]} +-{v[v['applies']] * 100:.0f}% ({v['runs']:.0f} runs"
-        f"{'' if v['applies'] == usual else LEFT_OUT[v['applies']][1]})"
+        f"{'' if v['applies'] == usual else MARK[v['applies']]})"
         for k, v in shown.items()
     ]
     marked = " where not marked" if any(k != usual for k in kinds) else ""
     elsewhere = f" ({hardware.id} has none of its runs)" if any(v["elsewhere"] for v in shown.values()) else ""
-    return f"{', '.join(parts)}: median |error| on published runs, {LEFT_OUT[usual][0]}{marked}{elsewhere}"
+    return f"{', '.join(parts)}: median |error| on published runs, {LEFT_OUT[usual]}{marked}{elsewhere}"
 
 
 def beyond_runs(preset: Preset, batch: float) -> str | None:

@@ -424,12 +424,11 @@ def _typical(engine, metric: str) -> str:
     """' (vllm preset, +-9% on 40 published runs)': a preset's held-out median error for `metric` on this device, or
     ''; on a device its runs are on, the error of a model left out of the fit (unmarked); on one none of its runs
     is on, of a device left out; a run left out where no such fold could score the metric."""
-    from roofline.calc.presets import LEFT_OUT
+    from roofline.calc.presets import MARK
 
     entry = engine.typical_error.get(metric)
     if not entry or entry.get("case") is None:
         return ""
     applies = entry.get("applies", "case")
-    usual = applies == "setup" and not entry.get("elsewhere")  # unmarked: a model left out on a device the fit has
-    where = "" if usual else LEFT_OUT[applies][1]
+    where = MARK.get(applies, "")  # a setup's figure, the usual one on a preset's own device, unmarked
     return f" ({engine.name} preset, +-{entry[applies] * 100:.0f}% on {entry['runs']} published runs{where})"
