@@ -135,7 +135,9 @@ def test_plan_sizes_disaggregated_pools_by_littles_law(write_yaml):
             "peak_flops:\n  bf16: 100 TFLOP/s\ninterconnect_bandwidth: 100 GB/s\n",
         )
     )
-    p = plan(M, [h], prompt_tokens=1024, output_tokens=64, rate=20.0, tpot_slo=0.05, tps=(1,), disagg="auto")
+    # queueing=False: the pools are sized by Little's law either way; simulating the colocated replica is not tested
+    common = dict(prompt_tokens=1024, output_tokens=64, rate=20.0, tpot_slo=0.05, tps=(1,), disagg="auto")
+    p = plan(M, [h], queueing=False, **common)
     split = next(o for o in p.options if o.disagg and o.meets_slo)
     e = estimate(M, h, batch=split.batch, prompt_tokens=1024, output_tokens=64, disagg="1P:1D")
     # x = ceil(20 requests/s / one prefill instance's rate), y = ceil(20 / one decode instance's rate).
@@ -164,7 +166,7 @@ def test_plan_with_queueing_sizes_replicas_by_their_simulated_percentiles():
     m, h = load_model("qwen2.5-72b"), load_hardware("mi300x")
     common = dict(prompt_tokens=2048, output_tokens=512, rate=5.0, ttft_slo=2.0, tpot_slo=0.05)
     assert plan(m, [h], queueing=False, **common).best.devices == 8
-    queued = plan(m, [h], **common)
+    queued = plan(m, [h], tps=(1, 4), **common)  # the two shapes of 4 devices (tp 2 x 2 and tp 8 add seconds)
     best = queued.best
     assert best.devices == 4 and best.method == "simulated" and queued.inputs["method"] == "simulated"
     for o in queued.options:

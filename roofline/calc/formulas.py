@@ -140,14 +140,18 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (position - low) * (ordered[high] - ordered[low])
 
 
-def weighted_percentile(pairs: list[tuple[float, float]], q: float) -> float:
-    """The q-th quantile (0..1) of values carrying weights, (value, weight) pairs: the smallest value whose
-    cumulative weight reaches q of the total (a run of equal gaps counts once per gap)."""
+def weighted_percentiles(pairs: list[tuple[float, float]], qs: list[float]) -> list[float]:
+    """The qs-th quantiles (0..1, ascending) of values carrying weights, (value, weight) pairs: for each q the
+    smallest value whose cumulative weight reaches q of the total (a run of equal gaps counts once per gap). One
+    sort and one pass for all of them."""
     ordered = sorted(pairs)
     total = sum(w for _, w in ordered)
+    found: list[float] = []
     reached = 0.0
     for value, weight in ordered:
         reached += weight
-        if reached >= q * total * (1 - 1e-12):
-            return value
-    return ordered[-1][0]
+        while len(found) < len(qs) and reached >= qs[len(found)] * total * (1 - 1e-12):
+            found.append(value)
+        if len(found) == len(qs):
+            break
+    return found + [ordered[-1][0]] * (len(qs) - len(found))

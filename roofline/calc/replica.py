@@ -364,22 +364,21 @@ class Replica:
             m = min(m, max(1, self.crossings[0][0] - self.G))
         if not self.no_evict:  # under reservations the cache cannot fill up before a finish
             m = min(m, max(1, (self.cap - self.used - self.slack()) // n))
-        keys, kv_read = self.decodes()[1:]
-        batch = self.batch()
         keys_slope = model.full * n + model.sliding * self.below
         kv_slope = model.kv_full * n + model.kv_slide * self.below
+        run = model.decode_run(n, *self.decodes()[1:], keys_slope, kv_slope, self.batch())
         if self.pending and len(self.order) < self.sched.max_num_seqs and not self.waiting:
             gap = self.arrival[self.pending[0]] - self.now
             low, high = 1, m  # the smallest count of steps that reaches the next arrival
-            if model.decode_run(n, keys, kv_read, keys_slope, kv_slope, high, batch)[0] >= gap:
+            if run(high)[0] >= gap:
                 while low < high:
                     mid = (low + high) // 2
-                    if model.decode_run(n, keys, kv_read, keys_slope, kv_slope, mid, batch)[0] >= gap:
+                    if run(mid)[0] >= gap:
                         high = mid
                     else:
                         low = mid + 1
                 m = low
-        total, first, last = model.decode_run(n, keys, kv_read, keys_slope, kv_slope, m, batch)
+        total, first, last = run(m)
         self.account_run(total, m)
         self.itl += [(first, n * m / 2), (last, n * m / 2)] if m > 1 else [(first, n)]
         self.now += total

@@ -90,10 +90,10 @@ def weighted_summary(pairs: list[tuple[float, float]]) -> dict[str, float]:
     if not pairs:
         return summary([])
     total = sum(w for _, w in pairs)
-    ordered = sorted(pairs)  # once: each percentile's own sort of ordered pairs is then a linear pass
+    values = f.weighted_percentiles(pairs, [q for _, q in QUANTILES])
     return {
         "mean": sum(v * w for v, w in pairs) / total,
-        **{k: f.weighted_percentile(ordered, q) for k, q in QUANTILES},
+        **{k: v for (k, _), v in zip(QUANTILES, values)},
         "max": max(v for v, _ in pairs),
     }
 

@@ -9,6 +9,7 @@ fixed cost per step (a preset's, or a measured engine's at the step's batch). Pe
 (ep > tp) split the sequences evenly.
 """
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from roofline.calc import formulas as f
@@ -88,27 +89,34 @@ class StepModel:
         return self.shape.comm_seconds(tokens, self.link, self.latency, self.ep_link)
 
     def decode_run(
-        self, n: int, keys: float, kv_read: float, keys_slope: float, kv_slope: float, m: int, batch: list | None = None
-    ) -> tuple[float, float, float]:
-        """(total seconds, first step, last step) of m decode-only steps of n sequences whose Σ keys and Σ KV read
-        grow by `keys_slope` and `kv_slope` a step: both roofs are linear in the step, so the sum is exact. `batch`:
-        as seconds'."""
+        self, n: int, keys: float, kv_read: float, keys_slope: float, kv_slope: float, batch: list | None = None
+    ) -> Callable[[int], tuple[float, float, float]]:
+        """m -> (total seconds, first step, last step) of m decode-only steps of n sequences whose Σ keys and Σ KV
+        read grow by `keys_slope` and `kv_slope` a step: both roofs are linear in the step, so the sum is exact.
+        The step's constants are priced once, for a search over m. `batch`: as seconds'."""
         if self.engine_step is not None:  # linear in Σ keys and Σ KV read between its breaks: arithmetic series
 
             def at(j: int) -> float:
                 return self.seconds(Decodes(n, keys + j * keys_slope, kv_read + j * kv_slope), [], batch)
 
-            total = series(at, m, self.engine_step.breaks(n, keys, keys_slope, m, batch))
-            return total, at(0), at(m - 1)
+            def engine_run(m: int) -> tuple[float, float, float]:
+                total = series(at, m, self.engine_step.breaks(n, keys, keys_slope, m, batch))
+                return total, at(0), at(m - 1)
+
+            return engine_run
         s = self.shape
         c = self.comm(n) + self.fixed(n)
         a0 = (s.matmul_flops(n, 1) + self.key_decode * keys) / self.F
         a1 = self.key_decode * keys_slope / self.F
         b0 = (s.streamed(n) + self.kv_scale * (kv_read + n * self.kv_token)) / self.W
         b1 = self.kv_scale * kv_slope / self.W
-        total = m * (f.mean_of_max_linear(a0, a1, b0, b1, m) + c)
-        last = m - 1
-        return total, max(a0, b0) + c, max(a0 + a1 * last, b0 + b1 * last) + c
+        mean = f.mean_of_max_linear
+
+        def run(m: int) -> tuple[float, float, float]:
+            last = m - 1
+            return m * (mean(a0, a1, b0, b1, m) + c), max(a0, b0) + c, max(a0 + a1 * last, b0 + b1 * last) + c
+
+        return run
 
     def keys_of(self, c: int) -> float:
         """Keys one decode token attends over with c cached tokens, summed over layers (attention.keys)."""
