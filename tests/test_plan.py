@@ -188,3 +188,13 @@ def test_plan_credits_a_replica_with_the_rate_it_holds_and_leaves_the_preempting
     assert held.replicas == 1 and held.ttft_p99_s <= 2.0 and held.tpot_p99_s <= 0.05
     edge = plan(m, [h], rate=42.0, ttft_slo=10.0, tpot_slo=0.1, **common).best
     assert edge.replicas == 2
+
+
+def test_plan_says_its_progress_option_by_option():
+    # Four devices at tp 1 (the process pool's path), each refused or served within a fraction of a second: the
+    # callback hears the total first, then each option done, in order.
+    heard = []
+    devices = [load_hardware(h) for h in ("apple-m1", "tpu-v5e", "l4", "dgx-spark")]
+    common = dict(prompt_tokens=1024, output_tokens=256, rate=5.0, tpot_slo=0.05, tps=(1,))
+    plan(load_model("llama-3.1-8b"), devices, progress=lambda done, total: heard.append((done, total)), **common)
+    assert heard == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]

@@ -16,6 +16,7 @@ Unknown price or power gives null, never a made-up number.
 """
 
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from roofline.calc.estimate import estimate_at, prepare
@@ -65,9 +66,11 @@ def plan(
     prices: dict[str, float] | None = None,
     queueing: bool = True,
     slo_percentile: float = 0.99,
+    progress: Callable[[int, int], None] | None = None,
     **options: Any,
 ) -> Plan:
-    """Rank device x tp options for the workload (see the module docstring); `options` are estimate's knobs."""
+    """Rank device x tp options for the workload (see the module docstring); `options` are estimate's knobs;
+    `progress(done, total)` after each simulated option."""
     if (concurrency is None) == (rate is None):
         raise UsageError(
             "give one workload: a concurrency (requests in flight) or a rate (requests per second)", "concurrency"
@@ -103,7 +106,7 @@ def plan(
             )
             for k in queued
         ]
-        found.update(zip(queued, plan_queue.options(work)))
+        found.update(zip(queued, plan_queue.options(work, progress)))
     for k, (h, tp, pp, split) in enumerate(configs):
         if k not in found:
             found[k] = _option(

@@ -7,6 +7,7 @@ core.
 """
 
 import math
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from roofline.errors import UsageError
@@ -17,17 +18,27 @@ LONG = 20_000  # the rate found is run again this long, and lowered by STEP unti
 STEP = 0.95
 
 
-def options(work: list[tuple]) -> list[Any]:
+def options(work: list[tuple], progress: Callable[[int, int], None] | None = None) -> list[Any]:
     """One plan Option per (model, hardware, tp, ...) tuple of `work`, in parallel processes when there are
-    several."""
+    several; `progress(done, total)` before the first and after each (in the work's order)."""
     import os
 
+    def done(results: Iterable[Any]) -> list[Any]:
+        found = []
+        if progress is not None:
+            progress(0, len(work))
+        for result in results:
+            found.append(result)
+            if progress is not None:
+                progress(len(found), len(work))
+        return found
+
     if len(work) < 4 or (os.cpu_count() or 1) < 2:
-        return [option(*w) for w in work]
+        return done(option(*w) for w in work)
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
-        return list(pool.map(_star, work))
+        return done(pool.map(_star, work))
 
 
 def _star(args: tuple) -> Any:

@@ -1,5 +1,6 @@
 """`estimate`, `sweep`, `compare` and `plot`: the calculator's commands."""
 
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -544,23 +545,25 @@ def plan(
     unknown = sorted(set(prices) - {d.id for d in devices})
     if unknown:
         raise UsageError(f"--price: {unknown[0]} is not among the devices considered")
-    result = run_plan(
-        m,
-        devices,
-        prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens,
-        concurrency=concurrency,
-        rate=parse_rate(rate, "--rate"),
-        tpot_slo=duration(tpot_slo, "--tpot-slo"),
-        ttft_slo=duration(ttft_slo, "--ttft-slo", "s"),
-        tps=tuple(sweeps.parse_counts(tp_degrees, "--tp")),
-        pps=tuple(sweeps.parse_counts(pp_degrees, "--pp")),
-        disagg=text_value(disagg, "--disagg"),
-        prices=prices,
-        queueing=queueing,
-        slo_percentile=slo_quantile(slo_percentile),
-        knobs=knobs,
-    )
+    with _options_bar(quiet) as progress:
+        result = run_plan(
+            m,
+            devices,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            concurrency=concurrency,
+            rate=parse_rate(rate, "--rate"),
+            tpot_slo=duration(tpot_slo, "--tpot-slo"),
+            ttft_slo=duration(ttft_slo, "--ttft-slo", "s"),
+            tps=tuple(sweeps.parse_counts(tp_degrees, "--tp")),
+            pps=tuple(sweeps.parse_counts(pp_degrees, "--pp")),
+            disagg=text_value(disagg, "--disagg"),
+            prices=prices,
+            queueing=queueing,
+            slo_percentile=slo_quantile(slo_percentile),
+            progress=progress,
+            knobs=knobs,
+        )
     drawing = plots.plan_data(result) if plot_path is not None else None
     if not show_all:
         result = result._replace(options=[o for o in result.options if o.meets_slo])
@@ -569,3 +572,23 @@ def plan(
         plots.draw_plan(drawing, plot_path)
         if not quiet:
             err(f"roofline: wrote {plot_path}")
+
+
+@contextmanager
+def _options_bar(quiet: bool):
+    """plan's progress on stderr, one tick per simulated option (the queued search takes seconds to a minute over
+    the catalog): a callback for roofline.calc.plan.plan, None when quiet."""
+    if quiet:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("simulating options"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    bar = Progress(*columns, console=Console(stderr=True), transient=True)
+    task = bar.add_task("options", total=None)
+    bar.start()
+    try:
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+    finally:
+        bar.stop()
