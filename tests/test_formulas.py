@@ -126,3 +126,10 @@ def test_mean_of_max_is_at_least_the_max_of_means():
 def test_end_to_end_output_throughput_by_hand():
     # 8 sequences of 100 output tokens served together in 2 s of request latency: 400 tokens/s, 4 requests/s.
     assert f.output_tokens_per_s(8, 100, 2.0) == 400.0
+
+
+def test_weighted_percentiles_by_hand_in_any_order():
+    # Values 1, 2, 3 weighing 1, 1, 2 (total 4): cumulative 1, 2, 4. The smallest value whose cumulative weight
+    # reaches q x 4: q = 0.25 -> 1 (1 >= 1), 0.5 -> 2 (2 >= 2), 0.9 -> 3 (4 >= 3.6); asked out of order.
+    assert f.weighted_percentiles([(3, 2), (1, 1), (2, 1)], [0.9, 0.25, 0.5]) == [3, 1, 2]
+    assert f.weighted_percentiles([(5.0, 3)], [0.5, 0.99]) == [5.0, 5.0]

@@ -191,10 +191,28 @@ def test_plan_credits_a_replica_with_the_rate_it_holds_and_leaves_the_preempting
 
 
 def test_plan_says_its_progress_option_by_option():
-    # Four devices at tp 1 (the process pool's path), each refused or served within a fraction of a second: the
-    # callback hears the total first, then each option done, in order.
+    # Four devices at tp 1 (the process pool's path on 2 cores or more), each refused within a fraction of a second
+    # (8B at 5/s and TPOT <= 50 ms: none has the memory, bandwidth or dtype): the callback hears the total first, then
+    # each simulated option done, in order; the disaggregated pools (Little's law) are not simulated and are put back
+    # beside the simulated options by their index.
     heard = []
     devices = [load_hardware(h) for h in ("apple-m1", "tpu-v5e", "l4", "dgx-spark")]
-    common = dict(prompt_tokens=1024, output_tokens=256, rate=5.0, tpot_slo=0.05, tps=(1,))
-    plan(load_model("llama-3.1-8b"), devices, progress=lambda done, total: heard.append((done, total)), **common)
+    common = dict(prompt_tokens=1024, output_tokens=256, rate=5.0, tpot_slo=0.05, tps=(1,), disagg="auto")
+    p = plan(load_model("llama-3.1-8b"), devices, progress=lambda done, total: heard.append((done, total)), **common)
     assert heard == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+    assert len(p.options) == 8
+    assert {(o.hardware, o.method) for o in p.options if o.disagg} == {(d.id, "little") for d in devices}
+    assert {(o.hardware, o.method) for o in p.options if not o.disagg} == {(d.id, "simulated") for d in devices}
+
+
+def test_plan_draws_its_bar_on_stderr_and_keeps_stdout_for_the_result():
+    # A terminal (FORCE_COLOR: rich draws as on one): the bar counts 4 of 4 on stderr, stdout parses as JSON; -q
+    # draws none. The devices are refused at a glance (as in the test above).
+    args = ["plan", "-m", "llama-3.1-8b", "--rate", "5/s", "--tpot-slo", "50ms", "--tp", "1", "--json"]
+    for h in ("apple-m1", "tpu-v5e", "l4", "dgx-spark"):
+        args += ["-H", h]
+    shown = runner.invoke(app, args, env={"FORCE_COLOR": "1"})
+    assert shown.exit_code == 0 and "simulating options" in shown.stderr and "4/4" in shown.stderr
+    assert json.loads(shown.stdout)["inputs"]["method"] == "simulated"
+    quiet = runner.invoke(app, [*args, "-q"], env={"FORCE_COLOR": "1"})
+    assert quiet.exit_code == 0 and "simulating" not in quiet.stderr

@@ -141,17 +141,19 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def weighted_percentiles(pairs: list[tuple[float, float]], qs: list[float]) -> list[float]:
-    """The qs-th quantiles (0..1, ascending) of values carrying weights, (value, weight) pairs: for each q the
-    smallest value whose cumulative weight reaches q of the total (a run of equal gaps counts once per gap). One
-    sort and one pass for all of them."""
+    """The qs-th quantiles (0..1) of values carrying weights, (value, weight) pairs: for each q the smallest value
+    whose cumulative weight reaches q of the total (a run of equal gaps counts once per gap). One sort and one pass
+    for all of them."""
     ordered = sorted(pairs)
     total = sum(w for _, w in ordered)
-    found: list[float] = []
-    reached = 0.0
+    wanted = sorted(range(len(qs)), key=lambda k: qs[k])  # the qs in ascending order, by position
+    found = [ordered[-1][0] if ordered else math.nan] * len(qs)
+    reached, n = 0.0, 0
     for value, weight in ordered:
         reached += weight
-        while len(found) < len(qs) and reached >= qs[len(found)] * total * (1 - 1e-12):
-            found.append(value)
-        if len(found) == len(qs):
+        while n < len(wanted) and reached >= qs[wanted[n]] * total * (1 - 1e-12):
+            found[wanted[n]] = value
+            n += 1
+        if n == len(wanted):
             break
-    return found + [ordered[-1][0]] * (len(qs) - len(found))
+    return found

@@ -99,9 +99,11 @@ class StepModel:
             def at(j: int) -> float:
                 return self.seconds(Decodes(n, keys + j * keys_slope, kv_read + j * kv_slope), [], batch)
 
+            first = at(0)
+
             def engine_run(m: int) -> tuple[float, float, float]:
                 total = series(at, m, self.engine_step.breaks(n, keys, keys_slope, m, batch))
-                return total, at(0), at(m - 1)
+                return total, first, at(m - 1)
 
             return engine_run
         s = self.shape

@@ -577,7 +577,9 @@ def plan(
 @contextmanager
 def _options_bar(quiet: bool):
     """plan's progress on stderr, one tick per simulated option (the queued search takes seconds to a minute over
-    the catalog): a callback for roofline.calc.plan.plan, None when quiet."""
+    the catalog): a callback for roofline.calc.plan.plan, None when quiet. The bar starts with the first call (a plan
+    that simulates nothing shows none) and redraws only when called: no thread runs while the search forks its
+    processes."""
     if quiet:
         yield None
         return
@@ -585,10 +587,15 @@ def _options_bar(quiet: bool):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("simulating options"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    bar = Progress(*columns, console=Console(stderr=True), transient=True)
+    bar = Progress(*columns, console=Console(stderr=True), transient=True, auto_refresh=False)
     task = bar.add_task("options", total=None)
-    bar.start()
+
+    def tick(done: int, total: int) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        bar.update(task, completed=done, total=total, refresh=True)
+
     try:
-        yield lambda done, total: bar.update(task, completed=done, total=total)
+        yield tick
     finally:
         bar.stop()
