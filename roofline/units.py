@@ -111,3 +111,8 @@ def number(value: float | None, digits: int = 3) -> str:
     if value is None:
         return "-"
     return _sig(value, digits)
+
+
+def percentile_name(q: float) -> str:
+    """A quantile (0..1) as a percentile's name: 0.99 -> 'p99', 0.999 -> 'p99.9', 0.5 -> 'p50'."""
+    return f"p{q * 100:.4g}"

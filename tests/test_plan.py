@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from roofline import estimate, load_hardware, load_model
 from roofline.calc.plan import plan
 from roofline.cli import app
+from roofline.errors import UsageError
 
 runner = CliRunner()
 M = load_model("llama-3.1-8b")
@@ -216,3 +217,37 @@ def test_plan_draws_its_bar_on_stderr_and_keeps_stdout_for_the_result():
     assert json.loads(shown.stdout)["inputs"]["method"] == "simulated"
     quiet = runner.invoke(app, [*args, "-q"], env={"FORCE_COLOR": "1"})
     assert quiet.exit_code == 0 and "simulating" not in quiet.stderr
+
+
+def test_plan_with_an_engine_sizes_by_its_prediction_and_says_which():
+    # A new user (2026-12-07): `plan --engine vllm` read as without it: no engine in the header or the JSON, "vLLM V1
+    # scheduler" under trtllm too, and --no-queueing sized by the bound. Now Little's law sizes by the preset's
+    # prediction: the chosen batch's TPOT is estimate's engine figure at that batch.
+    m, h = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    common = dict(prompt_tokens=1024, output_tokens=256, rate=20.0, tpot_slo=0.03, tps=(1,), queueing=False)
+    bound, vllm = plan(m, [h], **common).best, plan(m, [h], engine="vllm", **common).best
+    e = estimate(m, h, batch=vllm.batch, prompt_tokens=1024, output_tokens=256, engine="vllm")
+    assert vllm.tpot_s == pytest.approx(e.engine.tpot_s) and vllm.ttft_s == pytest.approx(e.engine.ttft_s)
+    assert vllm.tpot_s > bound.tpot_s  # the preset is slower than the bound
+    args = ["plan", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--tp", "1", "--rate", "20/s", "--tpot-slo", "30ms", "-q"]
+    table = runner.invoke(app, [*args, "--engine", "trtllm"], env={"COLUMNS": "400"})
+    assert "the trtllm preset, TensorRT-LLM's no-evict scheduler" in table.stdout and "vLLM" not in table.stdout
+    little = runner.invoke(app, [*args, "--engine", "vllm", "--no-queueing", "--json"])
+    assert json.loads(little.stdout)["inputs"]["engine"] == "vllm"
+    # the preset's own memory fraction and efficiencies size it: a flag setting them would be ignored, so it is refused
+    refused = runner.invoke(app, [*args, "--engine", "vllm", "--memory-fraction", "0.5"])
+    assert refused.exit_code == 2 and "--memory-fraction" in refused.stderr and not refused.stdout
+
+
+def test_plan_refuses_no_output_and_takes_prices_in_any_case():
+    # A new user (2026-12-07): --output 0 ended in a ZeroDivisionError (the plan serves output tokens: their rate
+    # and their price per million), and --price H100-SXM=2 was "not among the devices" that -H H100-SXM had given.
+    args = ["plan", "-m", "llama-3.1-8b", "-H", "H100-SXM", "--tp", "1", "--concurrency", "8"]
+    zero = runner.invoke(app, [*args, "--output", "0"])
+    assert zero.exit_code == 2 and "--output" in zero.stderr and "Traceback" not in zero.stderr
+    with pytest.raises(UsageError, match="output_tokens"):
+        plan(load_model("llama-3.1-8b"), [load_hardware("h100-sxm")], prompt_tokens=8, output_tokens=0, concurrency=8)
+    priced = runner.invoke(app, [*args, "--price", "H100-SXM=2", "--json"])
+    assert json.loads(priced.stdout)["options"][0]["cost_per_hour"] == 2.0
+    twice = runner.invoke(app, [*args, "--price", "H100-SXM=2", "--price", "h100-sxm=3"])
+    assert twice.exit_code == 2 and "given twice" in twice.stderr

@@ -6,6 +6,7 @@ them), 15,009,849,344 B streamed a step, 131,072 B of KV a token, 989.4 TFLOP/s,
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -16,6 +17,7 @@ from roofline.calc.replica import Scheduler
 from roofline.calc.simulate import run_simulation, simulate
 from roofline.calc.workload import Request, lengths, open_loop
 from roofline.cli import app
+from roofline.errors import UsageError
 
 M, H = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
 runner = CliRunner()
@@ -161,6 +163,48 @@ def test_a_run_shorter_than_its_latency_tail_says_its_figures_include_the_ramp()
     assert short.e2e_s["p99"] > 8.9 / 2 and any(n.startswith("short run") for n in short.notes)
     long = simulate(M, H, requests=5000, **common)
     assert not any(n.startswith("short run") for n in long.notes)
+
+
+def test_a_short_saturated_run_says_its_throughput_includes_the_ramp():
+    # A new user's sweep (2026-12-07): at 150/s, 3x the capacity, 1,000 requests (6.1 s of arrivals) gave 4,608
+    # output tokens/s and 3,000 (18 s) 9,253, where 10,000 (59 s) and 30,000 give 10,879 and 10,827: the replica
+    # ramps up (its first full batch prefills) for about 3 s of output, while a request's p90 time in service is 16-19
+    # s. Saturated runs said nothing; the note now says so under twice that p90, and the sweep marks the figure.
+    common = dict(rate=150.0, output_dist="exponential")
+    short = simulate(M, H, requests=3000, **common)
+    assert short.saturated and any(n.startswith("short run") for n in short.notes)
+    long = simulate(M, H, requests=10000, **common)
+    assert long.saturated and not any(n.startswith("short run") for n in long.notes)
+    assert short.output_tokens_per_s < 0.9 * long.output_tokens_per_s  # what the note warns of
+    table = runner.invoke(app, ["simulate", "--rate", "30:150:120/s", "--output-dist", "exponential", "-q"])
+    assert table.exit_code == 0 and "* a short run" in table.stdout
+
+
+def test_an_engine_preset_runs_at_its_own_memory_fraction_and_says_so():
+    # A new user (2026-12-07): `simulate --engine vllm --memory-fraction 0.5` printed what it printed without the flag
+    # (the preset's 0.9 less its reserve ran), and --json reported 0.5; with sglang the inputs said 0.9 / 1.0 / 1.0
+    # while engines/sglang.yaml's fractions ran. The flag is refused beside a preset, and the inputs are the preset's.
+    import yaml
+
+    from roofline.calc.knobs import Knobs
+
+    with pytest.raises(UsageError, match="preset runs at its own"):
+        simulate(M, H, rate=5.0, requests=50, knobs=Knobs(engine="vllm", memory_fraction=0.5))
+    refused = runner.invoke(app, ["simulate", "--rate", "5/s", "--engine", "vllm", "--bandwidth-efficiency", "0.5"])
+    assert refused.exit_code == 2 and "--bandwidth-efficiency" in refused.stderr and not refused.stdout
+    spec = yaml.safe_load(open(Path(__file__).parent.parent / "engines" / "sglang.yaml"))
+    i = simulate(M, H, rate=5.0, requests=50, knobs=Knobs(engine="sglang")).inputs
+    assert i["memory_fraction"] == pytest.approx(spec["memory_fraction"])  # SGLang keeps no reserve
+    assert i["bandwidth_efficiency"] == pytest.approx(spec["bandwidth_fraction"])
+    assert i["compute_efficiency"] == pytest.approx(spec["compute_fraction"])
+
+
+def test_weights_that_leave_a_preset_no_kv_name_the_preset_and_the_way_out():
+    # Llama-3.1-70B in bf16 (141 GB) on one H100 (80 GiB): the vllm preset's pool is 0.9 of memory less its reserve;
+    # the error blamed --memory-fraction, which the user never gave, and quoted 0.879965.
+    r = runner.invoke(app, ["simulate", "-m", "llama-3.1-70b", "--rate", "1/s", "--engine", "vllm"])
+    assert r.exit_code == 2 and "--engine: " in r.stderr and "vllm preset's 0.88 x memory" in r.stderr
+    assert "--tp" in r.stderr
 
 
 def test_occupancy_integrates_the_steps_inside_the_window_by_hand():

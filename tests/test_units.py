@@ -73,3 +73,10 @@ def test_tiny_numbers_keep_their_figures():
 def test_binary_only_for_capacities():
     assert binary(80 * 2**30) == "80.0 GiB"
     assert binary(512) == "512 B"
+
+
+def test_percentile_names_keep_their_decimals():
+    # --slo-percentile p99.9 was labelled p100 (rounded to a whole percent).
+    from roofline.units import percentile_name
+
+    assert [percentile_name(q) for q in (0.5, 0.99, 0.995, 0.999, 1.0)] == ["p50", "p99", "p99.5", "p99.9", "p100"]

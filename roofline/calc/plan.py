@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from roofline.calc.checks import count
 from roofline.calc.estimate import estimate_at, prepare
 from roofline.calc.options import Option, refused_option, served_option
 from roofline.calc.sweep import default_batches
@@ -79,9 +80,11 @@ def plan(
         raise UsageError(f"expected 1 to 1e9 requests in flight, got {concurrency}", "concurrency")
     if rate is not None and not 1e-6 <= rate <= 1e9:  # below a request in 11 days, per-token figures overflow
         raise UsageError(f"expected a rate from 1e-6 to 1e9 requests/s, got {rate}", "rate")
+    count(output_tokens, "output_tokens")  # at least 1: the plan serves output tokens (their rate, $ per million)
     if disagg not in (None, "auto"):
         raise UsageError(f"plan searches the pools itself: expected auto, got {disagg!r}", "disagg")
     prices = prices or {}
+    _preset_flags(options)
     modes = (False, True) if disagg else (False,)
     configs = [(h, tp, pp, split) for h in devices for tp in tps for pp in pps for split in modes]
     simulated = queueing and rate is not None
@@ -150,6 +153,7 @@ def plan(
         "ranked_by": "cost" if priced else "devices",
         "unpriced": unpriced,
         "method": "simulated" if simulated else "little",
+        "engine": options.get("engine") or getattr(options.get("knobs"), "engine", None),
         "slo_percentile": slo_percentile,
     }
     return Plan(inputs, ranked)
@@ -169,24 +173,32 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
         setup = prepare(model, h, **options, tp=tp, pp=pp, disagg="1P:1D" if split else None, **chunking)
     except UsageError as e:  # a combination not modelled (a pipeline with chunked prefill): this option only
         return refused(e.detail)
+    preset = setup.preset is not None
+    if preset and setup.preset_setup is None:
+        name = setup.preset.name
+        return refused(f"the {name} preset prices one colocated replica (no pipeline stages or disaggregated pools)")
     cache: dict = {}  # the critical batch per context, shared by every batch
     first = estimate_at(setup, 1, prompt, output, cache)
     if not first.fits:
         return refused(first.fits_reason)
+    if preset and first.engine is None:
+        return refused(f"the {setup.preset.name} preset's memory rule holds no sequence")
     best = None
     for batch in default_batches(first.max_batch):
         e = first if batch == 1 else estimate_at(setup, batch, prompt, output, cache)
+        ttft_s, tpot_s, latency_s = _timing(e, preset, output)
         if (
             not e.fits
-            or (tpot_slo is not None and e.tpot_s > tpot_slo)
-            or (ttft_slo is not None and e.ttft_s > ttft_slo)
+            or (preset and e.engine is None)  # beyond what the preset's memory rule holds
+            or (tpot_slo is not None and tpot_s > tpot_slo)
+            or (ttft_slo is not None and ttft_s > ttft_slo)
         ):
             continue
         if concurrency is not None and batch > concurrency:
             continue  # a bigger batch than there are requests never fills
         if split:
             d = e.disagg
-            load = rate if rate is not None else concurrency / e.request_latency_s  # requests/s through the pools
+            load = rate if rate is not None else concurrency / latency_s  # requests/s through the pools
             x = _count(load / d.prefill_requests_per_s)
             no_decode = d.decode_requests_per_s is None  # output 1: the decode pool has no step to run
             y = (
@@ -196,20 +208,47 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
             )
             replicas, name = x + y, f"{x}P:{y}D"
         else:
-            in_flight = concurrency if concurrency is not None else rate * e.request_latency_s
+            in_flight = concurrency if concurrency is not None else rate * latency_s
             replicas, name = _count(in_flight / batch), None
-        candidate = (replicas * tp * pp, e.tpot_s, replicas, batch, e, name)
+        candidate = (replicas * tp * pp, tpot_s, replicas, batch, (ttft_s, tpot_s, latency_s), name)
         best = min(best, candidate, key=lambda c: (c[0], c[1])) if best else candidate
     if best is None:
+        ttft_s, tpot_s, _ = _timing(first, preset, output)
         why = (
-            f"TPOT {first.tpot_s * 1e3:.3g} ms"
-            if tpot_slo is not None and first.tpot_s > tpot_slo
-            else f"TTFT {first.ttft_s * 1e3:.3g} ms"
+            f"TPOT {tpot_s * 1e3:.3g} ms"
+            if tpot_slo is not None and tpot_s > tpot_slo
+            else f"TTFT {ttft_s * 1e3:.3g} ms"
         )
         return refused(f"no batch meets the SLOs ({why} at batch 1)")
-    devices, _, replicas, batch, e, name = best
-    served = rate * output if rate is not None else concurrency * output / e.request_latency_s
-    return served_option(h, tp, pp, name, replicas, batch, devices, e.ttft_s, e.tpot_s, served, price)
+    devices, _, replicas, batch, (ttft_s, tpot_s, latency_s), name = best
+    served = rate * output if rate is not None else concurrency * output / latency_s
+    return served_option(h, tp, pp, name, replicas, batch, devices, ttft_s, tpot_s, served, price)
+
+
+def _preset_flags(options: dict) -> None:
+    """An engine preset sizes each replica at the memory fraction and efficiencies it was fitted with: one of them set
+    apart from its default would be ignored, so it is refused (llama.cpp's is a preset on GPUs only: simulate's
+    check refuses it there, option by option)."""
+    from roofline.calc.knobs import Knobs
+    from roofline.calc.simulate import PRESET_KNOBS
+
+    knobs = options.get("knobs") or Knobs()
+    engine = options.get("engine") or knobs.engine
+    if engine is None or engine == "llamacpp":
+        return
+    for name in PRESET_KNOBS:
+        if options.get(name, getattr(knobs, name)) != getattr(Knobs(), name):
+            raise UsageError(f"the {engine} preset sizes each replica at its own (as fitted): leave this out", name)
+
+
+def _timing(e, preset: bool, output: int) -> tuple[float, float, float]:
+    """(TTFT, TPOT, a request's latency) of an estimated batch: an engine preset's prediction where one is asked for
+    (inf where its memory rule does not hold the batch), else the estimate's own."""
+    if not preset:
+        return e.ttft_s, e.tpot_s, e.request_latency_s
+    if e.engine is None:
+        return math.inf, math.inf, math.inf
+    return e.engine.ttft_s, e.engine.tpot_s, e.engine.ttft_s + max(output - 1, 0) * e.engine.tpot_s
 
 
 def _count(share: float) -> int:

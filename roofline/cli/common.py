@@ -346,9 +346,10 @@ Engine = Annotated[
     str | None,
     typer.Option(
         "--engine",
-        help="Engine whose prediction to print beside the bound: a preset learned from published benchmarks (trtllm; "
-        "llamacpp, which picks its CUDA or Metal preset by the device), or on a measured profile eager (roofline's "
-        "own decoder) or one `roofline measure --engine` measured. [default: eager]",
+        help="Engine whose prediction to print beside the bound: a preset learned from published benchmarks (vllm, "
+        "vllm-legacy, sglang, trtllm; llamacpp, which picks its CUDA or Metal preset by the device), or on a "
+        "measured profile eager (roofline's own decoder) or one `roofline measure --engine` measured. [default: "
+        "eager]",
     ),
 ]
 KvUnified = Annotated[

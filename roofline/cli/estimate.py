@@ -430,7 +430,9 @@ def plan(
         typer.Option("--hardware", "-H", help="Devices to consider; repeat. [default: every bundled device]"),
     ] = None,
     prompt_tokens: Prompt = PROMPT_TOKENS,
-    output_tokens: Output = OUTPUT_TOKENS,
+    output_tokens: Annotated[
+        int, typer.Option("--output", min=1, help="Output tokens per request (plan sizes for their rate).")
+    ] = OUTPUT_TOKENS,
     concurrency: Annotated[
         int | None,
         typer.Option("--concurrency", min=1, help="Requests in flight at once. [default: none: give this or --rate]"),
@@ -439,8 +441,8 @@ def plan(
         str | None,
         typer.Option(
             "--rate",
-            help="Request arrival rate with its unit: 20/s, 1200/min (Little's law sizes the fleet). [default: none: "
-            "give this or --concurrency]",
+            help="Request arrival rate with its unit: 20/s, 1200/min (each replica simulated under Poisson arrivals; "
+            "--no-queueing: Little's law). [default: none: give this or --concurrency]",
         ),
     ] = None,
     tpot_slo: TpotSlo = None,
@@ -529,7 +531,7 @@ def plan(
     prices = {}
     for item in price or []:
         name, _, usd = item.partition("=")
-        if name.strip() in prices:
+        if name.strip().lower() in {n.lower() for n in prices}:
             raise UsageError(f"--price: {name.strip()} is given twice")
         try:
             prices[name.strip()] = float(usd)
@@ -542,9 +544,11 @@ def plan(
 
         plots.check_path(plot_path, "--plot")
         plots.pyplot("roofline plan --plot")  # fail before the search, not after the table
-    unknown = sorted(set(prices) - {d.id for d in devices})
+    ids = {d.id.lower(): d.id for d in devices}  # ids as -H takes them: in any case
+    unknown = sorted(n for n in prices if n.lower() not in ids)
     if unknown:
         raise UsageError(f"--price: {unknown[0]} is not among the devices considered")
+    prices = {ids[n.lower()]: usd for n, usd in prices.items()}
     with _options_bar(quiet) as progress:
         result = run_plan(
             m,

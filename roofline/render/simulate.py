@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from roofline.render.grid import Grid
-from roofline.units import number, si
+from roofline.units import number, percentile_name, si
 
 ROWS = (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("E2E", "e2e_s"), ("queue", "queue_s"))
 COLUMNS = ("mean", "p50", "p90", "p95", "p99", "max")
@@ -32,7 +32,7 @@ def simulation_table(s: Any):
         met = ", ".join(f"{k[:-2].upper()} {'met' if v else 'MISSED'}" for k, v in (s.slo_met or {}).items())
         slo = (
             f" · goodput {number(s.goodput_requests_per_s)} requests/s ({s.slo_attainment:.1%} meet every SLO; "
-            f"p{round(i['slo_percentile'] * 100)}: {met})"
+            f"{percentile_name(i['slo_percentile'])}: {met})"
         )
     lines.append(Text(f"{number(s.output_tokens_per_s)} output tokens/s, {number(s.requests_per_s)} requests/s{slo}"))
     capacity = f"capacity {number(s.max_stable_rate_per_s)} requests/s" if s.max_stable_rate_per_s else "closed loop"
@@ -112,7 +112,7 @@ def rate_sweep_table(r: Any):
             si(p.tpot_s["p99"], "s"),
             si(p.itl_s["p99"], "s"),
             si(p.e2e_s["p99"], "s"),
-            number(p.output_tokens_per_s),
+            number(p.output_tokens_per_s) + ("*" if _short(p) else ""),
             number(p.batch["mean"]),
             "yes" if p.saturated else "no",
         ]
@@ -132,7 +132,14 @@ def rate_sweep_table(r: Any):
     ]
     capacity = r.points[0].max_stable_rate_per_s
     head = Text(f"{i['model']} on {i['hardware']} · {lengths(i)} · capacity {number(capacity)} requests/s")
-    return Group(head, Text(""), Grid(columns, rows, left=0, drop=("E2E p99", "ITL p99", "batch", "TTFT p50")))
+    grid = Grid(columns, rows, left=0, drop=("E2E p99", "ITL p99", "batch", "TTFT p50"))
+    foot = [Text("* a short run: its throughput includes the ramp (its notes in --json; more --requests)")]
+    return Group(head, Text(""), grid, *(foot if any(_short(p) for p in r.points) else []))
+
+
+def _short(s: Any) -> bool:
+    """Whether a run's notes say it was too short for its throughput to be the steady state's."""
+    return any(n.startswith("short run:") for n in s.notes)
 
 
 def _load(i: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 from roofline.calc.estimate import Estimate, held_by
 from roofline.calc.options import MEETS
-from roofline.units import binary, number, si
+from roofline.units import binary, number, percentile_name, si
 
 
 def estimate_table(e: Estimate):
@@ -317,6 +317,10 @@ def fit_table(f: Any):
     return Group(head, Text(""), listing_table(["question", "at", "answer", "why"], rows, left=2, wrap=("why",)))
 
 
+# The scheduler a simulated plan replica runs under, by engine (roofline.calc.simulate.engine_scheduler)
+SCHEDULERS = {"trtllm": "TensorRT-LLM's no-evict scheduler", "llamacpp": "llama-server's slots"}
+
+
 def plan_table(p: Any):
     """Ranked fleet options: devices, batch, latencies, throughput per device, cost and energy when known."""
     from rich.console import Group
@@ -325,7 +329,7 @@ def plan_table(p: Any):
     dash = lambda v, f: "-" if v is None else f(v)  # noqa: E731
     i = p.inputs
     queued = i.get("method") == "simulated"
-    pct = f"p{round(i.get('slo_percentile', 0.99) * 100)}"
+    pct = percentile_name(i.get("slo_percentile", 0.99))
     seconds = lambda v: si(v, "s")  # noqa: E731
     static = lambda o: queued and o.method != "simulated"  # noqa: E731  (pools, pipelines: Little's law)
     mark = lambda o, v: dash(v, seconds) + ("*" if static(o) and v is not None else "")  # noqa: E731
@@ -354,11 +358,13 @@ def plan_table(p: Any):
         ", ".join(f"{n} <= {si(v, 's')}" for n, v in (("TPOT", i["tpot_slo_s"]), ("TTFT", i["ttft_slo_s"])) if v)
         or "none"
     )
+    engine = i.get("engine")
+    scheduler = SCHEDULERS.get((engine or "").split("-")[0], "vLLM V1's scheduler")
     how = (
-        f" · each replica simulated under Poisson arrivals (vLLM V1 scheduler), its SLOs at {pct}; util = its share "
-        "of the rate over its saturation rate"
+        f" · each replica simulated under Poisson arrivals ({f'the {engine} preset, ' if engine else ''}{scheduler}), "
+        f"its SLOs at {pct}; util = its share of the rate over its saturation rate"
         if queued
-        else " · static batches, Little's law"
+        else f" · static batches, Little's law{f', the {engine} preset' if engine else ''}"
     )
     head = Text.assemble(
         (f"{i['model']}: {load}, prompt {i['prompt_tokens']}, output {i['output_tokens']}", "bold"),
