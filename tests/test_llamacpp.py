@@ -117,6 +117,19 @@ def test_writer_refuses_what_llama_cannot_hold(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_a_written_slice_is_named_as_one_and_a_window_it_drops_is_said(tmp_path):
+    # A new user (2026-12-07): write-gguf -m gemma-2-9b --layers 1 wrote "Gemma-2-9B" in the llama layout without its
+    # sliding window, and estimate named the one-layer file as the whole model. Mistral-7B: a window on every layer.
+    pytest.importorskip("gguf")
+    out = tmp_path / "m.gguf"
+    result = CliRunner().invoke(app, ["write-gguf", "-m", "mistral-7b", "--layers", "1", "-o", str(out)])
+    assert result.exit_code == 0 and "4096-token sliding window is not written" in result.stderr
+    shown = CliRunner().invoke(app, ["estimate", "-m", str(out), "-H", "h100-sxm", "-q"])
+    assert "Mistral-7B-v0.1 (1 of 32 layers)" in shown.stdout
+    plain = CliRunner().invoke(app, ["write-gguf", "-m", "llama-3.2-1b", "--layers", "1", "-o", str(tmp_path / "l")])
+    assert plain.exit_code == 0 and "window" not in plain.stderr
+
+
 def test_measure_model_needs_llamacpp_and_a_llama_layout(tmp_path):
     save = tmp_path / "h.yaml"
     result = CliRunner().invoke(app, ["measure", "-m", "llama-3.2-1b", "--save", str(save)])

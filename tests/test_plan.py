@@ -217,6 +217,8 @@ def test_plan_draws_its_bar_on_stderr_and_keeps_stdout_for_the_result():
     assert json.loads(shown.stdout)["inputs"]["method"] == "simulated"
     quiet = runner.invoke(app, [*args, "-q"], env={"FORCE_COLOR": "1"})
     assert quiet.exit_code == 0 and "simulating" not in quiet.stderr
+    piped = runner.invoke(app, args)  # stderr no terminal: no bar, and not the blank line a stopped bar leaves
+    assert piped.exit_code == 0 and "simulating" not in piped.stderr and not piped.stderr.strip(" ").startswith("\n")
 
 
 def test_plan_with_an_engine_sizes_by_its_prediction_and_says_which():

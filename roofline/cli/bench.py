@@ -26,6 +26,7 @@ from roofline.cli.common import (
     handled,
     knobs_from,
     specs,
+    terminal_console,
     text_value,
 )
 from roofline.cli.simulate import (
@@ -173,11 +174,11 @@ def bench(
         "text_prompts": text,
     }
     progress = None
-    if not quiet:
-        from rich.console import Console
+    console = None if quiet else terminal_console()
+    if console is not None:
         from rich.progress import Progress
 
-        bar = Progress(console=Console(stderr=True), transient=True)
+        bar = Progress(console=console, transient=True)
         task = bar.add_task("requests", total=len(chosen))
         bar.start()
         progress = lambda: bar.advance(task)  # noqa: E731

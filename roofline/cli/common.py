@@ -120,6 +120,15 @@ def knobs_from(values: dict[str, Any]) -> Knobs:
     return serving(Knobs(**{name: values.get(name, getattr(DEFAULT, name)) for name in Knobs._fields}))
 
 
+def terminal_console():
+    """A rich console on stderr where stderr is a terminal (or FORCE_COLOR says to draw as on one), for progress
+    bars; None elsewhere: a bar stopped in a file or a pipe leaves a blank line there."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    return console if console.is_terminal else None
+
+
 def given(ctx: typer.Context, name: str) -> bool:
     """Whether the flag of parameter `name` was given on the command line (not its default)."""
     return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
@@ -194,7 +203,9 @@ def rate(text: str | None, flag: str) -> float | None:
         value = float(match[1]) * RATE_UNITS[match[2]] if match else None
     except ValueError:
         value = None
-    if value is None or not 0 < value < float("inf"):
+    if value is not None and not value > 0:
+        raise UsageError(f"{flag}: expected a positive rate such as 20/s, got {text!r}")
+    if value is None or not value < float("inf"):
         raise UsageError(f"{flag}: expected requests per unit of time such as 20/s, 1200/min or 72000/h, got {text!r}")
     return value
 

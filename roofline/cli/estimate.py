@@ -51,6 +51,7 @@ from roofline.cli.common import (
     handled,
     knobs_from,
     specs,
+    terminal_console,
     text_value,
 )
 from roofline.cli.common import rate as parse_rate
@@ -584,14 +585,14 @@ def _options_bar(quiet: bool):
     the catalog): a callback for roofline.calc.plan.plan, None when quiet. The bar starts with the first call (a plan
     that simulates nothing shows none) and redraws only when called: no thread runs while the search forks its
     processes."""
-    if quiet:
+    console = None if quiet else terminal_console()
+    if console is None:
         yield None
         return
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("simulating options"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    bar = Progress(*columns, console=Console(stderr=True), transient=True, auto_refresh=False)
+    bar = Progress(*columns, console=console, transient=True, auto_refresh=False)
     task = bar.add_task("options", total=None)
 
     def tick(done: int, total: int) -> None:
@@ -602,4 +603,5 @@ def _options_bar(quiet: bool):
     try:
         yield tick
     finally:
-        bar.stop()
+        if bar.live.is_started:
+            bar.stop()

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from roofline.calc import knobs as V
-from roofline.cli.common import Csv, Device, Json, duration, emit, err, handled, text_value
+from roofline.cli.common import Csv, Device, Json, duration, emit, err, handled, terminal_console, text_value
 from roofline.errors import UsageError
 
 app = typer.Typer()
@@ -203,7 +203,11 @@ def _measure_llamacpp(types, threads, save, datasheet, folder, model, as_json, a
     cache, source = llamacpp_profile.probe_cache(
         base.measured if base else None, machine.cpu_cache(), earlier, llamacpp_profile.ladder_cache
     )
-    err(f"roofline: deep probes sized to 4x the {cache / 2**20:.0f} MiB last-level cache {source} gives")
+    size = llamacpp_profile.probe_bytes(cache)
+    err(
+        f"roofline: deep probes of about {size / 1e6:.0f} MB: 4x a last-level cache of {cache / 2**20:.0f} MiB "
+        f"({source}), within {llamacpp_profile.MIN_BYTES / 1e6:.0f} MB-{llamacpp_profile.MAX_BYTES / 2**30:.0f} GiB"
+    )
     with _Progress() as step:
         spent = time.perf_counter() - started  # the ladder counts against the budget
         budget = None if types else llamacpp_profile.BUDGET_S - spent  # types asked for are all measured
@@ -236,15 +240,18 @@ class _Progress:
     """A rich progress display on stderr while `measure` runs; the callback names the current step."""
 
     def __enter__(self) -> Callable[[str], None]:
-        from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+        console = terminal_console()
+        self.progress = None
+        if console is None:  # no terminal to draw on
+            return lambda label: None
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
             BarColumn(),
             TimeElapsedColumn(),
-            console=Console(stderr=True),
+            console=console,
             transient=True,
         )
         self.progress.start()
@@ -252,7 +259,8 @@ class _Progress:
         return lambda label: self.progress.update(self.task, description=f"measuring: {label}", advance=1)
 
     def __exit__(self, *exc: Any) -> None:
-        self.progress.stop()
+        if self.progress is not None:
+            self.progress.stop()
 
 
 @app.command()
@@ -406,16 +414,21 @@ def write_gguf(
     spec = load_model(text_value(model, "--model"))
     weight_type = synthetic.check_type(weight_type)
     synthetic.check_shape(spec.arch, spec.id)
+    full = spec.arch.layers
     spec = sliced(spec, layers)
+    name = spec.name if spec.arch.layers == full else f"{spec.name} ({spec.arch.layers} of {full} layers)"
     quantize = None
     if weight_type in synthetic.MIXES:
         from roofline.measure import llamacpp
 
         quantize = llamacpp.find(text_value(llama_cpp, "--llama-cpp")).tool("llama-quantize")
     _need("gguf", "numpy")
-    path = synthetic.write(
-        spec.arch, Path(text_value(out, "--out")), weight_type, spec.name, seed, quantize, flag="--out"
-    )
+    path = synthetic.write(spec.arch, Path(text_value(out, "--out")), weight_type, name, seed, quantize, flag="--out")
+    if spec.arch.sliding_window:  # the llama layout has no window: llama.cpp runs every layer over the whole context
+        err(
+            f"roofline: note: {spec.id}'s {spec.arch.sliding_window}-token sliding window is not written (the llama "
+            "layout attends over the whole context); the file is priced as written"
+        )
     err(
         f"roofline: wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {weight_type.lower()}); price it with: "
         f"roofline estimate -m {path}"
