@@ -353,3 +353,36 @@ def test_the_engine_line_calls_the_table_a_bound_only_when_it_is_one():
     bound, slowed = (" ".join(r.stdout.split()) for r in (bound, slowed))  # the terminal's width wraps lines
     assert "what no engine can beat" in bound and "what no engine can beat" not in slowed
     assert "at the efficiencies given, not the bound" in slowed
+
+
+# A second new user's audit (a helper following the docs, 2026-12-07): flags that did nothing without a word, and
+# messages that named the wrong thing.
+
+
+def test_a_flag_that_would_do_nothing_says_so_or_is_refused():
+    run = CliRunner().invoke
+    # --engine eager on datasheet figures: no calibration to predict from; it said nothing
+    eager = run(app, ["estimate", "--engine", "eager", "-q"])
+    assert eager.exit_code == 0 and "eager: no prediction: h100-sxm holds no measured calibration" in eager.stdout
+    # --quant mxfp4-moe quantizes routed experts only: on a dense model it left 16 bits a weight while saying fp4
+    dense = run(app, ["estimate", "--quant", "mxfp4-moe", "-q"])
+    assert dense.exit_code == 2 and "--quant" in dense.stderr and "has none" in dense.stderr
+    # a shared prefix longer than the prompt is the whole prompt (1024 tokens x 131,072 B = 134 MB held once)
+    longer = run(app, ["estimate", "--shared-prefix", "5000", "--json", "-q"])
+    out = json.loads(longer.stdout)
+    assert out["held_once_bytes"] == 1024 * 2 * 32 * 8 * 128 * 2  # Llama-3.1-8B: 2 x 32 layers x 8 x 128 x 2 B
+    assert any("the whole prompt: --shared-prefix 5000 is longer" in n for n in out["notes"])
+
+
+def test_messages_name_the_flag_and_the_thing_at_fault():
+    run = CliRunner().invoke
+    acceptance = run(app, ["estimate", "--acceptance", "0.5"])
+    assert acceptance.exit_code == 2 and acceptance.stderr.startswith("roofline: error: --acceptance:")
+    mtp = run(
+        app, ["estimate", "-m", "deepseek-v3", "-H", "h200", "--tp", "8", "--mtp", "1", "-q"], env={"COLUMNS": "400"}
+    )
+    assert "held once (the drafter)" in mtp.stdout and "()" not in mtp.stdout
+    slo = run(app, ["sweep", "--tpot-slo", "50us", "-q"])  # every batch fits; none is that fast
+    assert "no batch meets the SLOs" in slo.stdout and "fits and meets" not in slo.stdout
+    bare = run(app, ["sweep", "--tpot-slo", "50"])
+    assert "units: h, min, s, ms, us or ns" in bare.stderr

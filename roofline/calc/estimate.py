@@ -267,7 +267,8 @@ def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
     stages = k.pp
     shared = min(k.shared_prefix, P)
     if shared:
-        notes.append(f"shared prefix: {shared} tokens of KV held once for the batch (reads stay per sequence)")
+        whole = f" (the whole prompt: --shared-prefix {k.shared_prefix} is longer)" if k.shared_prefix > P else ""
+        notes.append(f"shared prefix: {shared} tokens{whole} of KV held once for the batch (reads stay per sequence)")
     once, own = prefix.held(shape, P + O, shared)
     draft_once, draft_own = speculative.memory(p.draft, P + O, shared) if p.draft is not None else (0.0, 0.0)
     per_sequence = own / stages + draft_own
@@ -465,6 +466,11 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
         latency = calibrated.ttft_s + max(inputs.output_tokens - 1, 0) * calibrated.tpot_s
         return EnginePrediction(
             name, "measured", calibrated.ttft_s, calibrated.tpot_s, inputs.batch * inputs.output_tokens / latency
+        )
+    if name is not None:  # asked for by name (not the default) where nothing measured prices it
+        notes.append(
+            f"engine {name}: no prediction: {p.hardware.id} holds no measured calibration for it (`roofline measure "
+            "--save PROFILE`, then -H PROFILE)"
         )
     return None
 

@@ -117,6 +117,12 @@ def _quant(model: Model, k: Knobs, notes: list[str]) -> str | None:
             raise UsageError(f"{k.quant} weights are {own}, not {k.weight_dtype}: give one of the two", "weight_dtype")
         if k.bits_per_weight is not None:
             raise UsageError(f"{k.quant} sets the bits per weight: give one of the two", "bits_per_weight")
+        counts = model.counts
+        if QUANTS[k.quant].expert_bits is not None and not (counts is not None and counts.moe_layers):
+            raise UsageError(
+                f"{k.quant} quantizes routed experts only, and {model.id} has none (mxfp4 quantizes every linear)",
+                "quant",
+            )
         return k.quant
     if model.quant is None or k.weight_dtype is not None or k.bits_per_weight is not None:
         return None

@@ -172,8 +172,8 @@ def duration(text: str | None, flag: str, likely: str = "ms") -> float | None:
         return None
     if _bare_number(text):
         raise UsageError(
-            f"{flag}: a duration needs its unit: did you mean {text.strip()}{likely}? (units: s, ms, us, ns, min; got "
-            f"{text!r})"
+            f"{flag}: a duration needs its unit: did you mean {text.strip()}{likely}? (units: h, min, s, ms, us or "
+            f"ns; got {text!r})"
         )
     try:
         value = parse(text, "seconds")

@@ -131,7 +131,7 @@ def summary_lines(e: Estimate) -> list[str]:
 
 def _held(e) -> str:
     """What the KV budget also leaves out beside the weights, when anything, and whose it is."""
-    whose = held_by(e.inputs.draft is not None, bool(e.inputs.shared_prefix))
+    whose = held_by(e.inputs.draft is not None or bool(e.inputs.mtp), bool(e.inputs.shared_prefix))
     return f" - {si(e.held_once_bytes, 'B')} held once ({whose})" if e.held_once_bytes > 0 else ""
 
 
@@ -231,7 +231,9 @@ def sweep_table(s: Any):
             f"best batch {g.best_batch}: {number(g.best_goodput_tokens_per_s)} tokens/s goodput, "
             f"TPOT {si(g.best_tpot_s, 's')}, TTFT {si(g.best_ttft_s, 's')}"
             if g.best_batch is not None
-            else "no batch fits and meets the SLOs"
+            else "no batch meets the SLOs"
+            if s.inputs.get("tpot_slo_s") is not None or s.inputs.get("ttft_slo_s") is not None
+            else "no batch fits"
         )
         critical = g.critical_batch if g.critical_batch is not None else "none"
         limit = g.max_batch if g.max_batch is not None else "unbounded"

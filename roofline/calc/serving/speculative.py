@@ -38,7 +38,8 @@ class Speculative(NamedTuple):
 def check(k: Knobs) -> None:
     """The speculative knobs' own ranges, once per setup."""
     if k.draft is None and not k.mtp and (k.draft_tokens is not None or k.acceptance is not None):
-        raise UsageError("draft tokens and acceptance need a draft model or --mtp", "draft_tokens")
+        name = "draft_tokens" if k.draft_tokens is not None else "acceptance"
+        raise UsageError("draft tokens and acceptance need a draft model or --mtp", name)
     if k.mtp and k.draft is not None:
         raise UsageError("a draft model or multi-token prediction, not both", "mtp")
     if k.mtp is not None:
