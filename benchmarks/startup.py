@@ -1,4 +1,5 @@
-"""Median wall time of `roofline estimate --json` against `python -c "import typer, yaml"` (target <= 1.3x).
+"""Median wall time of `roofline estimate --json` against `python -c "import typer, yaml"` (target <= 1.5x, the
+README's 1.2-1.5x).
 
 Run: python benchmarks/startup.py [--runs 21]
 Both commands start a fresh interpreter, so the ratio measures what roofline adds on top of its CLI stack.
@@ -45,7 +46,7 @@ def main() -> None:
     baseline, ours = statistics.median(times["baseline"]), statistics.median(times["ours"])
     print(f"python -c 'import typer, yaml'   median {baseline * 1000:7.1f} ms over {runs} runs")
     print(f"roofline estimate --json         median {ours * 1000:7.1f} ms over {runs} runs")
-    print(f"ratio {ours / baseline:.2f}x (target <= 1.3x)")
+    print(f"ratio {ours / baseline:.2f}x (target <= 1.5x)")
 
 
 if __name__ == "__main__":

@@ -386,3 +386,62 @@ def test_messages_name_the_flag_and_the_thing_at_fault():
     assert "no batch meets the SLOs" in slo.stdout and "fits and meets" not in slo.stdout
     bare = run(app, ["sweep", "--tpot-slo", "50"])
     assert "units: h, min, s, ms, us or ns" in bare.stderr
+
+
+# A third audit (the written contract: references, README, the Python API; 2026-12-07).
+
+
+def test_output_paths_are_checked_before_the_work(tmp_path):
+    # A missing folder was found only after the run: a whole simulation, a measure's timing, every bench request.
+    run, missing = CliRunner().invoke, str(tmp_path / "no" / "r.csv")
+    simulated = run(app, ["simulate", "--rate", "20/s", "--requests", "20000", "--per-request", missing])
+    assert simulated.exit_code == 2 and simulated.stderr.count("\n") == 1 and "no such folder" in simulated.stderr
+    bench = ["bench", "http://127.0.0.1:9", "--concurrency", "1", "--requests", "3"]
+    benched = run(app, [*bench, "--per-request", missing])
+    assert benched.exit_code == 2 and benched.stderr.count("\n") == 1 and "--per-request" in benched.stderr
+    measured = run(app, ["measure", "--save", missing])
+    assert measured.exit_code == 2 and measured.stderr.count("\n") == 1 and "--save" in measured.stderr
+
+
+def test_usage_errors_stay_one_short_line_and_name_their_flag(tmp_path, capsys):
+    from roofline.cli import run as command_line
+
+    assert command_line(["estimate", "-b", "9" * 5000]) == 2  # click quotes the value whole: 5,115 bytes before
+    huge = capsys.readouterr().err
+    assert huge.count("\n") == 1 and len(huge) < 300 and "--batch" in huge
+    run = CliRunner().invoke
+    for command in (["measure", "--engine", "bogus"], ["validate", "-m", "gpt2", "--engine", "bogus"]):
+        r = run(app, command)
+        assert r.exit_code == 2 and "eager, transformers, llamacpp" in r.stderr  # llamacpp was left out
+    draft = run(app, ["estimate", "--draft", "nosuch"])
+    assert draft.exit_code == 2 and draft.stderr.startswith("roofline: error: --draft: unknown model id")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("a: [\n")
+    imported = run(app, ["models", "import", str(broken)])
+    assert imported.exit_code == 2 and "no such" not in imported.stderr and "config.json" in imported.stderr
+    speed = run(app, ["fit", "--compute-efficiency", "0.5"])  # fit is memory only: it took and ignored them
+    assert speed.exit_code == 2 and "No such option" in speed.stderr
+    one = run(app, ["estimate", "--output", "1", "--json", "-q"])
+    assert any(n.startswith("output 1: no decode step runs") for n in json.loads(one.stdout)["notes"])
+
+
+def test_the_python_api_takes_ids_and_names_a_misused_argument():
+    import roofline
+
+    m, h = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    assert estimate("llama-3.1-8b", "h100-sxm").tpot_s == estimate(m, h).tpot_s  # ids, as the command line takes
+    assert roofline.compare(m, h).rows == roofline.compare([m], [h]).rows  # one of each, or lists
+    for call, name in (
+        (lambda: estimate(h, m), "model"),  # swapped
+        (lambda: roofline.compare([h], [m]), "models"),
+        (lambda: estimate(m, h, knobs={"tp": 2}), "knobs"),
+        (lambda: roofline.sweep(m, h, tpot_slo="50ms"), "tpot_slo"),
+        (lambda: roofline.sweep(m, h, batches=8), "batches"),
+        (lambda: load_model(None), "model"),
+        (lambda: load_hardware(""), "hardware"),
+    ):
+        with pytest.raises(roofline.UsageError) as caught:
+            call()
+        assert caught.value.param == name
+    drafted = estimate(m, h, batch=8, draft="llama-3.2-1b")  # a drafter by id
+    assert drafted.speculative is not None

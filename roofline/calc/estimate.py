@@ -133,6 +133,11 @@ def estimate_at(p: Prepared, batch: int, prompt_tokens: int, output_tokens: int,
     O = count(output_tokens, "output_tokens", 0)
     inputs = p.inputs._replace(batch=B, prompt_tokens=P, output_tokens=O)
     notes = list(p.notes)
+    if O <= 1:
+        notes.append(
+            f"output {O}: no decode step runs; the decode figures price one step after the prompt (what a next token "
+            "would cost)"
+        )
     cached = prefix.cached_tokens(p.knobs, P)
     prefill = _prefill(p, B, P, cached)
     timing = _timing(p, B, P, O, cached, prefill, notes)

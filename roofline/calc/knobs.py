@@ -44,4 +44,8 @@ def knobs_of(knobs: "Knobs | None", overrides: dict) -> Knobs:
     unknown = sorted(set(overrides) - set(Knobs._fields))
     if unknown:
         raise TypeError(f"unexpected keyword argument {unknown[0]!r} (knobs: {', '.join(Knobs._fields)})")
+    if knobs is not None and not isinstance(knobs, Knobs):
+        from roofline.errors import UsageError
+
+        raise UsageError(f"expected roofline.Knobs(...) or keyword knobs, got {type(knobs).__name__}", "knobs")
     return (knobs or DEFAULT)._replace(**overrides)

@@ -60,13 +60,31 @@ class Prepared(NamedTuple):
     preset_setup: "Prepared | None"  # the same inputs under the preset's efficiencies and memory fraction
 
 
+def spec_of(value: Any, name: str) -> Any:
+    """A Model or Hardware record as the library takes it, or the one its id or path names (as the command line
+    takes them); anything else a UsageError naming the argument (model and hardware swapped, a dict)."""
+    kind = Hardware if name in ("hardware", "devices") else Model
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, str):
+        from roofline.specs.catalog import load_model
+        from roofline.specs.hardware import load_hardware
+
+        return (load_hardware if kind is Hardware else load_model)(value)
+    loader = "load_hardware('h100-sxm')" if kind is Hardware else "load_model('llama-3.1-8b')"
+    raise UsageError(f"expected a {kind.__name__} (roofline.{loader}) or its id, got {type(value).__name__}", name)
+
+
 def prepare(
     model: Model, hardware: Hardware, knobs: Knobs | None = None, *, weight_share: float | None = None, **overrides: Any
 ) -> Prepared:
     """Validate the knobs and build the per-step model once; `estimate_at` then prices any batch and lengths.
     `weight_share`: the share of peak bandwidth the weights' reads run at where it is not the bandwidth efficiency's
     (an engine preset's weight format, presets.weight_share); its streamed weight bytes are priced as that many more."""
+    model, hardware = spec_of(model, "model"), spec_of(hardware, "hardware")
     k = knobs_of(knobs, overrides)
+    if isinstance(k.draft, str):  # a drafter by id or path, as the command line takes it
+        k = k._replace(draft=spec_of(k.draft, "draft"))
     notes: list[str] = []
     inputs, storage = resolve(model, hardware, k, notes)
     ep = ep_degree(model, hardware, k, notes)

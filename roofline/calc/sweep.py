@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from roofline.calc.checks import MAX_COUNT
 from roofline.calc.estimate import Estimate, estimate, estimate_at, plain, prepare
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS
+from roofline.calc.prepare import spec_of
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model
 
@@ -130,6 +131,9 @@ def sweep(
     request latency, prefill included) or the decode step's B / TPOT (`"decode"`)."""
     if goodput_of not in GOODPUT_OF:
         raise UsageError(f"expected one of {', '.join(GOODPUT_OF)}, got {goodput_of!r}", "goodput_of")
+    for name, counts in (("batches", batches), ("prompts", prompts), ("outputs", outputs)):
+        if counts is not None and not isinstance(counts, (list, tuple, range)):
+            raise UsageError(f"expected a list of counts such as [1, 8, 64], got {type(counts).__name__}", name)
     points = len(batches or [1]) * len(prompts) * len(outputs)
     if points > MAX_POINTS:
         raise UsageError(
@@ -137,6 +141,8 @@ def sweep(
             "or raise its step)"
         )
     for name, slo in (("tpot_slo", tpot_slo), ("ttft_slo", ttft_slo)):
+        if slo is not None and (isinstance(slo, bool) or not isinstance(slo, (int, float))):
+            raise UsageError(f"expected seconds as a number (0.05 for 50 ms), got {slo!r}", name)
         if slo is not None and not 0 < slo < float("inf"):
             raise UsageError(f"expected a positive, finite duration, got {slo!r}", name)
     rows, groups = [], []
@@ -286,6 +292,9 @@ def compare(
 
     knobs = knobs_of(options.pop("knobs", None), options)
     options = {"knobs": knobs}
+    one = lambda v: [v] if isinstance(v, (str, Model, Hardware)) else list(v)  # noqa: E731  (one spec, or several)
+    models = [spec_of(m, "models") for m in one(models)]
+    devices = [spec_of(h, "devices") for h in one(devices)]
     rows = []
     for m in models:
         for h in devices:

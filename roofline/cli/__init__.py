@@ -44,7 +44,8 @@ def run(args: list[str] | None = None) -> int:
     except typer.TyperException as e:  # click's usage errors (typer vendors click and re-bases them here)
         message = e.format_message() if hasattr(e, "format_message") else str(e)
         where = f"roofline {_known(name)} --help".replace("  ", " ")
-        err(f"roofline: error: {' '.join(message.split())} (see `{where}`)")
+        words = (w if len(w) <= 60 else f"{w[:28]}...{w[-28:]}" for w in message.split())  # click quotes values whole
+        err(f"roofline: error: {' '.join(words)} (see `{where}`)")
         code = getattr(e, "exit_code", 2)
     except KeyboardInterrupt:
         err("roofline: interrupted")

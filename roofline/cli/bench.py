@@ -154,6 +154,10 @@ def bench(
     warm = len(chosen) // 10 if warmup is None else warmup
     if warm >= len(chosen):
         raise UsageError(f"--warmup: expected fewer than the {len(chosen)} requests, got {warm}")
+    if per_request is not None:
+        from roofline.files import checked_target
+
+        checked_target(text_value(per_request, "--per-request"), "--per-request")  # before a request is sent
     inputs = {
         "url": url,
         "served_model": served_model,

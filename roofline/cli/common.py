@@ -111,7 +111,10 @@ def serving(knobs: Knobs) -> Knobs:
         return knobs
     from roofline.specs.catalog import load_model
 
-    return knobs._replace(draft=load_model(text_value(knobs.draft, "--draft")))
+    try:
+        return knobs._replace(draft=load_model(text_value(knobs.draft, "--draft")))
+    except UsageError as e:  # an unknown id, a missing file: say which flag named it
+        raise UsageError(e.detail if e.param else f"--draft: {e.detail}", e.param) from None
 
 
 def knobs_from(values: dict[str, Any]) -> Knobs:

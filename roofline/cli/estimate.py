@@ -390,19 +390,17 @@ def fit(
     ] = None,
     weight_dtype: WeightDtype = D.weight_dtype,
     kv_dtype: KvDtype = D.kv_dtype,
-    compute_dtype: ComputeDtype = D.compute_dtype,
     bits_per_weight: Bits = D.bits_per_weight,
     quant: Quant = D.quant,
     memory_fraction: MemoryFraction = D.memory_fraction,
-    compute_efficiency: ComputeEfficiency = D.compute_efficiency,
-    bandwidth_efficiency: BandwidthEfficiency = D.bandwidth_efficiency,
     tp: Tp = D.tp,
-    engine: Engine = D.engine,
     json: Json = False,
     csv: Csv = False,
     quiet: Quiet = False,
 ) -> None:
     """What fits: the largest context at a batch, the largest batch at a context, the smallest tensor-parallel degree.
+
+    Memory only: the weights' and the KV cache's bytes against the memory fraction (no speed flags).
 
     \b
     Examples:

@@ -95,6 +95,10 @@ def measure(
         raise UsageError("--json and --csv: choose one output format")
     datasheet = load_hardware(text_value(hardware, "--hardware")) if hardware is not None else None
     save = text_value(save, "--save")
+    if save:
+        from roofline.files import checked_target
+
+        checked_target(save, "--save")  # before the timing: a run must not be lost to a missing folder
     if collectives:
         return _measure_collectives(devices, device, quick, save, datasheet, json, csv)
     if model is not None and engine != "llamacpp":
@@ -153,7 +157,7 @@ def _measure_engine(engine, device, dtype, quick, save, as_json, as_csv) -> None
     from roofline.specs.hardware import load_hardware
 
     if engine not in ENGINES:
-        raise UsageError(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+        raise UsageError(f"--engine: expected one of {', '.join((*ENGINES, 'llamacpp'))}, got {engine!r}")
     base = None
     if save:
         if not Path(save).is_file():
@@ -349,6 +353,8 @@ def validate(
     )  # refuses unsupported models before torch
     batches = parse_counts(batch, "--batch")
     used = load_hardware(text_value(hardware, "--hardware")) if hardware is not None else None
+    if engine not in (*check.ENGINES, "llamacpp"):
+        raise UsageError(f"--engine: expected one of {', '.join((*check.ENGINES, 'llamacpp'))}, got {engine!r}")
     if engine == "llamacpp":
         from roofline.measure import llamacpp, validate_llamacpp
 

@@ -241,6 +241,10 @@ def simulate(
             if not quiet:
                 err(f"roofline: wrote {plot_path}")
         return
+    if per_request is not None:
+        from roofline.files import checked_target
+
+        checked_target(text_value(per_request, "--per-request"), "--per-request")  # before the run, not after it
     result = sim.simulate(m, h, rate=rates[0] if rates else None, **options)
     if result.saturated:
         err("roofline: warning: saturated: requests arrive faster than this replica serves them")

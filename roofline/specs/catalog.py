@@ -49,6 +49,8 @@ def load_model(ref: str, exact_bytes: bool = False) -> Model:
     from roofline.specs.fields import read_yaml
     from roofline.specs.model_keys import model_from_mapping
 
+    if not isinstance(ref, str) or not ref.strip():
+        raise UsageError(f"expected a model id or path such as 'llama-3.1-8b', got {ref!r}", "model")
     path = user_path(ref)
     if ref.lower().endswith(".gguf"):
         from roofline.specs.checkpoint import gguf_model

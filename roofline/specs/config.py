@@ -39,10 +39,11 @@ def find_config(ref: str) -> Path:
     """The config.json `ref` names, or the one usage error (exit 2) for a missing one, from any command."""
     path = config_path(ref)
     if path is None:
-        raise UsageError(
-            f"{ref if len(ref) <= 100 else shown(ref)}: no such config.json (expected a Hugging Face config.json or a "
-            "folder holding one)"
-        )
+        name = ref if len(ref) <= 100 else shown(ref)
+        found = user_path(ref)
+        if is_file(found):  # a file, not a config.json: say what it is
+            raise UsageError(f"{name}: expected a Hugging Face config.json (a .json file) or a folder holding one")
+        raise UsageError(f"{name}: no such config.json (expected a Hugging Face config.json or a folder holding one)")
     return path
 
 

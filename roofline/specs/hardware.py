@@ -4,6 +4,7 @@ from collections.abc import Callable
 from typing import Any
 
 from roofline import units
+from roofline.errors import UsageError
 from roofline.specs.catalog import resolve
 from roofline.specs.fields import Fields, number_between, positive, positive_int, read_yaml, text
 from roofline.specs.records import COMPUTE_DTYPES, Hardware
@@ -29,6 +30,8 @@ HARDWARE_KEYS = [
 
 def load_hardware(ref: str) -> Hardware:
     """Load a hardware spec by bundled id or YAML path."""
+    if not isinstance(ref, str) or not ref.strip():
+        raise UsageError(f"expected a hardware id or path such as 'h100-sxm', got {ref!r}", "hardware")
     path = resolve(ref, "hardware")
     return hardware_from_mapping(read_yaml(path), str(path), path.stem)
 
