@@ -115,4 +115,4 @@ def number(value: float | None, digits: int = 3) -> str:
 
 def percentile_name(q: float) -> str:
     """A quantile (0..1) as a percentile's name: 0.99 -> 'p99', 0.999 -> 'p99.9', 0.5 -> 'p50'."""
-    return f"p{q * 100:.4g}"
+    return f"p{q * 100:.10g}"  # 0.99999 -> p99.999: as many digits as given (.4g read it p100)

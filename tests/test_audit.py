@@ -445,3 +445,13 @@ def test_the_python_api_takes_ids_and_names_a_misused_argument():
         assert caught.value.param == name
     drafted = estimate(m, h, batch=8, draft="llama-3.2-1b")  # a drafter by id
     assert drafted.speculative is not None
+    assert roofline.sweep("llama-3.1-8b", "h100-sxm", batches=[8]).rows == roofline.sweep(m, h, batches=[8]).rows
+    compared = roofline.compare(m, h, batch=8, draft="llama-3.2-1b").rows[0]
+    assert compared.tpot_s == pytest.approx(drafted.tpot_s)
+    from pathlib import Path
+
+    import numpy as np
+
+    spec = Path(__file__).parent.parent / "hardware" / "h100-sxm.yaml"
+    assert estimate(m, spec).tpot_s == estimate(m, h).tpot_s and load_hardware(spec).id == "h100-sxm"
+    assert roofline.sweep(m, h, batches=np.array([1, 8]), tpot_slo=np.float32(0.05)).summary.best_batch == 8

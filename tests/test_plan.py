@@ -1,6 +1,7 @@
 """`plan`: fleets sized by Little's law, its refusals, pools, and its JSON contract. Figures by hand."""
 
 import json
+import math
 
 import pytest
 from typer.testing import CliRunner
@@ -230,6 +231,8 @@ def test_plan_with_an_engine_sizes_by_its_prediction_and_says_which():
     bound, vllm = plan(m, [h], **common).best, plan(m, [h], engine="vllm", **common).best
     e = estimate(m, h, batch=vllm.batch, prompt_tokens=1024, output_tokens=256, engine="vllm")
     assert vllm.tpot_s == pytest.approx(e.engine.tpot_s) and vllm.ttft_s == pytest.approx(e.engine.ttft_s)
+    # Little's law at the preset's latency: 20/s x (TTFT + 255 TPOT) in flight, over the batch
+    assert vllm.replicas == math.ceil(20.0 * (e.engine.ttft_s + 255 * e.engine.tpot_s) / vllm.batch - 1e-9)
     assert vllm.tpot_s > bound.tpot_s  # the preset is slower than the bound
     args = ["plan", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--tp", "1", "--rate", "20/s", "--tpot-slo", "30ms", "-q"]
     table = runner.invoke(app, [*args, "--engine", "trtllm"], env={"COLUMNS": "400"})
@@ -253,3 +256,14 @@ def test_plan_refuses_no_output_and_takes_prices_in_any_case():
     assert json.loads(priced.stdout)["options"][0]["cost_per_hour"] == 2.0
     twice = runner.invoke(app, [*args, "--price", "H100-SXM=2", "--price", "h100-sxm=3"])
     assert twice.exit_code == 2 and "given twice" in twice.stderr
+
+
+def test_plan_refuses_preset_flags_only_where_a_preset_prices():
+    # eager on datasheet figures is no preset (sized by the bound, which takes the memory fraction); llama.cpp is a
+    # preset on a GPU, where the flag would be ignored: that option is refused with the reason, not the plan.
+    m, h = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    common = dict(prompt_tokens=1024, output_tokens=256, rate=5.0, tpot_slo=0.05, tps=(1,), queueing=False)
+    assert plan(m, [h], engine="eager", memory_fraction=0.8, **common).best is not None
+    llama = plan(m, [h], engine="llamacpp", memory_fraction=0.5, **common).options[0]
+    assert not llama.meets_slo and "preset runs at its own" in llama.reason
+    assert plan("llama-3.1-8b", "h100-sxm", **common).best.batch == plan(m, [h], **common).best.batch  # by id

@@ -80,3 +80,4 @@ def test_percentile_names_keep_their_decimals():
     from roofline.units import percentile_name
 
     assert [percentile_name(q) for q in (0.5, 0.99, 0.995, 0.999, 1.0)] == ["p50", "p99", "p99.5", "p99.9", "p100"]
+    assert percentile_name(0.99999) == "p99.999"

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from roofline.calc.checks import count
 from roofline.calc.estimate import estimate_at, prepare
 from roofline.calc.options import Option, refused_option, served_option
+from roofline.calc.prepare import spec_of
 from roofline.calc.sweep import default_batches
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model
@@ -71,7 +72,7 @@ def plan(
     **options: Any,
 ) -> Plan:
     """Rank device x tp options for the workload (see the module docstring); `options` are estimate's knobs;
-    `progress(done, total)` after each simulated option."""
+    `progress(done, total)` before the first simulated option and after each."""
     if (concurrency is None) == (rate is None):
         raise UsageError(
             "give one workload: a concurrency (requests in flight) or a rate (requests per second)", "concurrency"
@@ -84,6 +85,10 @@ def plan(
     if disagg not in (None, "auto"):
         raise UsageError(f"plan searches the pools itself: expected auto, got {disagg!r}", "disagg")
     prices = prices or {}
+    model = spec_of(model, Model, "model")
+    devices = [
+        spec_of(h, Hardware, "devices") for h in ([devices] if isinstance(devices, (str, Hardware)) else devices)
+    ]
     _preset_flags(options)
     modes = (False, True) if disagg else (False,)
     configs = [(h, tp, pp, split) for h in devices for tp in tps for pp in pps for split in modes]
@@ -171,6 +176,9 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
     chunking = {"chunk_tokens": None} if split else {}
     try:
         setup = prepare(model, h, **options, tp=tp, pp=pp, disagg="1P:1D" if split else None, **chunking)
+        from roofline.calc.simulate import preset_knobs
+
+        preset_knobs(setup)  # a preset's own memory fraction and efficiencies: a flag setting them would be ignored
     except UsageError as e:  # a combination not modelled (a pipeline with chunked prefill): this option only
         return refused(e.detail)
     preset = setup.preset is not None
@@ -179,17 +187,18 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
         return refused(f"the {name} preset prices one colocated replica (no pipeline stages or disaggregated pools)")
     cache: dict = {}  # the critical batch per context, shared by every batch
     first = estimate_at(setup, 1, prompt, output, cache)
-    if not first.fits:
-        return refused(first.fits_reason)
-    if preset and first.engine is None:
-        return refused(f"the {setup.preset.name} preset's memory rule holds no sequence")
+    # the batches the memory holds: the bound's at its memory fraction, or under the preset's own pool rule
+    pool = estimate_at(setup.preset_setup, 1, prompt, output) if preset else first
+    if not pool.fits:
+        return refused(
+            f"under the {setup.preset.name} preset's pool: {pool.fits_reason}" if preset else first.fits_reason
+        )
     best = None
-    for batch in default_batches(first.max_batch):
+    for batch in default_batches(pool.max_batch):
         e = first if batch == 1 else estimate_at(setup, batch, prompt, output, cache)
         ttft_s, tpot_s, latency_s = _timing(e, preset, output)
         if (
-            not e.fits
-            or (preset and e.engine is None)  # beyond what the preset's memory rule holds
+            not (e.engine is not None if preset else e.fits)  # within the memory rule that prices it
             or (tpot_slo is not None and tpot_s > tpot_slo)
             or (ttft_slo is not None and ttft_s > ttft_slo)
         ):
@@ -227,14 +236,16 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
 
 def _preset_flags(options: dict) -> None:
     """An engine preset sizes each replica at the memory fraction and efficiencies it was fitted with: one of them set
-    apart from its default would be ignored, so it is refused (llama.cpp's is a preset on GPUs only: simulate's
-    check refuses it there, option by option)."""
+    apart from its default would be ignored, so it is refused before the search, for an engine that is a preset on
+    every device (llama.cpp's is one on GPUs only, eager and measured engines never: preset_knobs refuses those
+    option by option)."""
+    from roofline.calc.inputs import is_preset
     from roofline.calc.knobs import Knobs
     from roofline.calc.simulate import PRESET_KNOBS
 
     knobs = options.get("knobs") or Knobs()
     engine = options.get("engine") or knobs.engine
-    if engine is None or engine == "llamacpp":
+    if engine is None or engine.startswith("llamacpp") or not is_preset(engine):
         return
     for name in PRESET_KNOBS:
         if options.get(name, getattr(knobs, name)) != getattr(Knobs(), name):

@@ -3,6 +3,7 @@ shape and the drafter's, the device's roofs, the links each parallel group commu
 preset's own prepared setup. roofline.calc.estimate.estimate_at prices any batch and lengths of it.
 """
 
+import os
 from typing import Any, NamedTuple
 
 from roofline.calc import cache
@@ -60,19 +61,25 @@ class Prepared(NamedTuple):
     preset_setup: "Prepared | None"  # the same inputs under the preset's efficiencies and memory fraction
 
 
-def spec_of(value: Any, name: str) -> Any:
-    """A Model or Hardware record as the library takes it, or the one its id or path names (as the command line
-    takes them); anything else a UsageError naming the argument (model and hardware swapped, a dict)."""
-    kind = Hardware if name in ("hardware", "devices") else Model
+def spec_of(value: Any, kind: type, name: str) -> Any:
+    """A `kind` record (Model or Hardware) as the library takes it, or the one its id or path names (as the command
+    line takes them); anything else a UsageError naming the argument `name` (model and hardware swapped, a dict)."""
     if isinstance(value, kind):
         return value
-    if isinstance(value, str):
+    if isinstance(value, (str, os.PathLike)):
         from roofline.specs.catalog import load_model
         from roofline.specs.hardware import load_hardware
 
-        return (load_hardware if kind is Hardware else load_model)(value)
+        return (load_hardware if kind is Hardware else load_model)(os.fspath(value))
     loader = "load_hardware('h100-sxm')" if kind is Hardware else "load_model('llama-3.1-8b')"
     raise UsageError(f"expected a {kind.__name__} (roofline.{loader}) or its id, got {type(value).__name__}", name)
+
+
+def with_specs(model: Any, hardware: Any, k: Knobs) -> tuple[Model, Hardware, Knobs]:
+    """The model, the device and a drafter given by id or path, loaded (spec_of)."""
+    if k.draft is not None and not isinstance(k.draft, Model):
+        k = k._replace(draft=spec_of(k.draft, Model, "draft"))
+    return spec_of(model, Model, "model"), spec_of(hardware, Hardware, "hardware"), k
 
 
 def prepare(
@@ -81,10 +88,7 @@ def prepare(
     """Validate the knobs and build the per-step model once; `estimate_at` then prices any batch and lengths.
     `weight_share`: the share of peak bandwidth the weights' reads run at where it is not the bandwidth efficiency's
     (an engine preset's weight format, presets.weight_share); its streamed weight bytes are priced as that many more."""
-    model, hardware = spec_of(model, "model"), spec_of(hardware, "hardware")
-    k = knobs_of(knobs, overrides)
-    if isinstance(k.draft, str):  # a drafter by id or path, as the command line takes it
-        k = k._replace(draft=spec_of(k.draft, "draft"))
+    model, hardware, k = with_specs(model, hardware, knobs_of(knobs, overrides))
     notes: list[str] = []
     inputs, storage = resolve(model, hardware, k, notes)
     ep = ep_degree(model, hardware, k, notes)

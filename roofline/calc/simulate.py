@@ -579,8 +579,8 @@ def simulate(
     warm = len(chosen) // 10 if warmup is None else warmup
     inputs = {
         **plain(p.inputs._asdict()),
-        "model": model.id,
-        "hardware": hardware.id,
+        "model": p.model.id,
+        "hardware": p.hardware.id,
         **workload_inputs(
             rate,
             arrival,

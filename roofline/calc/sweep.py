@@ -5,6 +5,8 @@ Goodput counts a configuration's tokens/s only when it fits in memory and meets 
 throughput stays flat while latency grows with the batch: a tie goes to the lower latency).
 """
 
+import numbers
+import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -129,11 +131,10 @@ def sweep(
     """Estimates over the grid batches x prompts x outputs; `options` are `estimate`'s keyword arguments
     (`knobs=` or its fields). Goodput counts end-to-end output tokens/s (`goodput_of="output"`: B x O /
     request latency, prefill included) or the decode step's B / TPOT (`"decode"`)."""
+    model, hardware = spec_of(model, Model, "model"), spec_of(hardware, Hardware, "hardware")
     if goodput_of not in GOODPUT_OF:
         raise UsageError(f"expected one of {', '.join(GOODPUT_OF)}, got {goodput_of!r}", "goodput_of")
-    for name, counts in (("batches", batches), ("prompts", prompts), ("outputs", outputs)):
-        if counts is not None and not isinstance(counts, (list, tuple, range)):
-            raise UsageError(f"expected a list of counts such as [1, 8, 64], got {type(counts).__name__}", name)
+    batches, prompts, outputs = _counts(batches, "batches"), _counts(prompts, "prompts"), _counts(outputs, "outputs")
     points = len(batches or [1]) * len(prompts) * len(outputs)
     if points > MAX_POINTS:
         raise UsageError(
@@ -141,7 +142,7 @@ def sweep(
             "or raise its step)"
         )
     for name, slo in (("tpot_slo", tpot_slo), ("ttft_slo", ttft_slo)):
-        if slo is not None and (isinstance(slo, bool) or not isinstance(slo, (int, float))):
+        if slo is not None and (isinstance(slo, bool) or not isinstance(slo, numbers.Real)):
             raise UsageError(f"expected seconds as a number (0.05 for 50 ms), got {slo!r}", name)
         if slo is not None and not 0 < slo < float("inf"):
             raise UsageError(f"expected a positive, finite duration, got {slo!r}", name)
@@ -291,10 +292,12 @@ def compare(
     from roofline.calc.knobs import knobs_of
 
     knobs = knobs_of(options.pop("knobs", None), options)
+    if knobs.draft is not None:  # a drafter by id, loaded once for every pair
+        knobs = knobs._replace(draft=spec_of(knobs.draft, Model, "draft"))
     options = {"knobs": knobs}
-    one = lambda v: [v] if isinstance(v, (str, Model, Hardware)) else list(v)  # noqa: E731  (one spec, or several)
-    models = [spec_of(m, "models") for m in one(models)]
-    devices = [spec_of(h, "devices") for h in one(devices)]
+    one = lambda v: [v] if isinstance(v, (str, os.PathLike, Model, Hardware)) else list(v)  # noqa: E731  (or a list)
+    models = [spec_of(m, Model, "models") for m in one(models)]
+    devices = [spec_of(h, Hardware, "devices") for h in one(devices)]
     rows = []
     for m in models:
         for h in devices:
@@ -355,3 +358,13 @@ def sort_rows(rows: list[CompareRow], column: str) -> list[CompareRow]:
     present = [r for r in rows if getattr(r, name) is not None]
     missing = [r for r in rows if getattr(r, name) is None]
     return sorted(present, key=lambda r: getattr(r, name), reverse=column.startswith("-")) + missing
+
+
+def _counts(values: Any, name: str) -> list[int] | None:
+    """A list of counts as given (a list, tuple, range or array; numpy's integers as ints), None as None; a lone
+    number or a string refused."""
+    if values is None:
+        return None
+    if isinstance(values, (str, bytes, numbers.Number)) or not hasattr(values, "__iter__"):
+        raise UsageError(f"expected a list of counts such as [1, 8, 64], got {type(values).__name__}", name)
+    return [int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v for v in values]

@@ -111,8 +111,9 @@ def serving(knobs: Knobs) -> Knobs:
         return knobs
     from roofline.specs.catalog import load_model
 
+    ref = text_value(knobs.draft, "--draft")
     try:
-        return knobs._replace(draft=load_model(text_value(knobs.draft, "--draft")))
+        return knobs._replace(draft=load_model(ref))
     except UsageError as e:  # an unknown id, a missing file: say which flag named it
         raise UsageError(e.detail if e.param else f"--draft: {e.detail}", e.param) from None
 

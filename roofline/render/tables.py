@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from roofline.calc.estimate import Estimate, held_by
+from roofline.calc.inputs import is_preset
 from roofline.calc.options import MEETS
 from roofline.units import binary, number, percentile_name, si
 
@@ -361,12 +362,13 @@ def plan_table(p: Any):
         or "none"
     )
     engine = i.get("engine")
+    preset = engine is not None and is_preset(engine)  # eager and measured engines: their costs, not a preset's
     scheduler = SCHEDULERS.get((engine or "").split("-")[0], "vLLM V1's scheduler")
     how = (
-        f" · each replica simulated under Poisson arrivals ({f'the {engine} preset, ' if engine else ''}{scheduler}), "
+        f" · each replica simulated under Poisson arrivals ({f'the {engine} preset, ' if preset else ''}{scheduler}), "
         f"its SLOs at {pct}; util = its share of the rate over its saturation rate"
         if queued
-        else f" · static batches, Little's law{f', the {engine} preset' if engine else ''}"
+        else f" · static batches, Little's law{f', the {engine} preset' if preset else ''}"
     )
     head = Text.assemble(
         (f"{i['model']}: {load}, prompt {i['prompt_tokens']}, output {i['output_tokens']}", "bold"),

@@ -1,6 +1,7 @@
 """Locating specs: a spec is referred to by id (the file name in the bundled hardware/ or models/ folder) or
 by path; models also by a Hugging Face config.json or a folder holding one."""
 
+import os
 from pathlib import Path
 
 from roofline.errors import UsageError, shown
@@ -49,6 +50,7 @@ def load_model(ref: str, exact_bytes: bool = False) -> Model:
     from roofline.specs.fields import read_yaml
     from roofline.specs.model_keys import model_from_mapping
 
+    ref = os.fspath(ref) if isinstance(ref, os.PathLike) else ref
     if not isinstance(ref, str) or not ref.strip():
         raise UsageError(f"expected a model id or path such as 'llama-3.1-8b', got {ref!r}", "model")
     path = user_path(ref)

@@ -1,5 +1,6 @@
 """Hardware specs: validate a device's keys (from a YAML file or a fresh measurement) into a Hardware."""
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ HARDWARE_KEYS = [
 
 def load_hardware(ref: str) -> Hardware:
     """Load a hardware spec by bundled id or YAML path."""
+    ref = os.fspath(ref) if isinstance(ref, os.PathLike) else ref
     if not isinstance(ref, str) or not ref.strip():
         raise UsageError(f"expected a hardware id or path such as 'h100-sxm', got {ref!r}", "hardware")
     path = resolve(ref, "hardware")
