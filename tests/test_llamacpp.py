@@ -117,16 +117,23 @@ def test_writer_refuses_what_llama_cannot_hold(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_a_written_slice_is_named_as_one_and_a_window_it_drops_is_said(tmp_path):
+def test_a_written_slice_is_named_as_one_and_a_window_it_drops_is_said(tmp_path, write_yaml):
     # A new user (2026-12-07): write-gguf -m gemma-2-9b --layers 1 wrote "Gemma-2-9B" in the llama layout without its
-    # sliding window, and estimate named the one-layer file as the whole model. Mistral-7B: a window on every layer.
+    # sliding window, and estimate named the one-layer file as the whole model. A Mistral-like toy (a window on
+    # every layer; small, so the test writes kilobytes, not Mistral's 0.7 GB).
     pytest.importorskip("gguf")
+    toy = write_yaml(
+        "windowed.yaml",
+        "name: Windowed\nsource: test\ndtype: bf16\nlayers: 4\nhidden_size: 256\nnum_heads: 4\nnum_kv_heads: 2\n"
+        "intermediate_size: 512\nvocab_size: 1000\nsliding_window: 128\nmax_context: 1024\n",
+    )
     out = tmp_path / "m.gguf"
-    result = CliRunner().invoke(app, ["write-gguf", "-m", "mistral-7b", "--layers", "1", "-o", str(out)])
-    assert result.exit_code == 0 and "4096-token sliding window is not written" in result.stderr
+    result = CliRunner().invoke(app, ["write-gguf", "-m", toy, "--layers", "1", "-o", str(out)])
+    assert result.exit_code == 0 and "128-token sliding window is not written" in result.stderr
     shown = CliRunner().invoke(app, ["estimate", "-m", str(out), "-H", "h100-sxm", "-q"])
-    assert "Mistral-7B-v0.1 (1 of 32 layers)" in shown.stdout
-    plain = CliRunner().invoke(app, ["write-gguf", "-m", "llama-3.2-1b", "--layers", "1", "-o", str(tmp_path / "l")])
+    assert "Windowed (1 of 4 layers)" in shown.stdout
+    full = write_yaml("full.yaml", open(toy).read().replace("sliding_window: 128\n", "").replace("Windowed", "Full"))
+    plain = CliRunner().invoke(app, ["write-gguf", "-m", full, "-o", str(tmp_path / "l.gguf")])
     assert plain.exit_code == 0 and "window" not in plain.stderr
 
 
