@@ -35,6 +35,7 @@ class Timed(NamedTuple):
     tokens: int
     gaps: list[float]
     error: str | None
+    reason: str | None = None  # what the server said with an HTTP error (its body's message, shortened)
 
 
 class Bench(NamedTuple):
@@ -155,7 +156,8 @@ async def _one(client, url: str, model, r: Request, prompt, start: float, arriva
     try:
         async with client.stream("POST", f"{url}/v1/completions", json=body) as response:
             if response.status_code != 200:
-                return Timed(arrival, sent, None, None, 0, [], f"HTTP {response.status_code}")
+                said = await _reason(response)
+                return Timed(arrival, sent, None, None, 0, [], f"HTTP {response.status_code}", said)
             async for line in response.aiter_lines():
                 if not line.startswith("data:"):
                     continue
@@ -181,6 +183,23 @@ async def _one(client, url: str, model, r: Request, prompt, start: float, arriva
         return Timed(arrival, sent, None, None, 0, [], "no tokens")
     counted = usage if isinstance(usage, int) and usage >= tokens else tokens
     return Timed(arrival, sent, first, last, counted, gaps, None)
+
+
+async def _reason(response) -> str | None:
+    """The server's message with an HTTP error (an OpenAI-style {"error": {"message": ...}} or its text), one line
+    of at most 200 characters: llama-server's 400 says a prompt exceeds its context; a 404 names the path."""
+    try:
+        text = (await response.aread()).decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001 (a body that cannot be read leaves the status alone)
+        return None
+    try:
+        body = json.loads(text)
+        error = body.get("error") if isinstance(body, dict) else None
+        text = str(error.get("message", error) if isinstance(error, dict) else error or text)
+    except ValueError:
+        pass
+    said = " ".join(text.split())
+    return (said[:197] + "...") if len(said) > 200 else said or None
 
 
 def _result(timed, requests, warmup, concurrency, ttft_slo, tpot_slo, inputs, wall) -> Bench:
@@ -222,7 +241,7 @@ def _result(timed, requests, warmup, concurrency, ttft_slo, tpot_slo, inputs, wa
             "first_token_s": t.first if t else None,
             "finish_s": t.finish if t else None,
             "tokens": t.tokens if t else 0,
-            "error": (t.error if t else "time limit"),
+            "error": (f"{t.error}: {t.reason}" if t and t.reason else t.error if t else "time limit"),
         }
         for i, t in enumerate(timed)
     ]
@@ -276,8 +295,20 @@ class BenchComparison(NamedTuple):
         return {"measured": self.measured.to_dict(), "predicted": self.predicted.to_dict(), "ratio": self.ratios()}
 
     def csv_rows(self) -> list[dict[str, Any]]:
+        """One row per statistic: measured, predicted (SI units) and their ratio, as the table shows them."""
+
+        def value(result: Any, key: str, stat: str) -> float | None:
+            figure = getattr(result, key)
+            return figure if key == "output_tokens_per_s" else figure[stat]
+
         return [
-            {"metric": key, "statistic": stat, "ratio": value}
+            {
+                "metric": key,
+                "statistic": stat,
+                "measured": value(self.measured, key, stat),
+                "predicted": value(self.predicted, key, stat),
+                "ratio": ratio,
+            }
             for key, stats in self.ratios().items()
-            for stat, value in stats.items()
+            for stat, ratio in stats.items()
         ]

@@ -2,6 +2,7 @@
 each request's first token after FIRST seconds, then one token every GAP seconds, one slot per request."""
 
 import csv
+import io
 import json
 import threading
 import time
@@ -18,7 +19,7 @@ FIRST, GAP = 0.040, 0.010
 
 
 class Server(BaseHTTPRequestHandler):
-    mode = "ok"  # ok, http500, malformed
+    mode = "ok"  # ok, http500, http400 (with llama-server's message), malformed
     bodies: list = []
 
     def log_message(self, *args):  # quiet
@@ -30,6 +31,14 @@ class Server(BaseHTTPRequestHandler):
         if self.mode == "http500":
             self.send_response(500)
             self.end_headers()
+            return
+        if self.mode == "http400":  # llama-server's answer to a prompt longer than its context (its JSON shape)
+            said = {"error": {"code": 400, "message": "the request exceeds the available context size", "type": "x"}}
+            payload = json.dumps(said).encode()
+            self.send_response(400)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -115,6 +124,23 @@ def test_server_errors_are_counted_not_raised(server, mode, kind):
     assert f"4 of 4 requests failed (4 {kind})" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_an_http_error_says_what_the_server_said(server, tmp_path):
+    # A new user (2026-12-07): --prompt 5000 against a 4096-token llama-server gave "4 HTTP 400" and nothing of why.
+    Server.mode = "http400"
+    table = tmp_path / "r.csv"
+    r = run(server, "--concurrency", "1", "--requests", "2", "--output", "3", "--per-request", str(table), "--json")
+    assert json.loads(r.stdout)["errors"] == {"HTTP 400": 2}  # counted by kind, as before
+    assert "the first said 'HTTP 400: the request exceeds the available context size'" in r.stderr
+    assert "HTTP 400: the request exceeds the available context size" in table.read_text()
+    v1 = run(f"{server}/v1", "--concurrency", "1", "--requests", "1", "--output", "3")  # the usual OpenAI base URL
+    assert "drop /v1" in v1.stderr
+
+
+def test_a_compare_checks_its_model_before_the_run(server):
+    r = run(server, "--concurrency", "2", "--requests", "4", "--output", "3", "--compare", "-m", "nosuch")
+    assert r.exit_code == 2 and "unknown model id" in r.stderr and Server.bodies == []  # no request sent
+
+
 def test_a_server_that_is_not_there_is_a_counted_connection_error():
     r = run("http://127.0.0.1:9", "--concurrency", "1", "--requests", "2", "--json")  # port 9: discard, closed
     assert r.exit_code == 1, r.stderr
@@ -158,6 +184,11 @@ def test_compare_prints_the_simulation_of_the_same_requests_beside_the_measureme
     assert out["ratio"]["tpot_s"]["p50"] == pytest.approx(predicted / measured)
     table = run(server, *flags, "--compare", "-m", "gpt2", "-H", "h100-sxm", "-q")
     assert table.exit_code == 0 and "predicted / measured" in table.stdout and "TPOT p99" in table.stdout
+    rows = list(
+        csv.DictReader(io.StringIO(run(server, *flags, "--compare", "-m", "gpt2", "-H", "h100-sxm", "--csv").stdout))
+    )
+    tpot = next(r for r in rows if (r["metric"], r["statistic"]) == ("tpot_s", "p50"))  # the values, not only ratios
+    assert float(tpot["ratio"]) == pytest.approx(float(tpot["predicted"]) / float(tpot["measured"]))
 
 
 def test_compare_starts_a_closed_loops_clients_when_they_were_sent(server, tmp_path):
@@ -183,3 +214,15 @@ def test_compare_starts_a_closed_loops_clients_when_they_were_sent(server, tmp_p
     sched = engine_scheduler(p, Scheduler(None, None, None))
     expected = run_simulation(p, chosen, concurrency=2, scheduler=sched, capacity=False)
     assert json.loads(r.stdout)["predicted"]["ttft_s"] == pytest.approx(expected.ttft_s, rel=1e-9)
+
+
+def test_a_time_limit_says_what_it_cut_apart_from_failures(server):
+    # A new user (2026-12-07): 8 requests finished within --time-limit, all in the warm-up (a tenth of 100), and the
+    # report said "92 of 100 requests failed (92 time limit)": requests never sent counted as failures.
+    flags = ["--concurrency", "2", "--requests", "100", "--output", "8", "--time-limit", "300ms"]
+    warm = run(server, *flags)
+    assert warm.exit_code == 1 and "the time limit cut" in warm.stderr and "raise --time-limit" in warm.stderr
+    assert "failed" not in warm.stderr
+    measured = run(server, *flags, "--warmup", "0", "--json")
+    assert measured.exit_code == 0 and json.loads(measured.stdout)["requests"] > 0
+    assert "warning: the time limit cut" in measured.stderr and "failed" not in measured.stderr

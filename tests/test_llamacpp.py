@@ -301,6 +301,10 @@ def test_a_bare_run_sizes_its_probes_by_its_own_ladders_knee(monkeypatch):
     # Only the largest set at the plateau (16 MiB at 9.5 is over 1.25x 64 MiB's 6.0): no knee, so the OS's cache.
     rates = {1: 11.0, 16: 9.5, 64: 6.0}
     assert llamacpp_profile.ladder_cache(300 * MiB) is None
+    # Every set at one speed (a 2-core Zen 4 VM's one-thread sums, 2026-12-07): the "knee" was the first rung, 1 MiB,
+    # on a 32 MiB L3; no cache was seen, so the OS's cache stands.
+    rates = {1: 6.1, 2: 6.0, 4: 6.2, 8: 6.0, 16: 6.1, 32: 6.0, 64: 6.0}
+    assert llamacpp_profile.ladder_cache(32 * MiB) is None
 
 
 def test_validates_quick_profile_sizes_its_probes_as_a_bare_measure_does(monkeypatch):

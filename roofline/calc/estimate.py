@@ -150,6 +150,7 @@ def estimate_at(p: Prepared, batch: int, prompt_tokens: int, output_tokens: int,
     critical, critical_reason = cache[key]
     calibrated = _calibrated(p.model, p.hardware, inputs, p.shape, timing.mean_context)
     notes += uncalibrated(p.model, p.hardware, inputs) if calibrated is None and p.preset is None else []
+    notes += costs_dtype(p.hardware, inputs) if calibrated is not None else []
     split = disagg.price(p, B, P, timing.ttft_s, timing.latency_s, notes)
     ttft = split.ttft_s if split else timing.ttft_s
     latency_s = ttft + max(O - 1, 0) * timing.tpot_s
@@ -286,6 +287,20 @@ def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
     whose = held_by(draft_once > 0, once > 0)
     fits, reason = _fits(budget, limit, B, weights, held, whose, k.memory_fraction, hardware.memory_capacity)
     return Memory(weights, budget, limit, fits, reason, held)
+
+
+def costs_dtype(hardware: Hardware, inputs: Inputs) -> list[str]:
+    """A note where the engine's measured fixed costs were timed in another dtype than the one this runs in (measure
+    --engine times one: fp32 unless --dtype says): transformers at bf16 cost 12.7 ms a step where fp32's 8.4 priced
+    it (SmolLM2-135M, a 2-core Zen 4 VM, 2026-12-07)."""
+    name = inputs.engine or "eager"
+    measured = (engine_costs(hardware).get(name) or {}).get("dtype")
+    if measured is None or measured == inputs.weight_dtype or name == "llamacpp":
+        return []
+    return [
+        f"engine {name}: its fixed costs were measured in {measured} and this runs in {inputs.weight_dtype} (`roofline "
+        f"measure --engine {name} --dtype {inputs.weight_dtype} --save PROFILE` measures them in it)"
+    ]
 
 
 def uncalibrated(model: Model, hardware: Hardware, inputs: Inputs) -> list[str]:

@@ -158,6 +158,17 @@ def bench(
         from roofline.files import checked_target
 
         checked_target(text_value(per_request, "--per-request"), "--per-request")  # before a request is sent
+    if compare:  # the model, profile, engine and scheduler checked before the run, not after it
+        from roofline.calc.prepare import prepare
+        from roofline.calc.replica import Scheduler
+        from roofline.calc.simulate import check_scheduler, engine_scheduler, preset_knobs, replica_setup
+
+        m, h = specs(model, hardware, quiet)
+        prepared = prepare(m, h, knobs_from(locals()))
+        sched = engine_scheduler(prepared, Scheduler(None, max_num_seqs, max_num_batched_tokens, None, kv_unified))
+        check_scheduler(sched)
+        preset_knobs(prepared)
+        replica_setup(prepared, bool(sched.kv_unified))  # its KV budget, its engine's costs
     inputs = {
         "url": url,
         "served_model": served_model,
@@ -207,21 +218,28 @@ def bench(
         if progress is not None:
             bar.stop()
     done = result.requests > 0
-    if result.errors:
-        each = ", ".join(f"{n} {kind}" for kind, n in sorted(result.errors.items()))
+    cut = result.errors.get("time limit", 0)
+    if cut and not done:
+        err(
+            f"roofline: error: the time limit cut {cut} of {len(chosen)} requests before one beyond the warm-up "
+            f"({warm}) finished: raise --time-limit, or lower --requests or --warmup"
+        )
+    elif cut:
+        err(f"roofline: warning: the time limit cut {cut} of {len(chosen)} requests (unsent or unfinished)")
+    failed = {kind: n for kind, n in result.errors.items() if kind != "time limit"}
+    if failed:
+        each = ", ".join(f"{n} {kind}" for kind, n in sorted(failed.items()))
         level = "warning" if done else "error"  # none completed: the run failed (exit 1)
-        err(f"roofline: {level}: {sum(result.errors.values())} of {len(chosen)} requests failed ({each})")
+        said = next((r["error"] for r in result.per_request if r["error"] and ": " in r["error"]), None)
+        first = f"; the first said {said!r}" if said else ""
+        hint = " (the URL is the server's root: drop /v1)" if url.rstrip("/").endswith("/v1") else ""
+        err(f"roofline: {level}: {sum(failed.values())} of {len(chosen)} requests failed ({each}){first}{hint}")
     if per_request is not None:
         write_requests(result, text_value(per_request, "--per-request"))
     if compare:
         from roofline.bench import BenchComparison, client_starts
-        from roofline.calc.prepare import prepare
-        from roofline.calc.replica import Scheduler
-        from roofline.calc.simulate import engine_scheduler, run_simulation, scheduler_inputs
+        from roofline.calc.simulate import run_simulation, scheduler_inputs
 
-        m, h = specs(model, hardware, quiet)
-        prepared = prepare(m, h, knobs_from(locals()))
-        sched = engine_scheduler(prepared, Scheduler(None, max_num_seqs, max_num_batched_tokens, None, kv_unified))
         loop = chosen[0].arrival_s is None  # a closed loop: its clients start when bench sent their first requests
         predicted = run_simulation(
             prepared,

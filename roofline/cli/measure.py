@@ -27,7 +27,11 @@ def measure(
     device: Device = "auto",
     dtype: Annotated[
         str | None,
-        typer.Option("--dtype", help="Comma-separated matmul dtypes: fp32,tf32,bf16,fp16. [default: all that apply]"),
+        typer.Option(
+            "--dtype",
+            help="Comma-separated matmul dtypes: fp32,tf32,bf16,fp16 (--engine eager/transformers: the one its fixed "
+            "costs are timed in). [default: all that apply; an engine's: fp32]",
+        ),
     ] = None,
     threads: Annotated[
         int | None, typer.Option("--threads", min=1, help="CPU threads for torch. [default: torch's]")

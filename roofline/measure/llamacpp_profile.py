@@ -139,13 +139,16 @@ def ladder_cache(reported: float, seconds: float = LADDER_S) -> float | None:
     working set read at memory speed, kernels.knee) of numpy's read bandwidth by working set (numpy_ladder: one
     thread, 1 MiB doubling up to 4x the `reported` cache, within MAX_BYTES; each the best of three sums after one;
     stopping before a fill that the fills so far say would pass `seconds`), or None where it never reached memory
-    speed. One numpy thread read 9-11 GB/s up to 16 MiB and about 6 from 32 MiB on a 2-core AMX Xeon VM (knee 32
-    MiB; torch's two-thread ladder put its knee at 64-128 MiB): the probes' 256 MB floor is past both. Sized by
-    sysfs's 300 MiB the probes were 1.2 GB and a default run measured one type; with this ladder, three in 44 s."""
+    speed or read at it from the first rung. One numpy thread read 9-11 GB/s up to 16 MiB and about 6 from 32 MiB
+    on a 2-core AMX Xeon VM (knee 32 MiB; torch's two-thread ladder put its knee at 64-128 MiB): the probes' 256 MB
+    floor is past both. Sized by sysfs's 300 MiB the probes were 1.2 GB and a default run measured one type; with
+    this ladder, three in 44 s."""
     from roofline.measure.kernels import knee
 
     found = knee(numpy_ladder(int(min(max(4 * reported, 64 * 2**20), MAX_BYTES)), seconds))
-    return found["knee_bytes"] if found["reached"] else None
+    # a knee at the first rung (no cache_bytes) is no cache seen: one thread's sums ran alike at every size (a 2-core
+    # Zen 4 VM's said "1 MiB" where its L3 is 32 MiB, 2026-12-07), so the OS's figure stands
+    return found["knee_bytes"] if found["reached"] and found["cache_bytes"] is not None else None
 
 
 def numpy_ladder(total: int, seconds: float) -> list[dict[str, float]]:

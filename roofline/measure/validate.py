@@ -191,6 +191,7 @@ def run(
         )
     slow = drift.caught_slow(point) if reference else None
     notes += [slow] if slow else []
+    notes += [n for n in predicted.notes if n.startswith(f"engine {engine}: its fixed costs were measured in")]
     if hardware.measured and any(r["prediction"] == "roofline" for r in rows):
         notes.append(
             f"{hardware.name} has no calibration for {dtype} (its decode-shaped curve, decode attention or fixed costs "
