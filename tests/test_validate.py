@@ -318,6 +318,15 @@ def test_a_profile_with_engine_costs_prices_the_fixed_cost_with_them(tmp_path):
     assert e.calibrated.decode_overhead_s == pytest.approx(8e-3) and e.calibrated.engine == "eager"
     with pytest.raises(UsageError, match="no measured 'transformers' engine"):
         estimate(load_model("gpt2"), hw, engine="transformers")
+    # Costs timed in one dtype priced a run in another without a word (transformers: fp32's 8.4 ms a step for a bf16
+    # run whose steps cost 12.7 ms); now a note names the command that measures them in the run's dtype.
+    both = {k: {**v, "bf16": v["fp32"]} if isinstance(v, dict) and "fp32" in v else v for k, v in MEASURED.items()}
+    timed = hw._replace(measured=both, engines={"eager": {**engine, "dtype": "fp32"}})
+    common = dict(batch=1, prompt_tokens=16, output_tokens=4, engine="eager")
+    same = estimate(load_model("gpt2"), timed, weight_dtype="fp32", **common)
+    assert same.calibrated is not None and not any("fixed costs were measured in" in n for n in same.notes)
+    other = estimate(load_model("gpt2"), timed, weight_dtype="bf16", **common)
+    assert other.calibrated is not None and any("measured in fp32 and this runs in bf16" in n for n in other.notes)
 
 
 def test_transformers_gpt2_linears_are_priced_at_the_measured_conv1d_slowdown():
