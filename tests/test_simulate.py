@@ -200,7 +200,8 @@ def test_an_engine_preset_runs_at_its_own_memory_fraction_and_says_so():
 
 
 def test_weights_that_leave_a_preset_no_kv_name_the_preset_and_the_way_out():
-    # Llama-3.1-70B in bf16 (141 GB) on one H100 (80 GiB): the vllm preset's pool is 0.9 of memory less its reserve;
+    # Llama-3.1-70B in bf16 (141 GB) on one H100 (80 GiB): the vllm preset's pool is 0.9 of memory less its reserve
+    # (engines/vllm.yaml: reserve_bytes 1.721e9, 1.721e9 / 85.9e9 = 0.020, so 0.880 of memory);
     # the error blamed --memory-fraction, which the user never gave, and quoted 0.879965.
     r = runner.invoke(app, ["simulate", "-m", "llama-3.1-70b", "--rate", "1/s", "--engine", "vllm"])
     assert r.exit_code == 2 and "--engine: " in r.stderr and "vllm preset's 0.88 x memory" in r.stderr

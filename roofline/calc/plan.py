@@ -174,10 +174,10 @@ def _option(model, h, tp, pp, split, prompt, output, concurrency, rate, tpot_slo
         return refused("no interconnect_bandwidth for tp, pp or disaggregation")
     # The decode pool runs no prefill, so chunking (which prices prefill's interference with decode) leaves it.
     chunking = {"chunk_tokens": None} if split else {}
+    from roofline.calc.simulate import preset_knobs
+
     try:
         setup = prepare(model, h, **options, tp=tp, pp=pp, disagg="1P:1D" if split else None, **chunking)
-        from roofline.calc.simulate import preset_knobs
-
         preset_knobs(setup)  # a preset's own memory fraction and efficiencies: a flag setting them would be ignored
     except UsageError as e:  # a combination not modelled (a pipeline with chunked prefill): this option only
         return refused(e.detail)
@@ -240,16 +240,16 @@ def _preset_flags(options: dict) -> None:
     every device (llama.cpp's is one on GPUs only, eager and measured engines never: preset_knobs refuses those
     option by option)."""
     from roofline.calc.inputs import is_preset
-    from roofline.calc.knobs import Knobs
-    from roofline.calc.simulate import PRESET_KNOBS
+    from roofline.calc.knobs import knobs_of
+    from roofline.calc.simulate import set_apart
 
-    knobs = options.get("knobs") or Knobs()
-    engine = options.get("engine") or knobs.engine
+    knobs = knobs_of(options.get("knobs"), {n: v for n, v in options.items() if n != "knobs"})
+    engine = knobs.engine
     if engine is None or engine.startswith("llamacpp") or not is_preset(engine):
         return
-    for name in PRESET_KNOBS:
-        if options.get(name, getattr(knobs, name)) != getattr(Knobs(), name):
-            raise UsageError(f"the {engine} preset sizes each replica at its own (as fitted): leave this out", name)
+    apart = set_apart(knobs)
+    if apart:
+        raise UsageError(f"the {engine} preset sizes each replica at its own (as fitted): leave this out", apart[0])
 
 
 def _timing(e, preset: bool, output: int) -> tuple[float, float, float]:

@@ -190,20 +190,24 @@ def _llamacpp_step(p: Prepared, notes: list[str], kv_unified: bool):
 PRESET_KNOBS = ("memory_fraction", "compute_efficiency", "bandwidth_efficiency")
 
 
+def set_apart(k: Knobs) -> list[str]:
+    """The knobs an engine preset sets itself (PRESET_KNOBS) that `k` sets apart from their defaults."""
+    return [name for name in PRESET_KNOBS if getattr(k, name) != getattr(Knobs(), name)]
+
+
 def preset_knobs(p: Prepared) -> dict[str, float]:
     """The memory fraction and efficiencies the replica runs at: an engine preset's own (it was fitted with them),
     else the setup's. One set apart from its default beside a preset would be ignored, so it is refused."""
     if p.preset is None or p.preset_setup is None:
         return {name: getattr(p.inputs, name) for name in PRESET_KNOBS}
-    default = Knobs()
-    for name in PRESET_KNOBS:
-        if getattr(p.knobs, name) != getattr(default, name):
-            own = getattr(p.preset_setup.inputs, name)
-            raise UsageError(
-                f"the {p.inputs.engine} preset runs at its own ({own:.3g} on {p.hardware.id}, as fitted): leave this "
-                "out, or --engine out to simulate at yours",
-                name,
-            )
+    apart = set_apart(p.knobs)
+    if apart:
+        own = getattr(p.preset_setup.inputs, apart[0])
+        raise UsageError(
+            f"the {p.inputs.engine} preset runs at its own ({own:.3g} on {p.hardware.id}, as fitted): leave this "
+            "out, or --engine out to simulate at yours",
+            apart[0],
+        )
     return {name: getattr(p.preset_setup.inputs, name) for name in PRESET_KNOBS}
 
 
