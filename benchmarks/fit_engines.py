@@ -33,10 +33,11 @@ where the BLIS runs take 7-27) pulled a squared fit's per-request cost to 29.5 m
 runs 30-65% slow (docs/reality.md). Not absolute: |r| has a kink at 0 where the pattern search stalls (it did not
 recover a known ROCm layer cost from runs priced with it: tests/test_engines.py).
 Builds: an engine's runs may span builds whose engine loop differs (vLLM's 2024-25 CI builds take about 2 ms
-more per decode step of a batch of 8 than 0.11-0.19 do). ERAS splits them: one fit shares the kernels'
+more per decode step of a batch of 8 than 0.11-0.19 do; from 0.14 vLLM schedules step N+1 while the GPU runs step N
+unless told not to, and 0.10-0.13 did so only with --async-scheduling). ERAS splits them: one fit shares the kernels'
 fractions and the per-request cost over all runs, and gives each era its own step and layer costs (PER_ERA); each
-era is written as its own preset (vllm: builds 0.10 and later; vllm-legacy: older or unstated builds), with the
-errors of its own runs.
+era is written as its own preset (vllm: async scheduling, builds 0.14 and later or earlier with the flag; vllm-0.10:
+builds 0.10-0.13 without it; vllm-legacy: older or unstated builds), with the errors of its own runs.
 Held out: each case refitted without it (leave-one-case-out, refining the full fit) and each device's cases refitted
 without that device (leave-one-device-out, searched afresh from the four starts, not from the optimum that saw the
 device; the KV reserve, which formats get a fraction and a borrowed parameter still come from every run, and a fold
@@ -49,12 +50,15 @@ Qwen3-8B runs four client counts), which flatters it; a setup left out is a mode
 it has.
 Coverage: each preset records the largest mean running batch its runs reached as simulated (`batch_covered`);
 estimate and simulate say when a prediction goes beyond it, where the held-out errors were never measured.
-Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (about 30 minutes on one core; vLLM 28).
+Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (about 30 minutes on one core, vLLM 28; the
+folds run on every core).
 """
 
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -104,12 +108,24 @@ ENGINES = {  # engine -> (memory fraction, default scheduler (max seqs, token bu
     "vllm": (0.9, None),
     "sglang": (0.88, (1024, 8192)),
 }
-ERAS = {  # engine -> its presets, the first the default: (name, the builds it covers, whether a run's build is one)
+ERAS = {  # engine -> its presets, the first the default: (name, the builds it covers, whether a run is one of them)
     "vllm": (
-        ("vllm", "builds 0.10 and later", lambda v: v is not None and v >= (0, 10)),
-        ("vllm-legacy", "builds before 0.10 or not stated", lambda v: v is None or v < (0, 10)),
+        (
+            "vllm",
+            "builds 0.14 and later, or 0.10-0.13 with --async-scheduling (the scheduler overlaps the GPU's step)",
+            lambda c: _since(c, (0, 10)) and c["async_scheduling"],
+        ),
+        ("vllm-0.10", "builds 0.10 to 0.13 without async scheduling (their default)", lambda c: _since(c, (0, 10))),
+        ("vllm-legacy", "builds before 0.10 or not stated", lambda c: True),
     ),
 }
+
+
+def _since(case: dict, build: tuple[int, int]) -> bool:
+    """Whether a run's build is `build` or later (an unstated build is not)."""
+    return case["version"] is not None and case["version"] >= build
+
+
 BORROWED = {  # engine -> (the engine it takes them from, parameters its own runs cannot identify)
     # SGLang's runs with a TTFT are all short prompts (233 tokens) at 4 clients, whose TTFT is mostly the per-request
     # cost: fitted alone (on the first two), its prefill rate came out 0.31 of peak with a held-out span of 0.10-0.54,
@@ -175,8 +191,8 @@ def on_rocm(case: dict, hardware=None) -> bool:
 
 
 def era_of(engine: str, case: dict) -> str:
-    """The preset a run's build belongs to (the engine's own name when it has no eras)."""
-    return next((name for name, _, covers in ERAS.get(engine, ()) if covers(case["version"])), engine)
+    """The preset a run belongs to by its build and scheduling (the engine's own name when it has no eras)."""
+    return next((name for name, _, covers in ERAS.get(engine, ()) if covers(case)), engine)
 
 
 def eras(engine: str) -> list[str]:
@@ -353,7 +369,7 @@ def has_ttft(cases: list[dict]) -> bool:
 
 def best_fit(pricer: Pricer, cases: list[dict]) -> dict[str, float]:
     """The best of the fits from START and from each of STARTS (pattern search is local)."""
-    tries = [pricer.fit(cases, {**start(pricer.engine, pricer.formats), **s}) for s in ({}, *STARTS)]
+    tries = parallel(lambda s: pricer.fit(cases, {**start(pricer.engine, pricer.formats), **s}), [{}, *STARTS])
     return min(tries, key=lambda q: pricer.loss(cases, q))
 
 
@@ -368,24 +384,58 @@ def setup_of(case: dict) -> tuple[str, str, str]:
     return case["id"].split("-")[0], case["model"], case["hardware"]
 
 
+JOBS = 1  # worker processes for the folds: main() uses every core; a library caller (the tests) forks none
+_TASK = None  # the task parallel() runs: a global, so that a forked worker has it without pickling a closure
+
+
+def parallel(task, items: list) -> list:
+    """task(item) for each of `items`, in order, in forked worker processes, one per core (each fold's fit is
+    independent; the pricer's memo is copied into each) when main() has set JOBS; one job, one item, or already in a
+    worker: here."""
+    global _TASK
+    jobs = min(JOBS, len(items))
+    if jobs < 2 or multiprocessing.current_process().daemon:
+        return [task(i) for i in items]
+    _TASK = task
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        return pool.map(_run_task, items, chunksize=1)
+
+
+def _run_task(item):
+    return _TASK(item)
+
+
+def scored_residuals(pricer: Pricer, mine: list[dict], rest: list[dict], q: dict[str, float]) -> dict:
+    """The residuals of `mine` under a fold's parameters `q`, fitted on `rest`: their TTFTs only where `rest`
+    reports one (else the fold held the per-request cost at its start, a guess)."""
+    scored = has_ttft(rest)
+    out = {}
+    for c in mine:
+        out[c["id"]] = {m: v for m, v in pricer.residuals(c, q).items() if scored or not m.startswith("ttft")}
+    return out
+
+
 def held_out_setups(pricer: Pricer, by_case: dict) -> dict:
     """Leave-one-setup-out residuals (case id -> metric -> log error): each setup's runs (setup_of) refitted without
     all of them, searched afresh from the full fit's starts as a device fold is; a setup of one run is its
     leave-one-case-out residual, which refines the full fit (one run barely moves it: vLLM's each run left out
     refitted afresh from one start read TPOT 5.5%, E2E 5.0%, p99 TTFT 29.8% against 5.5%, 6.5%, 23.3% refined).
     A fold whose other runs report no TTFT does not score its runs' TTFTs."""
-    cases, out = pricer.cases, {}
-    for setup in dict.fromkeys(setup_of(c) for c in cases):
+    cases = pricer.cases
+    setups = list(dict.fromkeys(setup_of(c) for c in cases))
+    out = {}
+    for setup in setups:
         mine = [c for c in cases if setup_of(c) == setup]
         if len(mine) == 1:
             out[mine[0]["id"]] = by_case[mine[0]["id"]]
-            continue
-        rest = [o for o in cases if setup_of(o) != setup]
-        q, scored = rounded(best_fit(pricer, rest)), has_ttft(rest)
-        for c in mine:
-            r = pricer.residuals(c, q)
-            out[c["id"]] = {m: v for m, v in r.items() if scored or not m.startswith("ttft")}
-    return out
+
+    def fold(setup):
+        mine, rest = [c for c in cases if setup_of(c) == setup], [o for o in cases if setup_of(o) != setup]
+        return scored_residuals(pricer, mine, rest, rounded(best_fit(pricer, rest)))
+
+    for residuals in parallel(fold, [s for s in setups if sum(setup_of(c) == s for c in cases) > 1]):
+        out.update(residuals)
+    return {c["id"]: out[c["id"]] for c in cases}
 
 
 def held_out(pricer: Pricer, fitted: dict[str, float]) -> tuple[dict, dict, dict[str, list[float]], dict]:
@@ -397,22 +447,26 @@ def held_out(pricer: Pricer, fitted: dict[str, float]) -> tuple[dict, dict, dict
     start, a guess: its runs' TTFTs are not scored (SGLang's H100 fold)."""
     cases = pricer.cases
     by_case, by_device, folds, spans = {}, {}, {}, {n: [fitted[n], fitted[n]] for n in pricer.ranges}
-    for c in cases:
-        rest = [o for o in cases if o is not c]
-        q = pricer.fit(rest, fitted, scale=0.05)
-        by_case[c["id"]] = pricer.residuals(c, q)
+
+    def case_fold(i):
+        q = pricer.fit(cases[:i] + cases[i + 1 :], fitted, scale=0.05)
+        return q, pricer.residuals(cases[i], q)
+
+    for c, (q, residuals) in zip(cases, parallel(case_fold, list(range(len(cases))))):
+        by_case[c["id"]] = residuals
         for n in [n for n in pricer.ranges if n in q]:  # a format no other run has is not refitted
             spans[n] = [min(spans[n][0], q[n]), max(spans[n][1], q[n])]
     devices = sorted({c["hardware"] for c in cases})
+
+    def device_fold(d):
+        rest = [o for o in cases if o["hardware"] != d]
+        q = rounded(best_fit(pricer, rest))
+        return q, scored_residuals(pricer, [c for c in cases if c["hardware"] == d], rest, q)
+
     if len(devices) > 1:
-        for d in devices:
-            rest = [o for o in cases if o["hardware"] != d]
-            q, scored = rounded(best_fit(pricer, rest)), has_ttft(rest)
+        for d, (q, residuals) in zip(devices, parallel(device_fold, devices)):
             folds[d] = q
-            for c in cases:
-                if c["hardware"] == d:
-                    r = pricer.residuals(c, q)
-                    by_device[c["id"]] = {m: v for m, v in r.items() if scored or not m.startswith("ttft")}
+            by_device.update(residuals)
     return by_case, by_device, spans, folds
 
 
@@ -546,6 +600,8 @@ def show(engine: str, record: dict, device_of: dict[str, str]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    global JOBS
+    JOBS = os.cpu_count() or 1
     only = [a for a in argv if not a.startswith("--")] or list(ENGINES)
     for engine in only:
         device_of = {c["id"]: c["hardware"] for c in serving_cases.cases(engine)}

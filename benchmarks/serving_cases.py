@@ -163,7 +163,9 @@ def cases(engine: str) -> list[dict]:
         skip = setup.get("skip", ())
         measured = {m: case["metrics"][m] for m in METRICS if m in case["metrics"] and m not in skip}
         version = version_of(case.get("engine_version") or "")
-        out.append({**setup, "id": case["id"], "measured": measured, "source": case["source"], "version": version})
+        overlap = async_scheduling(version, case.get("notes") or "")
+        out.append({**setup, "id": case["id"], "measured": measured, "source": case["source"], "version": version,
+                    "async_scheduling": overlap})  # fmt: skip
     out += [c for c in lab(engine) if c["concurrency"] < c["requests"]]
     return [{**c, "measured": _warm(c["measured"], c.get("concurrency"))} for c in out]
 
@@ -188,6 +190,18 @@ def _warm(measured: dict, clients: int | None) -> dict:
 def published() -> dict[str, dict]:
     """Every run of both files as published (id -> its record: engine, hardware, metrics, source)."""
     return {c["id"]: c for path in (DATA, LAB) for c in json.loads(path.read_text())["cases"]}
+
+
+ASYNC_DEFAULT = (0, 14)  # vLLM's first build that schedules step N+1 while step N runs unless told not to
+
+
+def async_scheduling(version: tuple[int, int] | None, notes: str) -> bool:
+    """Whether a vLLM run overlapped its scheduler with the GPU (async scheduling): on by default from v0.14.0 ("Async
+    scheduling is now enabled by default": its release notes, 2026-01), before that only where the serve command
+    says `--async-scheduling`; `--no-async-scheduling` turns it off."""
+    if "--no-async-scheduling" in notes:
+        return False
+    return "--async-scheduling" in notes or (version is not None and version >= ASYNC_DEFAULT)
 
 
 def version_of(stated: str) -> tuple[int, int] | None:
@@ -243,5 +257,5 @@ def lab(engine: str) -> list[dict]:
         measured = {m: c["metrics"][m] for m in METRICS if m in c["metrics"]}
         version = version_of(c["engine_version"] or "")
         out.append({**setup, "hardware": device, "id": c["id"], "measured": measured, "source": c["source"],
-                    "version": version})  # fmt: skip
+                    "version": version, "async_scheduling": async_scheduling(version, c["notes"])})  # fmt: skip
     return out

@@ -343,9 +343,10 @@ def main(write: bool = True, refit: bool = True) -> None:
         (
             "Fitted, never edited by hand: `trtllm`, `llamacpp-cuda` and `llamacpp-metal` by "
             "`benchmarks/train_presets.py` on `benchmarks/data/train.json` and `benchmarks/more_training.json` "
-            "(TensorRT-LLM's throughput runs priced by `roofline simulate` as trtllm-bench ran them); `vllm` (builds "
-            "0.10 and later), `vllm-legacy` (older or unstated builds: one fit with `vllm`, its own step and layer "
-            "costs) and `sglang` (its prefill rate is `vllm`'s: its own runs do not identify it) by "
+            "(TensorRT-LLM's throughput runs priced by `roofline simulate` as trtllm-bench ran them); `vllm` (async "
+            "scheduling: builds 0.14 and later, or 0.10-0.13 with --async-scheduling), `vllm-0.10` (0.10-0.13 "
+            "without it) and `vllm-legacy` (older or unstated builds; all three one fit, each era its own step and "
+            "layer costs) and `sglang` (its prefill rate is `vllm`'s: its own runs do not identify it) by "
             "`benchmarks/fit_engines.py` on `benchmarks/data/serving-train.json` and GPUStack's lab closed loops "
             "(`benchmarks/data/gpustack-candidates.json`), each run priced by `roofline simulate` as it was measured "
             "(`benchmarks/serving_cases.py`)."

@@ -37,24 +37,40 @@ def test_serving_presets_load_with_their_error_bars():
     assert len(vllm.cases) >= 20 and vllm.errors["e2e"]["device"] is not None  # several devices: held out by device
     legacy = presets.load("vllm-legacy")  # older or unstated builds: offline batch latencies only, no TTFT
     assert len(legacy.cases) >= 5 and legacy.errors["e2e"]["runs"] == len(legacy.cases)
-    assert not set(legacy.cases) & set(vllm.cases) and legacy.step_overhead_s >= 0 and legacy.layer_overhead_s >= 0
+    sync = presets.load("vllm-0.10")  # 0.10-0.13 without async scheduling: the lab's closed loops
+    assert len(sync.cases) >= 5 and sync.errors["ttft_p99"]["runs"] >= 3
     shared = ("bandwidth_fraction", "compute_fraction", "request_overhead_s", "reserve_bytes", "format_bandwidth")
-    assert all(getattr(legacy, n) == getattr(vllm, n) for n in shared)  # one fit: only the loop's costs differ
+    for other in (legacy, sync):
+        assert not set(other.cases) & set(vllm.cases) and other.step_overhead_s >= 0 and other.layer_overhead_s >= 0
+        assert all(getattr(other, n) == getattr(vllm, n) for n in shared)  # one fit: only the loop's costs differ
 
 
-def test_a_runs_build_picks_its_preset():
-    # serving-train.json's engine_version strings: 0.10 and later -> vllm; older or not stated -> vllm-legacy.
+def test_a_runs_build_and_scheduling_pick_its_preset():
+    # serving-train.json's and the lab's engine_version strings and serve commands: async scheduling (on by default
+    # from v0.14.0, its release notes: "Async scheduling is now enabled by default"; before, `--async-scheduling`)
+    # -> vllm; 0.10-0.13 without it -> vllm-0.10; older or not stated -> vllm-legacy.
     fit_engines, serving_cases = load("fit_engines"), load("serving_cases")
     assert serving_cases.version_of("0.15.1") == (0, 15)
     assert serving_cases.version_of("0.6.2 (commit cb3b2b9)") == (0, 6)
     assert serving_cases.version_of("v0.11.0") == (0, 11)
     assert serving_cases.version_of("not stated in the stored report (CI build of vLLM main, 2024-25)") is None
-    era = {v: fit_engines.era_of("vllm", {"version": v}) for v in ((0, 19), (0, 10), (0, 9), (0, 6), None)}
-    assert era == {(0, 19): "vllm", (0, 10): "vllm", (0, 9): "vllm-legacy", (0, 6): "vllm-legacy", None: "vllm-legacy"}
-    assert fit_engines.era_of("sglang", {"version": (0, 5)}) == "sglang"
+    overlap = serving_cases.async_scheduling
+    assert overlap((0, 14), "") and overlap((0, 19), "") and not overlap((0, 13), "") and not overlap(None, "")
+    assert overlap((0, 11), "serve command: `vllm serve openai/gpt-oss-120b --async-scheduling`")
+    assert not overlap((0, 15), "`vllm serve m --no-async-scheduling`")
+    runs = [((0, 19), True), ((0, 14), True), ((0, 11), True), ((0, 13), False), ((0, 10), False), ((0, 9), False)]
+    era = [fit_engines.era_of("vllm", {"version": v, "async_scheduling": a}) for v, a in runs]
+    assert era == ["vllm", "vllm", "vllm", "vllm-0.10", "vllm-0.10", "vllm-legacy"]
+    assert fit_engines.era_of("vllm", {"version": None, "async_scheduling": False}) == "vllm-legacy"
+    assert fit_engines.era_of("sglang", {"version": (0, 5), "async_scheduling": False}) == "sglang"
     by_id = {c["id"]: c for c in serving_cases.cases("vllm")}
-    assert fit_engines.era_of("vllm", by_id["blisgt-h100-llama-2-7b-tp1-general-s0-8rps"]) == "vllm"
-    assert fit_engines.era_of("vllm", by_id["vllmperf-h200-llama31-8b-bs8"]) == "vllm-legacy"
+    picked = {
+        "blisgt-h100-llama-2-7b-tp1-general-s0-8rps": "vllm",  # 0.15.1
+        "gpustack-a100-gpt-oss-120b-sharegpt-c4-vllm-async-mnbt-4096": "vllm",  # 0.11.0 with --async-scheduling
+        "gpustack-h100-qwen3-8b-sharegpt-c1-vllm-default": "vllm-0.10",  # 0.11.0, defaults
+        "vllmperf-h200-llama31-8b-bs8": "vllm-legacy",  # not stated
+    }
+    assert {i: fit_engines.era_of("vllm", by_id[i]) for i in picked} == picked
 
 
 def test_a_client_that_undercounts_output_tokens_is_not_used_for_throughput():
@@ -351,7 +367,7 @@ def test_an_unknown_engine_lists_every_preset_name_it_could_take():
 
     r = CliRunner().invoke(app, ["estimate", "-m", "llama-3.1-8b", "-H", "h100-sxm", "--engine", "vlm"])
     assert r.exit_code != 0 and "Traceback" not in r.output
-    assert "presets: llamacpp, sglang, trtllm, vllm, vllm-legacy)" in " ".join(r.output.split())
+    assert "presets: llamacpp, sglang, trtllm, vllm, vllm-0.10, vllm-legacy)" in " ".join(r.output.split())
 
 
 def test_a_preset_records_the_largest_batch_its_runs_reached():
@@ -638,7 +654,7 @@ def test_each_device_figure_is_the_median_of_the_stored_device_folds():
     from roofline.specs import presets as specs
 
     groups = load("fit_engines").GROUPS
-    for name in ("vllm", "vllm-legacy", "sglang"):
+    for name in ("vllm", "vllm-0.10", "vllm-legacy", "sglang"):
         p = specs.load(name)
         assert {k.split(" ")[0] for k in p.holdout_device} == set(p.cases)
         # every figure is scored by its device's fold, but a TTFT whose fold has no TTFT run left (SGLang's, all on

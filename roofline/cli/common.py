@@ -361,8 +361,9 @@ Engine = Annotated[
     str | None,
     typer.Option(
         "--engine",
-        help="Engine whose prediction to print beside the bound: a preset learned from published benchmarks (vllm, "
-        "vllm-legacy, sglang, trtllm; llamacpp, which picks its CUDA or Metal preset by the device), or on a "
+        help="Engine whose prediction to print beside the bound: a preset learned from published benchmarks (vllm: "
+        "0.14 and later, or with --async-scheduling; vllm-0.10: 0.10-0.13; vllm-legacy; sglang, trtllm; llamacpp, "
+        "which picks its CUDA or Metal preset by the device), or on a "
         "measured profile eager (roofline's own decoder) or one `roofline measure --engine` measured. [default: "
         "eager]",
     ),
