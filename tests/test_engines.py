@@ -760,3 +760,23 @@ def test_the_overhead_draws_are_their_own_stream():
     assert all(abs(d - 0.010 * g) > 1e-12 for d, g in zip(draws, gaps))
     assert request_overheads(preset, 5, seed=1) != draws and request_overheads(preset, 5, seed=0) == draws
     assert request_overheads(preset._replace(request_overhead_cv=1e-200), 2) == [0.010, 0.010]  # no hang, no overflow
+
+
+def test_the_fits_folds_in_worker_processes_come_back_in_order(monkeypatch):
+    # benchmarks/fit_engines.py runs its folds in forked workers (main() sets JOBS to the core count): each fold's
+    # result must land with its own fold, whatever order the workers finish in, and a worker runs its own nested
+    # search (best_fit's four starts) in place rather than forking again.
+    import importlib
+    import multiprocessing
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    fit_engines = importlib.import_module("fit_engines")  # as `python benchmarks/fit_engines.py` has it: a worker's
+    monkeypatch.setattr(fit_engines, "JOBS", 2)  # task is found by its module's name, so the module must be importable
+    squares = fit_engines.parallel(lambda x: x * x, [3, 1, 4, 1, 5, 9, 2, 6])
+    assert squares == [9, 1, 16, 1, 25, 81, 4, 36]
+    inner = fit_engines.parallel(
+        lambda x: (x, multiprocessing.current_process().daemon, fit_engines.parallel(lambda y: -y, [x, x + 1])), [7, 8]
+    )
+    assert inner == [(7, True, [-7, -8]), (8, True, [-8, -9])]  # each ran in a worker, its inner map in place
+    monkeypatch.setattr(fit_engines, "JOBS", 1)
+    assert fit_engines.parallel(lambda x: multiprocessing.current_process().daemon, [1, 2]) == [False, False]
