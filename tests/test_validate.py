@@ -327,6 +327,36 @@ def test_a_profile_with_engine_costs_prices_the_fixed_cost_with_them(tmp_path):
     assert same.calibrated is not None and not any("fixed costs were measured in" in n for n in same.notes)
     other = estimate(load_model("gpt2"), timed, weight_dtype="bf16", **common)
     assert other.calibrated is not None and any("measured in fp32 and this runs in bf16" in n for n in other.notes)
+    # Costs timed in both (`measure --engine eager --dtype bf16 --save` beside fp32's: eager@bf16) price each run
+    # with its own: bf16's learned archetype 4 ms + 12 x 1 ms = 16 ms a step, fp32's still 8 ms; no note.
+    slow = {"archetypes": {k: {n: {"1": 2 * t["1"]} for n, t in v.items()} for k, v in engine["archetypes"].items()}}
+    two = timed._replace(engines={"eager": {**engine, "dtype": "fp32"}, "eager@bf16": {**slow, "dtype": "bf16"}})
+    own = estimate(load_model("gpt2"), two, weight_dtype="bf16", **common)
+    assert own.calibrated.decode_overhead_s == pytest.approx(16e-3) and not any("measured in" in n for n in own.notes)
+    assert estimate(load_model("gpt2"), two, weight_dtype="fp32", **common).calibrated.decode_overhead_s == (
+        pytest.approx(8e-3)
+    )
+
+
+DTYPES = ("fp32", "bf16", "fp16")
+
+
+def test_engine_costs_timed_in_a_second_dtype_are_saved_beside_the_first(tmp_path):
+    # measure --engine NAME --dtype D --save PROFILE: the first costs of an engine go under engines[NAME]; another
+    # dtype's join them as NAME@D (not over them); the same dtype again replaces its own. The engine is listed once.
+    from roofline.calc.inputs import engine_costs_for, measured_engines
+    from roofline.measure import profile
+
+    path = tmp_path / "p.yaml"
+    base = load_hardware("h100-sxm")._replace(id="p", measured=MEASURED)
+    costs = {"archetypes": {"rope": {"per_step_s": {"1": 1e-3}, "per_layer_s": {"1": 1e-4}}}}
+    for dtype, step in (("fp32", 1e-3), ("bf16", 2e-3), ("fp32", 3e-3)):
+        timed = {"archetypes": {"rope": {**costs["archetypes"]["rope"], "per_step_s": {"1": step}}}}
+        profile.save_engine({"engine": "transformers", "device": "cpu", **timed, "dtype": dtype}, str(path), base)
+        base = load_hardware(str(path))
+    assert sorted(base.engines) == ["transformers", "transformers@bf16"] and measured_engines(base) == ["transformers"]
+    pick = {d: engine_costs_for(base, "transformers", d)["archetypes"]["rope"]["per_step_s"]["1"] for d in DTYPES}
+    assert pick == {"fp32": 3e-3, "bf16": 2e-3, "fp16": 3e-3}  # fp16: none timed, the first's (estimate notes it)
 
 
 def test_transformers_gpt2_linears_are_priced_at_the_measured_conv1d_slowdown():

@@ -332,14 +332,15 @@ def predict(
     kv_bytes_per_step: float,
     attention_flops_per_step: float,
     prefill_attention_flops: float,
-    engines: dict[str, Any] | None = None,
+    costs: dict[str, Any] | None = None,
     engine: str = "eager",
     working_set: float = 0.0,
     prompt_kv_bytes: float = 0.0,
 ) -> Calibrated | None:
     """Calibrated TTFT and TPOT, or None when the profile lacks the curve, attention or op cost for `dtype`.
 
-    With `engines[engine]` (fixed costs measured on that engine) a decode step's fixed cost is the engine's;
+    With `costs` (the fixed costs measured on `engine`, in this dtype where the profile has them) a decode step's
+    fixed cost is the engine's;
     without, it is `ops_per_layer` tiny ops at the measured per-op overhead (the first method, kept for
     profiles measured before engine costs were). `working_set` [B]: what a decode step streams (weights and KV),
     for the read ladder (roofline.calc.cache.carried). `prompt_kv_bytes` [B]: the KV cache the prefill writes."""
@@ -347,7 +348,7 @@ def predict(
         return None
     curve, overhead = profile["decode_matmul"][dtype], profile["op_overhead_s"]
     kernel = profile["decode_attention"][dtype]
-    measured = (engines or {}).get(engine)
+    measured = costs
     ops = (a.layers * ops_per_layer(a) + OPS_PER_STEP) * overhead
     fixed = engine_cost(measured, a, batch) if measured else ops
     best = profile.get("matmul", {}).get(dtype)

@@ -21,7 +21,7 @@ from roofline.calc import formulas as f
 from roofline.calc.attention import engine_support
 from roofline.calc.calibrate import Calibrated
 from roofline.calc.checks import MAX_COUNT, count
-from roofline.calc.inputs import Inputs, engine_costs
+from roofline.calc.inputs import Inputs, engine_costs, engine_costs_for
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
 from roofline.calc.prepare import HardwareInfo, ModelInfo, Prepared, prepare
 from roofline.calc.serving import chunked, disagg, pipeline, prefix, speculative
@@ -290,11 +290,12 @@ def _memory(p: Prepared, B: int, P: int, O: int, notes: list[str]) -> Memory:
 
 
 def costs_dtype(hardware: Hardware, inputs: Inputs) -> list[str]:
-    """A note where the engine's measured fixed costs were timed in another dtype than the one this runs in (measure
-    --engine times one: fp32 unless --dtype says): transformers at bf16 cost 12.7 ms a step where fp32's 8.4 priced
-    it (SmolLM2-135M, a 2-core Zen 4 VM, 2026-12-07)."""
+    """A note where the profile holds the engine's fixed costs timed only in another dtype than the one this runs in
+    (measure --engine times one per run: fp32 unless --dtype says; engine_costs_for picks the run's where it has
+    them): transformers at bf16 cost 12.7 ms a step where fp32's 8.4 priced it (SmolLM2-135M, a 2-core Zen 4 VM,
+    2026-12-07)."""
     name = inputs.engine or "eager"
-    measured = (engine_costs(hardware).get(name) or {}).get("dtype")
+    measured = (engine_costs_for(hardware, name, inputs.weight_dtype) or {}).get("dtype")
     if measured is None or measured == inputs.weight_dtype or name == "llamacpp":
         return []
     return [
@@ -357,7 +358,7 @@ def _calibrated(model: Model, hardware: Hardware, inputs: Inputs, shape: Shape, 
         kv_step,
         attention_flops,
         shape.prefill_attention_flops(B, P),
-        engine_costs(hardware),
+        engine_costs_for(hardware, inputs.engine or "eager", inputs.weight_dtype),
         inputs.engine or "eager",
         shape.streamed(B) + kv_step,
         B * shape.kv_cached(P),

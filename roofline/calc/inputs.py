@@ -193,7 +193,7 @@ def engine_name(name: str | None, hardware: Hardware) -> str | None:
     own decoder, always priced)."""
     if name is None or name == "eager" or is_preset(name):
         return name  # roofline.calc.prepare resolves a preset for the device
-    have = sorted(engine_costs(hardware))
+    have = measured_engines(hardware)
     if name not in have:
         measured = (
             f"{hardware.id} measured: {', '.join(have)}"
@@ -225,8 +225,26 @@ def is_preset(name: str) -> bool:
 
 
 def engine_costs(hardware: Hardware) -> dict[str, Any]:
-    """The engine fixed costs a profile carries: its `engines:` key, and those its raw measurement holds."""
+    """The engine fixed costs a profile carries: its `engines:` key, and those its raw measurement holds. An engine
+    timed in a second dtype has those under NAME@DTYPE (measure --engine --dtype: engine_costs_for picks)."""
     return {**((hardware.measured or {}).get("engines") or {}), **(hardware.engines or {})}
+
+
+def engine_costs_for(hardware: Hardware, name: str, dtype: str) -> dict[str, Any] | None:
+    """The fixed costs the profile holds for engine `name` timed in `dtype` where it has them (under NAME, or
+    NAME@DTYPE beside another dtype's), else under NAME in whatever dtype they were timed (estimate notes it), else
+    None. An engine's costs differ by dtype: transformers at bf16 cost 12.7 ms a step where fp32's 8.4 priced it
+    (SmolLM2-135M, a 2-core Zen 4 VM, 2026-12-07)."""
+    costs = engine_costs(hardware)
+    first = costs.get(name)
+    if first is not None and first.get("dtype", dtype) == dtype:
+        return first
+    return costs.get(f"{name}@{dtype}", first)
+
+
+def measured_engines(hardware: Hardware) -> list[str]:
+    """The engines a profile measured, by name (an engine timed in several dtypes once)."""
+    return sorted({n.split("@")[0] for n in engine_costs(hardware)})
 
 
 def _dtype(name: str, value: Any, allowed) -> str:

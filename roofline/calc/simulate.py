@@ -215,12 +215,13 @@ def _measured_engine(p: Prepared, notes: list[str]):
     """batch -> seconds: the fixed cost per step a measured profile holds for the engine (eager by default), or
     None (no profile, a preset, a params-only model). The profile's matmul rate and bandwidth are F and W already."""
     from roofline.calc.calibrate import engine_cost
-    from roofline.calc.inputs import engine_costs
+    from roofline.calc.inputs import engine_costs_for
 
     name = p.inputs.engine or "eager"
     if name == "llamacpp":  # llama.cpp's profile prices whole steps (_llamacpp_step), never a fixed cost beside them
         return None
-    costs = engine_costs(p.hardware).get(name) if p.preset is None and p.hardware.measured else None
+    measured = p.preset is None and p.hardware.measured
+    costs = engine_costs_for(p.hardware, name, p.inputs.weight_dtype) if measured else None
     arch = p.model.arch
     if not costs or arch is None:
         return None

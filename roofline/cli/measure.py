@@ -30,7 +30,8 @@ def measure(
         typer.Option(
             "--dtype",
             help="Comma-separated matmul dtypes: fp32,tf32,bf16,fp16 (--engine eager/transformers: the one its fixed "
-            "costs are timed in). [default: all that apply; an engine's: fp32]",
+            "costs are timed in; --save keeps another dtype's beside them, each run priced with its own). [default: "
+            "all that apply; an engine's: fp32]",
         ),
     ] = None,
     threads: Annotated[

@@ -194,14 +194,15 @@ def engine_report(result: dict[str, Any]) -> Report:
 
 
 def save_engine(result: dict[str, Any], path: str, base: Hardware) -> None:
-    """Write the profile at `path` again with engines[NAME] set to the measured fixed costs, atomically."""
+    """Write the profile at `path` again with the measured fixed costs, atomically: under engines[NAME], or beside
+    costs of NAME timed in another dtype under engines[NAME@DTYPE] (a run in that dtype is priced with them:
+    roofline.calc.inputs.engine_costs_for)."""
     spec = hardware_to_mapping(base)
-    spec["engines"] = {
-        **(base.engines or {}),
-        result["engine"]: {k: v for k, v in result.items() if k not in ("engine", "device")},
-    }
-    header = (
-        f"# engines.{result['engine']}: fixed costs per decode step and per layer measured by `roofline measure "
-        "--engine`.\n"
-    )
+    engines = dict(base.engines or {})
+    name, dtype = result["engine"], result.get("dtype")
+    first = engines.get(name)
+    key = name if first is None or first.get("dtype", dtype) == dtype else f"{name}@{dtype}"
+    engines[key] = {k: v for k, v in result.items() if k not in ("engine", "device")}
+    spec["engines"] = engines
+    header = f"# engines.{key}: fixed costs per decode step and per layer measured by `roofline measure --engine`.\n"
     write_spec(path, header, spec)
