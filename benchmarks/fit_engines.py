@@ -50,8 +50,8 @@ Qwen3-8B runs four client counts), which flatters it; a setup left out is a mode
 it has.
 Coverage: each preset records the largest mean running batch its runs reached as simulated (`batch_covered`);
 estimate and simulate say when a prediction goes beyond it, where the held-out errors were never measured.
-Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (about 30 minutes on one core, vLLM 28; the
-folds run on every core).
+Run: python benchmarks/fit_engines.py [vllm|sglang ...] [--print-only]  (folds on every core the process may use: 26
+minutes on 2 cores, vLLM 24; 30 on one).
 """
 
 from __future__ import annotations
@@ -601,7 +601,7 @@ def show(engine: str, record: dict, device_of: dict[str, str]) -> None:
 
 def main(argv: list[str]) -> int:
     global JOBS
-    JOBS = os.cpu_count() or 1
+    JOBS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     only = [a for a in argv if not a.startswith("--")] or list(ENGINES)
     for engine in only:
         device_of = {c["id"]: c["hardware"] for c in serving_cases.cases(engine)}

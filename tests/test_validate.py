@@ -357,6 +357,17 @@ def test_engine_costs_timed_in_a_second_dtype_are_saved_beside_the_first(tmp_pat
     assert sorted(base.engines) == ["transformers", "transformers@bf16"] and measured_engines(base) == ["transformers"]
     pick = {d: engine_costs_for(base, "transformers", d)["archetypes"]["rope"]["per_step_s"]["1"] for d in DTYPES}
     assert pick == {"fp32": 3e-3, "bf16": 2e-3, "fp16": 3e-3}  # fp16: none timed, the first's (estimate notes it)
+    # A full measure keeps eager's own costs in its raw measurement (measured.engines), and costs saved before the
+    # dtype was recorded have none (fp32, measure --engine's default): bf16's join either, neither is overwritten.
+    fp32 = {**costs, "dtype": "fp32"}
+    for measured, engines in (({**MEASURED, "engines": {"eager": fp32}}, None), (MEASURED, {"eager": costs})):
+        older = load_hardware("h100-sxm")._replace(id="q", measured=measured, engines=engines)
+        bf16 = {"archetypes": {"rope": {**costs["archetypes"]["rope"], "per_step_s": {"1": 9e-3}}}, "dtype": "bf16"}
+        profile.save_engine({"engine": "eager", "device": "cpu", **bf16}, str(path), older)
+        saved = load_hardware(str(path))
+        assert "eager@bf16" in saved.engines, engines
+        pick = {d: engine_costs_for(saved, "eager", d)["archetypes"]["rope"]["per_step_s"]["1"] for d in DTYPES}
+        assert pick == {"fp32": 1e-3, "bf16": 9e-3, "fp16": 1e-3}, engines
 
 
 def test_transformers_gpt2_linears_are_priced_at_the_measured_conv1d_slowdown():

@@ -21,7 +21,7 @@ from roofline.calc import formulas as f
 from roofline.calc.attention import engine_support
 from roofline.calc.calibrate import Calibrated
 from roofline.calc.checks import MAX_COUNT, count
-from roofline.calc.inputs import Inputs, engine_costs, engine_costs_for
+from roofline.calc.inputs import Inputs, costs_timed_in, engine_costs, engine_costs_for
 from roofline.calc.knobs import BATCH, OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
 from roofline.calc.prepare import HardwareInfo, ModelInfo, Prepared, prepare
 from roofline.calc.serving import chunked, disagg, pipeline, prefix, speculative
@@ -295,9 +295,10 @@ def costs_dtype(hardware: Hardware, inputs: Inputs) -> list[str]:
     them): transformers at bf16 cost 12.7 ms a step where fp32's 8.4 priced it (SmolLM2-135M, a 2-core Zen 4 VM,
     2026-12-07)."""
     name = inputs.engine or "eager"
-    measured = (engine_costs_for(hardware, name, inputs.weight_dtype) or {}).get("dtype")
-    if measured is None or measured == inputs.weight_dtype or name == "llamacpp":
+    costs = engine_costs_for(hardware, name, inputs.weight_dtype)
+    if costs is None or name == "llamacpp" or costs_timed_in(costs) == inputs.weight_dtype:
         return []
+    measured = costs_timed_in(costs)
     return [
         f"engine {name}: its fixed costs were measured in {measured} and this runs in {inputs.weight_dtype} (`roofline "
         f"measure --engine {name} --dtype {inputs.weight_dtype} --save PROFILE` measures them in it)"

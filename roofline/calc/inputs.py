@@ -237,9 +237,15 @@ def engine_costs_for(hardware: Hardware, name: str, dtype: str) -> dict[str, Any
     (SmolLM2-135M, a 2-core Zen 4 VM, 2026-12-07)."""
     costs = engine_costs(hardware)
     first = costs.get(name)
-    if first is not None and first.get("dtype", dtype) == dtype:
+    if first is not None and costs_timed_in(first) == dtype:
         return first
     return costs.get(f"{name}@{dtype}", first)
+
+
+def costs_timed_in(costs: dict[str, Any]) -> str:
+    """The dtype an engine's stored costs were timed in: their `dtype`, fp32 (measure --engine's default) for costs
+    saved before it was recorded."""
+    return costs.get("dtype") or "fp32"
 
 
 def measured_engines(hardware: Hardware) -> list[str]:

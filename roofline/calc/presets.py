@@ -173,14 +173,15 @@ def error_summary(preset: Preset, hardware) -> str:
 def beyond_runs(preset: Preset, batch: float) -> str | None:
     """A note when a prediction runs a mean batch above any its preset's fitted runs reached (batch_covered, as
     simulated), where its typical error was never measured. GPUStack's vLLM and SGLang runs with every request sent
-    at once whose simulated mean batch is beyond their preset's (24 vLLM runs at 141-282 against 128, 14 SGLang ones
-    at 11-335 against 4; benchmarks/candidates.py) served a median 0.48 of the output tokens/s priced
+    at once whose simulated mean batch is beyond their preset's (42 vLLM runs at 9-280 against 128 for async builds and
+    7.5 for 0.10-0.13, 14 SGLang ones at 11-341 against 4; benchmarks/candidates.py) served a median 0.48 of the
+    output tokens/s priced
     (docs/reality.md). None within its runs, or without the record."""
     if not preset.batch_covered or batch <= preset.batch_covered:
         return None
     return (
         f"engine {preset.name}: a mean batch of {batch:.1f} is beyond its published runs' ({preset.batch_covered:.1f} "
-        "at most), so its typical error does not apply; published runs beyond their preset's (mean batches 11-335, "
+        "at most), so its typical error does not apply; published runs beyond their preset's (mean batches 9-341, "
         "every request sent at once) served a median 0.48x the output tokens/s priced (docs/reality.md)"
     )
 
@@ -189,16 +190,16 @@ def at_once(preset: Preset) -> str | None:
     """A note for a simulation that sends every request at one moment while some of them wait (simulate._at_once),
     with a preset fitted on published serving runs (batch_covered recorded), none of which was such a load (an
     offline batch of 8 all runs at once). GPUStack's vLLM 0.10-0.11 and SGLang 0.5 runs of it (69: `vllm bench serve`
-    at rate inf, 100-1,000 requests, each simulated with a queue; benchmarks/candidates.py) served a median 0.44 of
-    the output tokens/s priced over mean batches 2-335 (from 0.02 to 2.9 run by run), and 0.43 for the 31 whose
-    simulated batch is within their preset's (docs/reality.md): the shortfall goes with the load, not only the
-    batch. None for a preset without the record (TensorRT-LLM's is fitted on trtllm-bench's queued runs)."""
+    at rate inf, 100-1,000 requests, each simulated with a queue; benchmarks/candidates.py) served a median 0.47 of
+    the output tokens/s priced over mean batches 2-341, and 0.39 for the 13 whose simulated batch is within their
+    preset's (docs/reality.md): the shortfall goes with the load, not only the batch. None for a preset without the
+    record (TensorRT-LLM's is fitted on trtllm-bench's queued runs)."""
     if not preset.batch_covered:
         return None
     return (
         f"engine {preset.name}: every request sent at once, some waiting, is a load none of its published runs had, "
-        "so its typical error does not apply; published runs of every request at once (69, at mean batches 2-335) "
-        "served a median 0.44x the output tokens/s priced (docs/reality.md)"
+        "so its typical error does not apply; published runs of every request at once (69, at mean batches 2-341) "
+        "served a median 0.47x the output tokens/s priced (docs/reality.md)"
     )
 
 

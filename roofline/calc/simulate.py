@@ -225,7 +225,10 @@ def _measured_engine(p: Prepared, notes: list[str]):
     arch = p.model.arch
     if not costs or arch is None:
         return None
+    from roofline.calc.estimate import costs_dtype
+
     notes.append(f"engine {name}: the profile's measured fixed cost per step (per step + per layer, by batch)")
+    notes += costs_dtype(p.hardware, p.inputs)
     return lambda batch: engine_cost(costs, arch, batch)
 
 

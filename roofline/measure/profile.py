@@ -197,11 +197,13 @@ def save_engine(result: dict[str, Any], path: str, base: Hardware) -> None:
     """Write the profile at `path` again with the measured fixed costs, atomically: under engines[NAME], or beside
     costs of NAME timed in another dtype under engines[NAME@DTYPE] (a run in that dtype is priced with them:
     roofline.calc.inputs.engine_costs_for)."""
+    from roofline.calc.inputs import costs_timed_in, engine_costs
+
     spec = hardware_to_mapping(base)
     engines = dict(base.engines or {})
-    name, dtype = result["engine"], result.get("dtype")
-    first = engines.get(name)
-    key = name if first is None or first.get("dtype", dtype) == dtype else f"{name}@{dtype}"
+    name, dtype = result["engine"], result.get("dtype") or "fp32"
+    first = engine_costs(base).get(name)  # a full measure's own (measured.engines) count as the first too
+    key = name if first is None or costs_timed_in(first) == dtype else f"{name}@{dtype}"
     engines[key] = {k: v for k, v in result.items() if k not in ("engine", "device")}
     spec["engines"] = engines
     header = f"# engines.{key}: fixed costs per decode step and per layer measured by `roofline measure --engine`.\n"
