@@ -336,6 +336,14 @@ def test_a_profile_with_engine_costs_prices_the_fixed_cost_with_them(tmp_path):
     assert estimate(load_model("gpt2"), two, weight_dtype="fp32", **common).calibrated.decode_overhead_s == (
         pytest.approx(8e-3)
     )
+    # simulate prices every step with those costs, and says so where they were timed in another dtype, as estimate
+    from roofline.calc.knobs import Knobs
+    from roofline.calc.simulate import simulate
+
+    run = dict(concurrency=1, requests=2, prompt_tokens=16, output_tokens=4)
+    said = lambda h, d: simulate(load_model("gpt2"), h, knobs=Knobs(weight_dtype=d), **run).notes  # noqa: E731
+    assert any("measured in fp32 and this runs in bf16" in n for n in said(timed, "bf16"))
+    assert not any("fixed costs were measured in" in n for n in said(two, "bf16") + said(timed, "fp32"))
 
 
 DTYPES = ("fp32", "bf16", "fp16")
