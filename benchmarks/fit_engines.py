@@ -421,19 +421,16 @@ def held_out_setups(pricer: Pricer, by_case: dict) -> dict:
     leave-one-case-out residual, which refines the full fit (one run barely moves it: vLLM's each run left out
     refitted afresh from one start read TPOT 5.5%, E2E 5.0%, p99 TTFT 29.8% against 5.5%, 6.5%, 23.3% refined).
     A fold whose other runs report no TTFT does not score its runs' TTFTs."""
-    cases = pricer.cases
-    setups = list(dict.fromkeys(setup_of(c) for c in cases))
-    out = {}
-    for setup in setups:
-        mine = [c for c in cases if setup_of(c) == setup]
-        if len(mine) == 1:
-            out[mine[0]["id"]] = by_case[mine[0]["id"]]
+    cases, groups = pricer.cases, {}
+    for c in cases:
+        groups.setdefault(setup_of(c), []).append(c)
+    out = {mine[0]["id"]: by_case[mine[0]["id"]] for mine in groups.values() if len(mine) == 1}
 
     def fold(setup):
-        mine, rest = [c for c in cases if setup_of(c) == setup], [o for o in cases if setup_of(o) != setup]
-        return scored_residuals(pricer, mine, rest, rounded(best_fit(pricer, rest)))
+        rest = [o for o in cases if setup_of(o) != setup]
+        return scored_residuals(pricer, groups[setup], rest, rounded(best_fit(pricer, rest)))
 
-    for residuals in parallel(fold, [s for s in setups if sum(setup_of(c) == s for c in cases) > 1]):
+    for residuals in parallel(fold, [s for s, mine in groups.items() if len(mine) > 1]):
         out.update(residuals)
     return {c["id"]: out[c["id"]] for c in cases}
 

@@ -348,13 +348,12 @@ def predict(
         return None
     curve, overhead = profile["decode_matmul"][dtype], profile["op_overhead_s"]
     kernel = profile["decode_attention"][dtype]
-    measured = costs
     ops = (a.layers * ops_per_layer(a) + OPS_PER_STEP) * overhead
-    fixed = engine_cost(measured, a, batch) if measured else ops
+    fixed = engine_cost(costs, a, batch) if costs else ops
     best = profile.get("matmul", {}).get(dtype)
     square = (best["best_shape"][0], typical(best)) if best else None
     index = curve_index(curve, scan_anchors(best) if best else [], square)
-    decode_linear = linear_seconds(index, a, batch, batch, conv1d_factor(measured, engine, a, batch, index))
+    decode_linear = linear_seconds(index, a, batch, batch, conv1d_factor(costs, engine, a, batch, index))
     params = a.layers * sum(k * n for k, n in linears(a)) + a.hidden_size * a.vocab_size
     cycled = curve_bytes(profile, curve)
     carried_s = carried(profile, decode_linear, params * DTYPE_BYTES.get(dtype, 4.0), working_set, cycled)
@@ -369,13 +368,11 @@ def predict(
     moved = elementwise.prefill_bytes(a, batch, prompt, DTYPE_BYTES.get(dtype, 4.0), engine)
     activations = elementwise.prefill_seconds(rates["bytes_per_s"], moved) if rates else 0.0
     rows = batch * prompt
-    linear = linear_seconds(index, a, rows, batch, conv1d_factor(measured, engine, a, rows, index))
+    linear = linear_seconds(index, a, rows, batch, conv1d_factor(costs, engine, a, rows, index))
     prefill = linear + prefill_attention_flops / prefill_rate + activations + fixed
     prefill += cache_copy_seconds(profile, engine, prompt_kv_bytes)
     basis = (
-        f"fixed costs measured on the {engine} engine"
-        if measured
-        else "per-op cost x ops per layer (plain eager PyTorch)"
+        f"fixed costs measured on the {engine} engine" if costs else "per-op cost x ops per layer (plain eager PyTorch)"
     )
     return Calibrated(
         ttft_s=prefill,
