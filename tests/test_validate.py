@@ -376,6 +376,13 @@ def test_engine_costs_timed_in_a_second_dtype_are_saved_beside_the_first(tmp_pat
         assert "eager@bf16" in saved.engines, engines
         pick = {d: engine_costs_for(saved, "eager", d)["archetypes"]["rope"]["per_step_s"]["1"] for d in DTYPES}
         assert pick == {"fp32": 1e-3, "bf16": 9e-3, "fp16": 1e-3}, engines
+    # Costs under the bare name in one dtype (a hand-saved profile) do not hide a full measure's own in another.
+    bf16 = {**costs, "archetypes": {"rope": {**costs["archetypes"]["rope"], "per_step_s": {"1": 9e-3}}}}
+    both = older._replace(
+        measured={**MEASURED, "engines": {"eager": fp32}}, engines={"eager": {**bf16, "dtype": "bf16"}}
+    )
+    pick = {d: engine_costs_for(both, "eager", d)["archetypes"]["rope"]["per_step_s"]["1"] for d in DTYPES}
+    assert pick == {"fp32": 1e-3, "bf16": 9e-3, "fp16": 9e-3}  # fp16: none timed, the profile's own engines: first
 
 
 def test_transformers_gpt2_linears_are_priced_at_the_measured_conv1d_slowdown():

@@ -156,6 +156,8 @@ def _compute(model: Model, hardware: Hardware, k: Knobs, quant: str | None, weig
         why = (
             "ggml block format: llama.cpp multiplies it against 8-bit activation blocks"
             if compute == ggml
+            else f"ggml block format: llama.cpp multiplies it in {ggml}, for which {hardware.id} lists no peak"
+            if ggml
             else "weight-only quantization"
             if weight in WEIGHT_ONLY
             else f"{hardware.id} lists no {weight} peak"
@@ -232,14 +234,13 @@ def engine_costs(hardware: Hardware) -> dict[str, Any]:
 
 def engine_costs_for(hardware: Hardware, name: str, dtype: str) -> dict[str, Any] | None:
     """The fixed costs the profile holds for engine `name` timed in `dtype` where it has them (under NAME, or
-    NAME@DTYPE beside another dtype's), else under NAME in whatever dtype they were timed (estimate notes it), else
-    None. An engine's costs differ by dtype: transformers at bf16 cost 12.7 ms a step where fp32's 8.4 priced it
-    (SmolLM2-135M, a 2-core Zen 4 VM, 2026-12-07)."""
-    costs = engine_costs(hardware)
-    first = costs.get(name)
-    if first is not None and costs_timed_in(first) == dtype:
-        return first
-    return costs.get(f"{name}@{dtype}", first)
+    NAME@DTYPE beside another dtype's; the profile's `engines:` before its raw measurement's, so a save wins over
+    what a full measure timed, and neither hides the other's dtype), else under NAME in whatever dtype they were
+    timed (estimate notes it), else None. An engine's costs differ by dtype: transformers at bf16 cost 12.7 ms a
+    step where fp32's 8.4 priced it (SmolLM2-135M, a 2-core Zen 4 VM, 2026-12-07)."""
+    sources = (hardware.engines or {}, (hardware.measured or {}).get("engines") or {})
+    held = [s[key] for s in sources for key in (name, f"{name}@{dtype}") if s.get(key) is not None]
+    return next((c for c in held if costs_timed_in(c) == dtype), held[0] if held else None)
 
 
 def costs_timed_in(costs: dict[str, Any]) -> str:
