@@ -155,6 +155,10 @@ def test_bad_bench_input_is_one_line():
     # flags a run would ignore are refused before any request is sent (nothing listens on port 9 either way)
     r = run("http://127.0.0.1:9", "--concurrency", "2", "--cv", "3")
     assert r.exit_code == 2 and "--cv: the burstiness of gamma arrivals" in r.stderr
+    # the simulation's flags without --compare (an audit, 2026-12-07: --max-num-seqs 4 changed nothing, silently)
+    for flags in (["--max-num-seqs", "4"], ["-m", "gpt2"], ["--no-kv-unified"], ["--engine", "llamacpp"]):
+        r = run("http://127.0.0.1:9", "--concurrency", "1", *flags)
+        assert r.exit_code == 2 and "give it with --compare" in r.stderr and flags[0].split("-")[-1] in r.stderr
 
 
 def test_a_trace_sets_the_lengths_and_its_means_are_reported(server, tmp_path):

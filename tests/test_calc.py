@@ -139,6 +139,9 @@ def test_ggml_formats_compute_in_int8_where_the_device_has_it(quant, hardware, e
     if hardware == "rtx-4090":
         assert e.prefill.compute_s == pytest.approx(e.prefill.flops / 660.6e12)
         assert any("ggml block format" in n for n in e.notes)
+    if hardware == "apple-m4-max":  # said as the block format's, not as weight-only quantization (a GPU's kernels)
+        assert any("ggml block format" in n and "lists no peak" in n for n in e.notes), e.notes
+        assert not any("weight-only" in n for n in e.notes)
 
 
 def test_fp8_weights_on_a100_fall_back_to_bf16():

@@ -23,6 +23,7 @@ from roofline.cli.common import (
     duration,
     emit,
     err,
+    given,
     handled,
     knobs_from,
     specs,
@@ -47,6 +48,18 @@ from roofline.cli.simulate import (
 )
 
 app = typer.Typer()
+
+COMPARE_ONLY = {
+    "model": "--model",
+    "hardware": "--hardware",
+    "engine": "--engine",
+    "tp": "--tp",
+    "weight_dtype": "--weight-dtype",
+    "kv_dtype": "--kv-dtype",
+    "max_num_seqs": "--max-num-seqs",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "kv_unified": "--kv-unified/--no-kv-unified",
+}  # bench's flags that describe the simulation --compare runs
 
 
 @app.command()
@@ -132,6 +145,10 @@ def bench(
     if rates is not None and len(rates) > 1:
         raise UsageError("--rate: bench runs one rate at a time")
     check_workload_flags(ctx, trace, rate, arrival)
+    if not compare:  # they describe the simulation --compare runs; alone they would be ignored
+        for name, flag in COMPARE_ONLY.items():
+            if given(ctx, name):
+                raise UsageError(f"{flag}: describes the prediction --compare prints; give it with --compare")
     loaded = None
     if trace is not None:
         from roofline.specs.trace import load_trace
