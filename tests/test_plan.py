@@ -239,9 +239,24 @@ def test_plan_with_an_engine_sizes_by_its_prediction_and_says_which():
     assert "the trtllm preset, TensorRT-LLM's no-evict scheduler" in table.stdout and "vLLM" not in table.stdout
     little = runner.invoke(app, [*args, "--engine", "vllm", "--no-queueing", "--json"])
     assert json.loads(little.stdout)["inputs"]["engine"] == "vllm"
+    assert json.loads(little.stdout)["inputs"]["scheduler"] is None  # Little's law schedules nothing
     # the preset's own memory fraction and efficiencies size it: a flag setting them would be ignored, so it is refused
     refused = runner.invoke(app, [*args, "--engine", "vllm", "--memory-fraction", "0.5"])
     assert refused.exit_code == 2 and "--memory-fraction" in refused.stderr and not refused.stdout
+
+
+def test_a_plans_scheduler_is_the_one_its_presets_file_names(monkeypatch):
+    # The header's words come from the preset's `scheduler:` key, as the simulation's policy does, not from its name.
+    from types import SimpleNamespace
+
+    from roofline.calc.simulate import scheduler_words
+    from roofline.specs import presets
+
+    assert scheduler_words(None) == scheduler_words("vllm") == "vLLM V1's scheduler"
+    assert scheduler_words("llamacpp-cuda") == "llama-server's slots"
+    monkeypatch.setattr(presets, "names", lambda: ["my-trtllm-build"])
+    monkeypatch.setattr(presets, "load", lambda name: SimpleNamespace(scheduler="trtllm"))
+    assert scheduler_words("my-trtllm-build") == "TensorRT-LLM's no-evict scheduler"
 
 
 def test_plan_refuses_no_output_and_takes_prices_in_any_case():

@@ -23,6 +23,7 @@ from roofline.calc.checks import count
 from roofline.calc.estimate import estimate_at, prepare
 from roofline.calc.options import Option, refused_option, served_option
 from roofline.calc.prepare import spec_of
+from roofline.calc.simulate import scheduler_words
 from roofline.calc.sweep import default_batches
 from roofline.errors import UsageError
 from roofline.specs.records import Hardware, Model
@@ -144,6 +145,7 @@ def plan(
     )
     ranked = sorted(good, key=key) + [o for o in found if not o.meets_slo]
     unpriced = sorted({h.id for h in devices if prices.get(h.id, h.price_per_hour) is None}) if priced else []
+    engine = options.get("engine") or getattr(options.get("knobs"), "engine", None)
     inputs = {
         "model": model.id,
         "prompt_tokens": prompt_tokens,
@@ -158,7 +160,8 @@ def plan(
         "ranked_by": "cost" if priced else "devices",
         "unpriced": unpriced,
         "method": "simulated" if simulated else "little",
-        "engine": options.get("engine") or getattr(options.get("knobs"), "engine", None),
+        "engine": engine,
+        "scheduler": scheduler_words(engine) if simulated else None,
         "slo_percentile": slo_percentile,
     }
     return Plan(inputs, ranked)

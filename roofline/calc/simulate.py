@@ -392,6 +392,23 @@ def _preset_error(p: Prepared, batch: float, everyone: bool) -> list[str]:
 LLAMA_SERVER_SLOTS, LLAMA_SERVER_BATCH = 4, 2048
 
 
+SCHEDULER_WORDS = {
+    "vllm": "vLLM V1's scheduler",
+    "trtllm": "TensorRT-LLM's no-evict scheduler",
+    "static": "static batches",
+}
+
+
+def scheduler_words(engine: str | None) -> str:
+    """What engine_scheduler runs a replica of `engine` under, in words (plan's header and JSON): llama-server's
+    slots for llama.cpp, else the policy its preset names (engines/NAME.yaml `scheduler:`), else vLLM's."""
+    from roofline.specs import presets
+
+    if (engine or "").startswith("llamacpp"):
+        return "llama-server's slots"
+    return SCHEDULER_WORDS[presets.load(engine).scheduler if engine in presets.names() else "vllm"]
+
+
 def engine_scheduler(p: Prepared, scheduler: Scheduler | None) -> Scheduler:
     """`scheduler` with its policy the engine preset's where it names none (else vllm), and each limit it leaves
     None that policy's engine default on the device (replica.engine_limits), the default sequences at most the

@@ -320,10 +320,6 @@ def fit_table(f: Any):
     return Group(head, Text(""), listing_table(["question", "at", "answer", "why"], rows, left=2, wrap=("why",)))
 
 
-# The scheduler a simulated plan replica runs under, by engine (roofline.calc.simulate.engine_scheduler)
-SCHEDULERS = {"trtllm": "TensorRT-LLM's no-evict scheduler", "llamacpp": "llama-server's slots"}
-
-
 def plan_table(p: Any):
     """Ranked fleet options: devices, batch, latencies, throughput per device, cost and energy when known."""
     from rich.console import Group
@@ -363,9 +359,9 @@ def plan_table(p: Any):
     )
     engine = i.get("engine")
     preset = engine is not None and is_preset(engine)  # eager and measured engines: their costs, not a preset's
-    scheduler = SCHEDULERS.get((engine or "").split("-")[0], "vLLM V1's scheduler")
+    named = f"the {engine} preset, " if preset else ""
     how = (
-        f" · each replica simulated under Poisson arrivals ({f'the {engine} preset, ' if preset else ''}{scheduler}), "
+        f" · each replica simulated under Poisson arrivals ({named}{i['scheduler']}), "
         f"its SLOs at {pct}; util = its share of the rate over its saturation rate"
         if queued
         else f" · static batches, Little's law{f', the {engine} preset' if preset else ''}"
