@@ -55,11 +55,12 @@ class Bench(NamedTuple):
     errors: dict[str, int]  # kind -> requests it ended
     wall_s: float
     per_request: list[dict[str, Any]]
+    said: str | None = None  # the first HTTP error with the server's message ("HTTP 400: ..."), for the warning
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         out = plain(self._asdict())
-        out.pop("per_request")
+        out.pop("per_request"), out.pop("said")
         for key in ("saturated", "max_stable_rate_per_s", "preemptions", "batch", "kv_utilization", "steps"):
             out[key] = None  # simulate's keys a server does not expose
         return out
@@ -260,6 +261,7 @@ def _result(timed, requests, warmup, concurrency, ttft_slo, tpot_slo, inputs, wa
         errors=errors,
         wall_s=wall,
         per_request=per_request,
+        said=next((f"{t.error}: {t.reason}" for t in timed if t and t.reason), None),
     )
 
 

@@ -247,8 +247,7 @@ def bench(
     if failed:
         each = ", ".join(f"{n} {kind}" for kind, n in sorted(failed.items()))
         level = "warning" if done else "error"  # none completed: the run failed (exit 1)
-        said = next((r["error"] for r in result.per_request if r["error"] and ": " in r["error"]), None)
-        first = f"; the first said {said!r}" if said else ""
+        first = f"; the first said {result.said!r}" if result.said else ""
         hint = " (the URL is the server's root: drop /v1)" if url.rstrip("/").endswith("/v1") else ""
         err(f"roofline: {level}: {sum(failed.values())} of {len(chosen)} requests failed ({each}){first}{hint}")
     if per_request is not None:
