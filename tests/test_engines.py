@@ -780,3 +780,56 @@ def test_the_fits_folds_in_worker_processes_come_back_in_order(monkeypatch):
     assert inner == [(7, True, [-7, -8]), (8, True, [-8, -9])]  # each ran in a worker, its inner map in place
     monkeypatch.setattr(fit_engines, "JOBS", 1)
     assert fit_engines.parallel(lambda x: multiprocessing.current_process().daemon, [1, 2]) == [False, False]
+
+
+def test_a_chunked_prompt_pays_the_presets_step_cost_once_a_chunk():
+    # An audit (2026-12-07): estimate --chunk-tokens added a preset's step cost once to TTFT where the prompt takes one
+    # step a chunk (simulate charged each). Llama-3.1-8B, prompt 1024 at batch 1, 513 tokens a step: 512 prompt
+    # tokens beside the one decode, so ceil(1024 / 512) = 2 prefill steps (vLLM's chunked prefill).
+    from roofline.calc.estimate import estimate_at
+    from roofline.calc.prepare import prepare
+
+    p = presets.load("vllm-legacy")
+    m, h = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    e = estimate(m, h, batch=1, prompt_tokens=1024, output_tokens=64, engine="vllm-legacy", chunk_tokens=513)
+    step = p.step_overhead_s + 32 * p.layer_overhead_s  # 32 layers (config.json); no ROCm on an H100
+    setup = prepare(m, h, engine="vllm-legacy", chunk_tokens=513).preset_setup  # the preset's kernels, no costs
+    kernels = estimate_at(setup, 1, 1024, 64).ttft_s
+    assert e.engine.ttft_s == pytest.approx(kernels + 2 * step + p.request_overhead_s, rel=1e-9)
+
+
+def test_a_preset_makes_no_prediction_for_speculative_decoding():
+    # None of the presets' published runs drafted (engines/*.yaml: "not captured"); their step cost charged once a
+    # token gave a figure with the preset's error bar as if measured (an audit, 2026-12-07).
+    e = estimate(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=4, engine="vllm", draft="llama-3.2-1b")
+    assert e.engine is None and any("no preset prediction with speculative decoding" in n for n in e.notes)
+
+
+def test_a_pool_larger_than_the_bounds_is_said_with_both_capacities():
+    # TensorRT-LLM's pool is 0.95 of the memory the weights leave, more than the bound's 0.9 of memory: Llama-3.1-8B
+    # on an H100 SXM (80 GiB = 85.899e9 B; weights 16.061e9 B; KV 131,072 B a token x 1,280 tokens = 167.77e6 B a
+    # sequence): the bound holds (0.9 x 85.899e9 - 16.061e9) / 167.77e6 = 365 sequences, the preset
+    # 0.95 x (85.899e9 - 16.061e9) / 167.77e6 = 395. Its figures at 380 are not faster than the bound's at 380, but
+    # it holds batches the bound's memory fraction does not: said, with the fraction that bounds the same memory.
+    e = estimate(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=380, engine="trtllm")
+    assert (e.max_batch, e.engine.max_batch, e.fits) == (365, 395, False)
+    assert e.engine.tpot_s >= e.tpot_s
+    share = 0.95 + 0.05 * 16.061e9 / 85.899e9  # f x C - w = 0.95 x (C - w)
+    said = next(n for n in e.notes if "holds 395 sequences" in n)
+    assert "holds 365" in said and f"--memory-fraction {share:.4g}" in said
+    vllm = estimate(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=8, engine="vllm")
+    # vLLM's pool: 0.9 x 85.899e9 - 16.061e9 - 1.721e9 reserve = 59.53e9 B / 167.77e6 = 354 sequences, under the bound
+    assert vllm.engine.max_batch == 354 and not any("--memory-fraction" in n for n in vllm.notes)
+
+
+def test_simulates_per_request_times_are_the_clients_with_a_presets_request_cost():
+    # The per-request CSV's first-token and finish times left out a preset's request cost that TTFT and E2E carry
+    # (an audit, 2026-12-07: first token - arrival 9.6 ms against a TTFT p50 of 25 ms).
+    from roofline.calc.simulate import simulate
+
+    m, h = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    s = simulate(m, h, rate=0.1, requests=21, prompt_tokens=512, output_tokens=16, engine="vllm", warmup=0)
+    rows = s.per_request
+    ttfts = sorted(r["first_token_s"] - r["arrival_s"] for r in rows)
+    assert ttfts[10] == pytest.approx(s.ttft_s["p50"], rel=1e-9)  # the median of 21
+    assert all(r["request_overhead_s"] > 0 for r in rows)

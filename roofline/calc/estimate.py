@@ -184,7 +184,7 @@ def estimate_at(p: Prepared, batch: int, prompt_tokens: int, output_tokens: int,
         warnings=_warnings(p.model, P, O, p.knobs.draft),
         notes=notes,
         calibrated=calibrated,
-        engine=_engine_result(p, inputs, calibrated, notes),
+        engine=_engine_result(p, inputs, calibrated, notes, memory.limit),
         speculative=timing.spec,
         chunked=timing.chunk,
         prefill_cached_tokens=cached,
@@ -433,6 +433,7 @@ class EnginePrediction(NamedTuple):
     # device out) holds on this device; elsewhere: whether this device is none of the preset's runs'
     # (presets.typical_errors)
     typical_error: dict = {}
+    max_batch: int | None = None  # sequences its own KV pool holds at these lengths (a preset's pool rule); None: ?
 
 
 def _format_own(preset, weight_dtype: str, hardware) -> str:
@@ -444,20 +445,31 @@ def _format_own(preset, weight_dtype: str, hardware) -> str:
 
 
 def _pool(preset) -> str:
-    """'memory fraction 0.90', or 'KV pool 0.95 of the memory the weights leave' (kv_pool: free)."""
+    """'memory fraction 0.90 less a 1.72 GB reserve', or 'KV pool 0.95 of the memory the weights leave' (kv_pool:
+    free), as the preset's pool rule takes them."""
+    reserve = f" less a {preset.reserve_bytes / 1e9:.3g} GB reserve" if preset.reserve_bytes else ""
     if preset.kv_pool == "free":
-        return f"KV pool {preset.memory_fraction:.2f} of the memory the weights leave"
-    return f"memory fraction {preset.memory_fraction:.2f}"
+        return f"KV pool {preset.memory_fraction:.2f} of the memory the weights leave{reserve}"
+    return f"memory fraction {preset.memory_fraction:.2f}{reserve}"
 
 
-def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) -> "EnginePrediction | None":
+def _engine_result(
+    p: Prepared, inputs: Inputs, calibrated, notes: list[str], bound_limit: int | None = None
+) -> "EnginePrediction | None":
     """The engine's prediction beside the bound: a preset's efficiencies and step cost (its setup prepared once),
-    or the measured calibration."""
+    or the measured calibration. `bound_limit`: the sequences the bound's memory fraction holds (a preset whose
+    pool holds more is said to, the one way a preset's figure can beat the bound's)."""
     name, preset = inputs.engine, p.preset
     if preset is not None and p.preset_setup is None:
         notes.append(
             f"engine {name}: no preset prediction with a pipeline or disaggregated pools (the presets were "
             "fitted on colocated runs without pipeline stages)"
+        )
+        return None
+    if preset is not None and p.draft is not None:
+        notes.append(
+            f"engine {name}: no preset prediction with speculative decoding (none of the presets' published runs "
+            "drafted: the step cost per draft and verify step is not measured)"
         )
         return None
     if preset is not None:
@@ -480,10 +492,17 @@ def _engine_result(p: Prepared, inputs: Inputs, calibrated, notes: list[str]) ->
             f"+{presets.step_cost(preset, p.model, p.hardware) * 1e3:.2g} "
             f"ms a step, {_pool(preset)}"
         )
+        if e.max_batch is not None and bound_limit is not None and e.max_batch > bound_limit:
+            share = p.preset_setup.knobs.memory_fraction
+            notes.append(
+                f"engine {name}: its pool ({_pool(preset)}: {share:.4g} x memory) holds {e.max_batch} sequences "
+                f"where the bound's memory fraction {inputs.memory_fraction:g} holds {bound_limit}; the bound's "
+                f"speeds still hold, its capacity does not: --memory-fraction {share:.4g} bounds the same memory"
+            )
         beyond = presets.beyond_runs(preset, inputs.batch)  # its typical error was measured at smaller batches
         notes += [beyond] if beyond else []
         typical = {} if beyond else presets.typical_errors(preset, p.hardware)
-        return EnginePrediction(preset.name, "preset", ttft, tpot, rate, typical)
+        return EnginePrediction(preset.name, "preset", ttft, tpot, rate, typical, e.max_batch)
     if calibrated is not None and name is not None:
         latency = calibrated.ttft_s + max(inputs.output_tokens - 1, 0) * calibrated.tpot_s
         return EnginePrediction(

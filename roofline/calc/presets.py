@@ -112,9 +112,11 @@ def step_cost(preset: Preset, model, hardware) -> float:
 
 def timings(e, step_overhead_s: float, request_overhead_s: float = 0.0) -> tuple[float, float, float]:
     """(TTFT, TPOT, output tokens/s) of an estimate made with a preset's knobs, with its fixed step cost added to
-    every step (the prefill's and each decode's) and its per-request cost to the first token."""
+    every step (each of the prefill's, one per chunk when chunked, as the simulator steps it, and each decode's) and
+    its per-request cost to the first token."""
+    prefill_steps = e.chunked.steps_to_first_token if e.chunked is not None else 1
     tpot = e.tpot_s + step_overhead_s
-    ttft = e.ttft_s + step_overhead_s + request_overhead_s
+    ttft = e.ttft_s + prefill_steps * step_overhead_s + request_overhead_s
     outputs = e.inputs.output_tokens
     latency = ttft + max(outputs - 1, 0) * tpot
     return ttft, tpot, e.inputs.batch * outputs / latency if latency > 0 else 0.0

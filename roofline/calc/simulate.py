@@ -332,8 +332,9 @@ def run_simulation(
             "output_tokens": requests[i].output_tokens,
             "arrival_s": result.arrival[i],
             "admitted_s": result.admitted[i],
-            "first_token_s": result.first[i],
-            "finish_s": result.finish[i],
+            "first_token_s": result.first[i] + extra[i],  # as the client sees them: a preset's request cost on both
+            "finish_s": result.finish[i] + extra[i],
+            "request_overhead_s": extra[i],
         }
         for i in range(len(requests))
     ]

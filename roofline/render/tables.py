@@ -98,9 +98,14 @@ def summary_lines(e: Estimate) -> list[str]:
             [
                 f"engine {e.engine.name} ({e.engine.source}): TTFT {si(e.engine.ttft_s, 's')}"
                 f"{_typical(e.engine, 'ttft_mean')} · TPOT {si(e.engine.tpot_s, 's')}{_typical(e.engine, 'tpot')} · "
-                f"{number(e.engine.output_tokens_per_s)} output tokens/s{_typical(e.engine, 'output_tokens_per_s')} "
+                f"request {si(e.engine.ttft_s + max(i.output_tokens - 1, 0) * e.engine.tpot_s, 's')}"
+                f"{_typical(e.engine, 'e2e')} · "
+                f"{number(e.engine.output_tokens_per_s)} output tokens/s{_typical(e.engine, 'output_tokens_per_s')}"
+                + (f" · max batch {e.engine.max_batch} in its pool " if e.engine.max_batch is not None else " ")
                 + (
-                    "(the bound above is what no engine can beat)"
+                    "(its pool holds more than the bound's memory fraction: see the note)"
+                    if e.engine.max_batch is not None and e.max_batch is not None and e.engine.max_batch > e.max_batch
+                    else "(the bound above is what no engine can beat)"
                     if i.compute_efficiency == i.bandwidth_efficiency == 1
                     else "(the figures above are at the efficiencies given, not the bound)"
                 )
