@@ -509,3 +509,18 @@ def test_a_default_sequence_limit_never_outnumbers_the_tokens_given():
     assert r.exit_code == 0, r.stderr
     r = runner.invoke(app, [*args, "--max-num-seqs", "2048", "--max-num-batched-tokens", "1024"])
     assert r.exit_code != 0 and "max_num_seqs (2048) above max_num_batched_tokens (1024)" in r.stderr
+
+
+def test_a_sliding_window_layer_holds_only_its_window_of_the_kv_budget():
+    # An audit (2026-12-07): the replica counted every layer's KV whole, so Gemma-3-27B (62 layers, 52 with a 1,024
+    # token window; 16 KV heads x 128 x 2 x 2 B = 8,192 B a token a layer, 507,904 B over all layers) held 4.29 GB a
+    # request at 8,448 tokens where its windowed layers keep 1,024: 10 x 8,448 + 52 x 1,024 = 137,728 layer-tokens x
+    # 8,192 B = 1.128 GB, i.e. 137,728 / 62 = 2,221.4 tokens' worth of the budget (vLLM V1's hybrid KV manager frees
+    # the blocks a window leaves). One request alone: its peak share of the budget is that (+ at most one part block).
+    m, h = load_model("gemma-3-27b"), load_hardware("h100-sxm")
+    e = estimate(m, h, prompt_tokens=8192, output_tokens=256)
+    cap = int(e.kv_budget_bytes / 507_904)  # tokens of a whole token's KV, as the replica's budget counts them
+    s = simulate(m, h, concurrency=1, requests=3, prompt_tokens=8192, output_tokens=256)
+    held = (10 * 8448 + 52 * 1024) / 62
+    assert held / cap <= s.kv_utilization["max"] <= (held + 16) / cap
+    assert e.kv_bytes_per_sequence == pytest.approx(held * 507_904, rel=1e-6)  # estimate's figure, the same

@@ -19,11 +19,14 @@ outgrows the budget, as enable_chunked_prefill does). Its limits, where not give
 Steps with only decodes repeat the same batch with contexts one token longer each: between events (an arrival, a
 finish, a window filling, the KV cache filling) they are summed in closed form (stepmodel.decode_run), so a run
 costs per request, not per token. A request's KV is counted at whole blocks (each running request at most one block
-part-filled). ITL is the length of the steps that made each token (a jump's first and last step, half the tokens
-each); a preempted request's wait shows in its TTFT, TPOT and E2E. Prefix caching: a request's cached prompt
-tokens are not computed but held (per request: the sharing of a prefix's blocks is not modelled). With llama.cpp's
-measured step and a KV stream per slot (llama-server given --parallel N), each request holds the least recently
-used free slot and a step's batch is passed in the server's order, which the step cuts into ubatches
+part-filled). A sliding-window layer keeps only its window's tokens (vLLM V1's hybrid KV manager frees the blocks
+that fall out of it), so a request with c tokens holds f x c + (1 - f) x min(c, window) tokens' worth of the budget,
+f the full-attention layers' share of a token's KV bytes (Gemma-3-27B: 10 of 62 layers attend fully; TensorRT-LLM's
+reservations still count whole tokens). ITL is the length of the steps that made each token (a jump's first and last
+step, half the tokens each); a preempted request's wait shows in its TTFT, TPOT and E2E. Prefix caching: a request's
+cached prompt tokens are not computed but held (per request: the sharing of a prefix's blocks is not modelled). With
+llama.cpp's measured step and a KV stream per slot (llama-server given --parallel N), each request holds the least
+recently used free slot and a step's batch is passed in the server's order, which the step cuts into ubatches
 (roofline.calc.llamacpp.equal_split); with one shared stream (llama-server's default, -np auto) a step is
 ceil(tokens / 512) ubatches. Not modelled:
 speculative decoding, pipelines and pools inside the replica (estimate prices those), tokenizer and HTTP.
@@ -40,6 +43,20 @@ from roofline.calc.workload import Request
 from roofline.errors import UsageError
 
 POLICIES = ("vllm", "static", "trtllm")
+
+
+def full_share(model) -> float:
+    """f: the full-attention layers' share of a token's KV bytes (1 without sliding-window layers)."""
+    full, sliding = getattr(model, "kv_full", 0.0), getattr(model, "kv_slide", 0.0)  # a stand-in may have none
+    return full / (full + sliding) if getattr(model, "window", None) and sliding else 1.0
+
+
+def held_tokens(model, c: float, f: float | None = None) -> float:
+    """The KV budget's tokens a request with c tokens of KV holds [tokens of a whole token's KV]: all of them, or
+    with sliding-window layers f x c + (1 - f) x min(c, window) (vLLM V1's hybrid KV manager frees what leaves a
+    window: vllm/v1/core/single_type_kv_cache_manager.py, SlidingWindowManager)."""
+    f = full_share(model) if f is None else f
+    return c if f == 1.0 else f * c + (1.0 - f) * min(c, model.window)
 
 
 class Scheduler(NamedTuple):
@@ -99,6 +116,7 @@ class Replica:
         """`cached(prompt)`: the prompt tokens a prefix cache serves (prefix caching: they are not computed, but
         attended over and their KV read), default none."""
         self.model, self.sched, self.cap, self.concurrency = model, sched, kv_tokens, concurrency
+        self.full_share = full_share(model)
         n = self.n = len(requests)
         self.P = [r.prompt_tokens for r in requests]
         self.O = [r.output_tokens for r in requests]
@@ -138,8 +156,16 @@ class Replica:
     def slack(self) -> int:
         return len(self.order) * (self.sched.block_size - 1)
 
-    def fits(self, tokens: int) -> bool:
+    def fits(self, tokens: float) -> bool:
         return self.used + self.slack() + tokens <= self.cap
+
+    def held(self, c: int) -> float:
+        return held_tokens(self.model, c, self.full_share)
+
+    def growth(self) -> float:
+        """The budget's tokens a decode step adds: one a decode, (f a decode past its window)."""
+        n = len(self.cbase)
+        return n if self.full_share == 1.0 else self.full_share * n + (1.0 - self.full_share) * self.below
 
     def add_decode(self, i: int) -> None:
         c, w = self.computed[i], self.model.window
@@ -170,7 +196,7 @@ class Replica:
         self.S += n * m
         self.A += self.below * m
         self.K += self.below * m
-        self.used += n * m
+        self.used += n * m if self.full_share == 1.0 else (self.full_share * n + (1 - self.full_share) * self.below) * m
         while self.crossings and self.crossings[0][0] <= self.G:
             _, i = heapq.heappop(self.crossings)
             if i in self.cbase and self.cbase[i] + self.G + 1 >= self.model.window:
@@ -216,7 +242,7 @@ class Replica:
         self.finish[i] = self.now
         self.done += 1
         self.free_slot(i)
-        self.used -= self.computed[i]
+        self.used -= self.held(self.computed[i])
         if self.no_evict:
             self.reserved -= self.whole(i)
         self.order.remove(i)
@@ -235,7 +261,7 @@ class Replica:
         if i in self.cbase:
             self.drop_decode(i)
         self.prefilling.pop(i, None)
-        self.used -= self.computed[i]
+        self.used -= self.held(self.computed[i])
         self.computed[i] = self.hit[i]
         self.waiting.appendleft(i)
         self.preemptions += 1
@@ -284,24 +310,25 @@ class Replica:
         """One step as V1 builds it, or a run of decode-only steps summed in closed form."""
         sched, P = self.sched, self.P
         no_evict = self.no_evict
-        while not no_evict and self.cbase and not self.fits(len(self.cbase)) and self.preempt():
+        while not no_evict and self.cbase and not self.fits(self.growth()) and self.preempt():
             pass
-        if not no_evict and self.cbase and not self.fits(len(self.cbase)):
+        if not no_evict and self.cbase and not self.fits(self.growth()):
             self.too_large(next(iter(self.cbase)))
         static = sched.policy == "static"
         budget = (10**12 if static else sched.max_num_batched_tokens) - len(self.cbase)
         chunks: list[tuple[int, int, int]] = []  # (request, start, end)
         for i in list(self.prefilling):
             t = min(P[i] + self.gen[i] - self.computed[i], budget)
-            while not no_evict and t > 0 and not self.fits(t) and i in self.prefilling and self.preempt():
+            more = self.held(self.computed[i] + t) - self.held(self.computed[i])
+            while not no_evict and t > 0 and not self.fits(more) and i in self.prefilling and self.preempt():
                 pass  # stops once i itself is preempted: the ones before it keep their chunks
             if i not in self.prefilling or t <= 0:
                 continue
-            if not no_evict and not self.fits(t):  # nothing left to preempt: it alone outgrows the cache
+            if not no_evict and not self.fits(more):  # nothing left to preempt: it alone outgrows the cache
                 self.too_large(i)
             chunks.append((i, self.computed[i], self.computed[i] + t))
             budget -= t
-            self.used += t
+            self.used += more
         admit = not static or not self.order
         while admit and self.waiting and budget > 0 and len(self.order) < sched.max_num_seqs:
             i = self.waiting[0]
@@ -316,21 +343,21 @@ class Replica:
                 ):
                     break  # its prompt waits for a step with room for all of it
                 self.reserved += self.whole(i)
-            elif not self.fits(self.computed[i] + t + sched.block_size):
+            elif not self.fits(self.held(self.computed[i] + t) + sched.block_size):
                 if not self.order:
                     self.too_large(i)
                 break
             self.waiting.popleft()
             if math.isnan(self.admitted[i]):
                 self.admitted[i] = self.now
-            self.used += self.computed[i]  # a prefix cache's tokens are held from admission
+            self.used += self.held(self.computed[i])  # a prefix cache's tokens are held from admission
             self.order.append(i)
             if self.streams:
                 self.take_slot(i)
             self.prefilling[i] = None
             chunks.append((i, self.computed[i], self.computed[i] + t))
             budget -= t
-            self.used += t
+            self.used += self.held(self.computed[i] + t) - self.held(self.computed[i])
         if not chunks:
             self.jump()
             return
@@ -363,7 +390,7 @@ class Replica:
         if self.crossings:
             m = min(m, max(1, self.crossings[0][0] - self.G))
         if not self.no_evict:  # under reservations the cache cannot fill up before a finish
-            m = min(m, max(1, (self.cap - self.used - self.slack()) // n))
+            m = min(m, max(1, int((self.cap - self.used - self.slack()) // self.growth())))
         keys_slope = model.full * n + model.sliding * self.below
         kv_slope = model.kv_full * n + model.kv_slide * self.below
         run = model.decode_run(n, *self.decodes()[1:], keys_slope, kv_slope, self.batch())
@@ -386,7 +413,6 @@ class Replica:
 
     def account_run(self, total: float, m: int) -> None:
         self.steps += m
-        n = len(self.cbase)
         share0 = min((self.used + self.slack()) / self.cap, 1.0)
-        share1 = min((self.used + self.slack() + n * m) / self.cap, 1.0)
+        share1 = min((self.used + self.slack() + self.growth() * m) / self.cap, 1.0)
         self.spans.append((self.now, total, len(self.order), share0, share1))

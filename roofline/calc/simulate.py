@@ -27,7 +27,7 @@ from roofline.calc.checks import count
 from roofline.calc.estimate import plain, uncalibrated
 from roofline.calc.knobs import OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
 from roofline.calc.prepare import Prepared, prepare
-from roofline.calc.replica import POLICIES, Replica, Scheduler, engine_limits
+from roofline.calc.replica import POLICIES, Replica, Scheduler, engine_limits, held_tokens
 from roofline.calc.stepmodel import StepModel
 from roofline.calc.workload import MAX_REQUESTS, Request, closed_loop, lengths, open_loop
 from roofline.errors import UsageError
@@ -132,7 +132,7 @@ def replica_setup(p: Prepared, kv_unified: bool = False) -> tuple[StepModel, int
     budget = k.memory_fraction * setup.hardware.memory_capacity - shape.weights
     if setup.draft is not None:
         budget -= setup.draft.weights
-    per_token = shape.kv_per_token * shape.kv_share / k.pp  # a windowed layer's cache is counted whole: conservative
+    per_token = shape.kv_per_token * shape.kv_share / k.pp  # the replica counts a windowed layer's share by its window
     if budget <= 0:
         whose = f"{k.memory_fraction:.3g}" if setup is p else f"the {p.preset.name} preset's {k.memory_fraction:.3g}"
         raise UsageError(
@@ -537,7 +537,8 @@ def _capacity(model: StepModel, requests: list[Request], sched: Scheduler, kv_to
     (1024/256 tokens, 365 clients) was priced 36.5 requests/s where Poisson arrivals at 42/s held a flat queue over
     10,000 requests (an outside audit, 2026-12-07); lengths drawn from a distribution fall out of step by themselves."""
     mean_tokens = sum(r.prompt_tokens + r.output_tokens for r in requests) / len(requests)
-    clients = max(1, min(sched.max_num_seqs, int(kv_tokens / (mean_tokens + sched.block_size))))  # full, not thrashing
+    held = held_tokens(model, mean_tokens)  # a windowed layer holds its window's tokens only
+    clients = max(1, min(sched.max_num_seqs, int(kv_tokens / (held + sched.block_size))))  # full, not thrashing
     size = max(CAPACITY_REQUESTS, 4 * clients)
     sample = [Request(None, r.prompt_tokens, r.output_tokens) for r in requests[:size]]
     while len(sample) < size:
