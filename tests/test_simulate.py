@@ -524,3 +524,14 @@ def test_a_sliding_window_layer_holds_only_its_window_of_the_kv_budget():
     held = (10 * 8448 + 52 * 1024) / 62
     assert held / cap <= s.kv_utilization["max"] <= (held + 16) / cap
     assert e.kv_bytes_per_sequence == pytest.approx(held * 507_904, rel=1e-6)  # estimate's figure, the same
+
+
+def test_a_model_windowed_in_every_layer_holds_its_window_past_it():
+    # Mistral-7B-v0.1 attends over a 4,096-token window in all 32 layers, so past it a request's KV stops growing: its
+    # decode steps add nothing to the budget (the replica's closed-form jump divided by that growth, 0, until it was
+    # guarded). Four requests of 6,000 + 64 tokens hold 4 x 4,096 tokens at their peak (+ at most a part block each).
+    m, h = load_model("mistral-7b"), load_hardware("h100-sxm")
+    e = estimate(m, h, prompt_tokens=6000, output_tokens=64)
+    cap = int(e.kv_budget_bytes / 131_072)  # 2 x 32 layers x 8 KV heads x 128 x 2 B a token
+    s = simulate(m, h, concurrency=4, requests=8, prompt_tokens=6000, output_tokens=64)
+    assert 4 * 4096 / cap <= s.kv_utilization["max"] <= (4 * 4096 + 4 * 15) / cap

@@ -389,8 +389,9 @@ class Replica:
         m = max(1, self.finishes[0][0] - self.G)
         if self.crossings:
             m = min(m, max(1, self.crossings[0][0] - self.G))
-        if not self.no_evict:  # under reservations the cache cannot fill up before a finish
-            m = min(m, max(1, int((self.cap - self.used - self.slack()) // self.growth())))
+        grows = self.growth()  # 0 when every layer is windowed and every decode is past its window (Mistral-7B)
+        if not self.no_evict and grows > 0:  # under reservations the cache cannot fill up before a finish
+            m = min(m, max(1, int((self.cap - self.used - self.slack()) // grows)))
         keys_slope = model.full * n + model.sliding * self.below
         kv_slope = model.kv_full * n + model.kv_slide * self.below
         run = model.decode_run(n, *self.decodes()[1:], keys_slope, kv_slope, self.batch())
