@@ -4,6 +4,7 @@ published serving runs of benchmarks/data/serving-train.json and GPUStack's lab 
 
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -833,3 +834,79 @@ def test_simulates_per_request_times_are_the_clients_with_a_presets_request_cost
     ttfts = sorted(r["first_token_s"] - r["arrival_s"] for r in rows)
     assert ttfts[10] == pytest.approx(s.ttft_s["p50"], rel=1e-9)  # the median of 21
     assert all(r["request_overhead_s"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize(
+    "stated, device",
+    [
+        ("NVIDIA H100 SXM 80GB", "h100-sxm"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb-sxm"),
+        ("NVIDIA H100", "h100-sxm"),  # no form named: the SXM part (both forms hold 80 GiB)
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA A100 (memory size not stated)", None),  # 40 or 80 GB: the KV pool differs, so not guessed
+        ("AMD Instinct MI325X 256GB", "mi325x"),
+        ("AMD Instinct MI350", "mi350x"),
+        ("NVIDIA RTX PRO 6000 Blackwell (96 GB)", "rtx-pro-6000"),
+        ("NVIDIA DGX Spark (GB10, 273 GB/s)", "dgx-spark"),
+        ("Intel Gaudi 3", None),
+    ],
+)
+def test_a_runs_hardware_is_read_as_a_bundled_device(stated, device):
+    assert load("price_runs").device_of(stated) == device
+
+
+@pytest.mark.parametrize(
+    "stated, model, flags",
+    [
+        ("meta-llama/Llama-2-70b-chat-hf", "llama-2-70b", {}),
+        ("codellama/CodeLlama-34b-Instruct-hf", "codellama-34b", {}),
+        ("Qwen/Qwen3-8B-FP8", "qwen3-8b", {"quant": "fp8"}),
+        ("neuralmagic/Meta-Llama-3-8B-Instruct-FP8", "llama-3.1-8b", {"quant": "fp8"}),  # Llama 3's layers
+        ("lmsys/gpt-oss-120b-bf16", "gpt-oss-120b", {"weight_dtype": "bf16"}),
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b", {}),
+        ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b", {}),
+        ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", None, {}),
+    ],
+)
+def test_a_runs_checkpoint_is_read_as_a_bundled_model(stated, model, flags):
+    assert load("price_runs").model_of(stated) == (model, flags)
+
+
+def test_pricing_a_run_from_its_record_reproduces_the_fits_own_pricing():
+    # GPUStack's Qwen3-8B on one H100 SXM under vLLM 0.11.0, a closed loop of 4 over 100 ShareGPT prompts (means 232.6
+    # in, 220.6 out): read from its record alone by price_runs' rules, it is the setup benchmarks/serving_cases.py
+    # gives it by hand, and `simulate --engine vllm-0.10` prices it as the fit did (its stored in-sample residuals,
+    # log(predicted / measured), rounded to 4 decimals in engines/vllm-0.10.yaml).
+    import json
+
+    price_runs = load("price_runs")
+    record = next(
+        c
+        for c in json.loads((ROOT / "benchmarks/data/serving-train.json").read_text())["cases"]
+        if c["id"] == "gpustack-h100-qwen3-8b-c4-vllm"
+    )
+    run = price_runs.setup(record)
+    assert {k: run[k] for k in ("engine", "model", "hardware", "tp", "concurrency", "requests")} == {
+        "engine": "vllm-0.10", "model": "qwen3-8b", "hardware": "h100-sxm", "tp": 1, "concurrency": 4, "requests": 100
+    }  # fmt: skip
+    assert (run["prompt_tokens"], run["output_tokens"], run["prompt_dist"]) == (233, 221, "lognormal:1")
+    checked = price_runs.check([record])["priced"][record["id"]]["ratio"]
+    stored = presets.load("vllm-0.10").residuals
+    for metric, ratio in checked.items():
+        assert math.log(ratio) == pytest.approx(stored[f"{record['id']} {metric}"], abs=6e-5), metric
+
+
+def test_a_run_the_rules_cannot_read_says_why():
+    price_runs = load("price_runs")
+    base = {"engine": "vllm", "engine_version": "0.15.1", "model": "meta-llama/Llama-3.1-8B", "tp": 1, "count": 1,
+            "hardware": "NVIDIA H100", "input_tokens": 1000, "output_tokens": 200, "concurrency": 8}  # fmt: skip
+    assert price_runs.setup({**base, "count": 2}) == "2 devices for tp 1: data parallelism"
+    assert price_runs.setup({**base, "input_tokens": "256..125000 (sweep)"}) == "lengths not stated as numbers"
+    assert price_runs.setup({**base, "request_rate": 5.0}) == "a rate with a concurrency cap"
+    assert price_runs.setup({**base, "engine": "tgi"}) == "no preset for engine 'tgi'"
+    drafted = {**base, "notes": "FEATURES: SPECULATIVE DECODING. serve command: --speculative-algorithm EAGLE3"}
+    assert price_runs.setup(drafted) == "speculative: no preset's runs had it"
+    open_loop = price_runs.setup({**base, "concurrency": None, "request_rate": 5.0, "arrival": "constant rate"})
+    assert (open_loop["rate"], open_loop["arrival"], open_loop["requests"], open_loop["engine"]) == (
+        5.0, "constant", 300, "vllm"  # a minute of arrivals; 0.15 schedules asynchronously
+    )  # fmt: skip
