@@ -7,8 +7,8 @@ trtllm), `engine_version`, `model` (a Hugging Face id), `hardware` (a device's n
 `kv_dtype`, `notes` and `metrics` (ttft_ms_mean/p50/p99, tpot_ms_mean, itl_ms_p50, e2e_ms_mean, output_tok_s). A run
 becomes simulate's flags by rules that read no run id (`setup`):
 - model: the bundled model whose config.json repository or name is the run's, compared without the org and without
-  -Instruct, -chat, -hf, -it, -base, -FP8 and -bf16 (which set the weight format); Meta-Llama-3-8B/70B are priced as
-  Llama-3.1-8B/70B (the same layers and widths; only the context differs);
+  -Instruct, -chat, -hf, -it, -base, -FP8, -AWQ, -GPTQ and -bf16 (which set the weight format); Meta-Llama-3-8B/70B
+  are priced as Llama-3.1-8B/70B (the same layers and widths; only the context differs);
 - device: the bundled device every word of whose id the run's hardware names (NVIDIA A100-SXM4-80GB ->
   a100-80gb-sxm); a chip named without its form (NVIDIA H100) is the SXM part, as serving benchmarks run it;
 - engine: vLLM's preset by build (`vllm` 0.14+ or with --async-scheduling, `vllm-0.10`, `vllm-legacy`: the eras of
@@ -51,7 +51,7 @@ GROUPS = {  # as benchmarks/fit_engines.py groups the presets' held-out errors
     "e2e": ("e2e_ms_mean", "batch_latency_ms_mean"),
     "output_tokens_per_s": ("output_tok_s",),
 }
-VARIANT = {"instruct", "chat", "hf", "it", "base", "fp8", "dynamic", "bf16"}  # a checkpoint's variant, not its layers
+VARIANT = {"instruct", "chat", "hf", "it", "base", "fp8", "dynamic", "bf16", "awq", "gptq", "int4"}  # not its layers
 NOT_PRICED = ("speculative", "eagle", "data parallel", "expert parallel", "pipeline parallel")  # in a run's notes
 SAME_LAYERS = {"llama-3-8b": "llama-3.1-8b", "llama-3-70b": "llama-3.1-70b"}  # config.json alike but rope/context
 
@@ -81,7 +81,8 @@ def model_of(stated: str, weight_dtype: str = "") -> tuple[str | None, dict]:
             break
     found = found or SAME_LAYERS.get(stem)
     said = f"{name} {stated} {weight_dtype}".lower()
-    flags = {"quant": "fp8"} if "fp8" in said else {"weight_dtype": "bf16"} if name.lower().endswith("-bf16") else {}
+    quant = next((q for q in ("fp8", "awq", "gptq") if q in said), None)
+    flags = {"quant": quant} if quant else {"weight_dtype": "bf16"} if name.lower().endswith("-bf16") else {}
     return found, flags
 
 

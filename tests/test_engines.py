@@ -861,6 +861,7 @@ def test_a_runs_hardware_is_read_as_a_bundled_device(stated, device):
         ("meta-llama/Llama-2-70b-chat-hf", "llama-2-70b", {}),
         ("codellama/CodeLlama-34b-Instruct-hf", "codellama-34b", {}),
         ("Qwen/Qwen3-8B-FP8", "qwen3-8b", {"quant": "fp8"}),
+        ("Qwen/Qwen3-14B-AWQ", "qwen3-14b", {"quant": "awq"}),
         ("neuralmagic/Meta-Llama-3-8B-Instruct-FP8", "llama-3.1-8b", {"quant": "fp8"}),  # Llama 3's layers
         ("lmsys/gpt-oss-120b-bf16", "gpt-oss-120b", {"weight_dtype": "bf16"}),
         ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b", {}),
