@@ -135,8 +135,13 @@ class Replica:
         self.cbase: dict[int, int] = {}
         self.gbase: dict[int, int] = {}
         self.finishes: list[tuple[int, int]] = []  # (G of the last token, request)
-        self.crossings: list[tuple[int, int]] = []  # (G at which c + 1 reaches the window, request)
-        self.G = self.S = self.A = self.K = self.below = self.used = 0
+        # Windowed layers: a decode's keys (min(c + 1, window)) grow while c + 1 < window (`below`), its KV read and
+        # held (min(c, window)) while c < window (`below_kv`), one step longer; each count has its crossings, (G at
+        # which the decode reaches that bound, request, the decode's epoch: an entry from before a preemption is stale)
+        self.crossings: list[tuple[int, int, int]] = []
+        self.kv_crossings: list[tuple[int, int, int]] = []
+        self.epoch = [0] * n
+        self.G = self.S = self.A = self.K = self.below = self.below_kv = self.used = 0
         self.no_evict = sched.policy == "trtllm"  # reservations hold every running request's KV to its last token
         self.reserved = 0  # no_evict: the KV tokens (whole blocks) the running requests will reach
         self.order: list[int] = []  # running, in admission order (the last is preempted first)
@@ -165,7 +170,7 @@ class Replica:
     def growth(self) -> float:
         """The budget's tokens a decode step adds: one a decode, (f a decode past its window)."""
         n = len(self.cbase)
-        return n if self.full_share == 1.0 else self.full_share * n + (1.0 - self.full_share) * self.below
+        return n if self.full_share == 1.0 else self.full_share * n + (1.0 - self.full_share) * self.below_kv
 
     def add_decode(self, i: int) -> None:
         c, w = self.computed[i], self.model.window
@@ -173,11 +178,15 @@ class Replica:
         self.S += c
         heapq.heappush(self.finishes, (self.G + self.O[i] - self.gen[i], i))
         if w:
+            self.epoch[i] += 1
             self.A += min(c + 1, w)
             self.K += min(c, w)
             if c + 1 < w:
                 self.below += 1
-                heapq.heappush(self.crossings, (self.G + w - 1 - c, i))
+                heapq.heappush(self.crossings, (self.G + w - 1 - c, i, self.epoch[i]))
+            if c < w:
+                self.below_kv += 1
+                heapq.heappush(self.kv_crossings, (self.G + w - c, i, self.epoch[i]))
 
     def drop_decode(self, i: int) -> None:
         c, w = self.cbase.pop(i) + self.G, self.model.window
@@ -186,26 +195,32 @@ class Replica:
         if w:
             self.A -= min(c + 1, w)
             self.K -= min(c, w)
-            if c + 1 < w:
-                self.below -= 1
+            self.below -= c + 1 < w
+            self.below_kv -= c < w
 
     def advance(self, m: int) -> None:
         """m decode steps: every decode's context and count grow by m (no crossing falls inside: see jump)."""
         n = len(self.cbase)
         self.G += m
         self.S += n * m
+        self.used += self.growth() * m
         self.A += self.below * m
-        self.K += self.below * m
-        self.used += n * m if self.full_share == 1.0 else (self.full_share * n + (1 - self.full_share) * self.below) * m
-        while self.crossings and self.crossings[0][0] <= self.G:
-            _, i = heapq.heappop(self.crossings)
-            if i in self.cbase and self.cbase[i] + self.G + 1 >= self.model.window:
-                self.below -= 1
+        self.K += self.below_kv * m
+        self.below -= self._crossed(self.crossings)
+        self.below_kv -= self._crossed(self.kv_crossings)
         while self.finishes and self.finishes[0][0] <= self.G:
             entry = heapq.heappop(self.finishes)
             if self._live(entry):
                 self.drop_decode(entry[1])
                 self.complete(entry[1])
+
+    def _crossed(self, heap: list[tuple[int, int, int]]) -> int:
+        """The decodes whose crossing in `heap` the clock has reached, popped (stale entries dropped uncounted)."""
+        crossed = 0
+        while heap and heap[0][0] <= self.G:
+            _, i, epoch = heapq.heappop(heap)
+            crossed += i in self.cbase and self.epoch[i] == epoch
+        return crossed
 
     def _live(self, entry: tuple[int, int]) -> bool:
         g, i = entry
@@ -387,13 +402,14 @@ class Replica:
         while not self._live(self.finishes[0]):  # entries of requests preempted since
             heapq.heappop(self.finishes)
         m = max(1, self.finishes[0][0] - self.G)
-        if self.crossings:
-            m = min(m, max(1, self.crossings[0][0] - self.G))
+        for heap in (self.crossings, self.kv_crossings):
+            if heap:
+                m = min(m, max(1, heap[0][0] - self.G))
         grows = self.growth()  # 0 when every layer is windowed and every decode is past its window (Mistral-7B)
         if not self.no_evict and grows > 0:  # under reservations the cache cannot fill up before a finish
             m = min(m, max(1, int((self.cap - self.used - self.slack()) // grows)))
         keys_slope = model.full * n + model.sliding * self.below
-        kv_slope = model.kv_full * n + model.kv_slide * self.below
+        kv_slope = model.kv_full * n + model.kv_slide * self.below_kv
         run = model.decode_run(n, *self.decodes()[1:], keys_slope, kv_slope, self.batch())
         if self.pending and len(self.order) < self.sched.max_num_seqs and not self.waiting:
             gap = self.arrival[self.pending[0]] - self.now
