@@ -13,10 +13,10 @@ becomes simulate's flags by rules that read no run id (`setup`):
   a100-80gb-sxm); a chip named without its form (NVIDIA H100) is the SXM part, as serving benchmarks run it;
 - engine: vLLM's preset by build (`vllm` 0.14+ or with --async-scheduling, `vllm-0.10`, `vllm-legacy`: the eras of
   benchmarks/fit_engines.py), `sglang`, `trtllm`;
-- load: `concurrency` N is a closed loop of N clients; `request_rate` R arrivals at R a second, constant where the
-  arrival says constant or fixed, else Poisson; an infinite rate is every request at once (as many clients as
-  requests); the request count from the dataset ("100 prompts", "150 requests"), else 10 a client or a minute of
-  arrivals (100-1,000);
+- load: `concurrency` N is a closed loop of N clients (an offline or single batch of N: N requests at once);
+  `request_rate` R arrivals at R a second, constant where the arrival says constant or fixed, else Poisson; an
+  infinite rate is every request at once (as many clients as requests); the request count from the dataset ("100
+  prompts", "150 requests"), else 10 a client or a minute of arrivals (100-1,000);
 - lengths: fixed at the means, lognormal with CV 1 for ShareGPT, CV 0.087 for "+-15%" (serving_cases' rules);
 - scheduler: max_num_seqs and max_num_batched_tokens where the notes give them, else the engine's defaults.
 A run whose setup these rules cannot read (lengths not numbers, data parallelism, a device or model not bundled,
@@ -79,11 +79,27 @@ def model_of(stated: str, weight_dtype: str = "") -> tuple[str | None, dict]:
         if stem and stem in {_stem(repo[1]) if repo else None, _stem(spec["name"]), model_id}:
             found = model_id
             break
-    found = found or SAME_LAYERS.get(stem)
-    said = f"{name} {stated} {weight_dtype}".lower()
-    quant = next((q for q in ("fp8", "awq", "gptq") if q in said), None)
-    flags = {"quant": quant} if quant else {"weight_dtype": "bf16"} if name.lower().endswith("-bf16") else {}
-    return found, flags
+    return found or SAME_LAYERS.get(stem), weight_flags(name, stated, weight_dtype)
+
+
+def weight_flags(name: str, stated: str, weight_dtype: str) -> dict:
+    """simulate's flags for the weights' format: the one the checkpoint's name ends in (-FP8, -AWQ, -bf16), else
+    the one its model text names in brackets ("(--quantization fp8)", "(FP8)"), else the first word of the run's
+    weight_dtype; {"unread": ...} for a format roofline's flags do not name (int8 W8A8, int4 w4a16); nothing for
+    the checkpoint's own (bf16, fp16, mxfp4 for gpt-oss)."""
+    words = [name.lower().rsplit("-", 1)[-1]]
+    words += re.findall(r"\b(fp8|awq|gptq|nvfp4|mxfp4|int8|int4|w8a8|w4a16)\b", stated.lower().split(name.lower())[-1])
+    words += re.findall(r"^\s*([a-z0-9]+)", weight_dtype.lower())
+    for word in words:
+        if word in ("fp8", "awq", "gptq", "nvfp4"):
+            return {"quant": word}
+        if word in ("int8", "int4", "w8a8", "w4a16"):
+            return {"unread": f"weight format {weight_dtype or word!r}"}
+        if word == "bf16" and word == words[0]:  # a bf16 copy of a checkpoint that ships in another format
+            return {"weight_dtype": "bf16"}
+        if word in ("bf16", "fp16", "mxfp4", "auto"):
+            return {}
+    return {}
 
 
 def _words(text: str) -> set[str]:
@@ -103,7 +119,8 @@ def device_of(stated: str) -> str | None:
     if len(chip) == 1:
         return chip[0]
     sxm = [i for i in chip if i.endswith("-sxm")]
-    if len(sxm) == 1 and len({catalog[i]["memory_capacity"] for i in chip}) == 1:  # forms of one memory: H100
+    alike = len({catalog[i]["memory_capacity"] for i in chip}) == 1  # forms of one memory (H100 SXM and PCIe)
+    if len(sxm) == 1 and alike and not words & {"pcie", "nvl"}:  # a form named that is not bundled: none
         return sxm[0]
     family = [i for i in ids if any(len(w) >= 4 and i.split("-")[0].startswith(w) for w in words)]
     return family[0] if len(family) == 1 else None  # AMD Instinct MI350 -> mi350x, its one part bundled
@@ -114,7 +131,9 @@ def engine_of(case: dict) -> str | None:
     engine = case.get("engine")
     if engine != "vllm":
         return engine if engine in ("sglang", "trtllm") else None
-    version = serving_cases.version_of(case.get("engine_version") or "")
+    stated = case.get("engine_version") or ""
+    found = re.search(r"(?<![\w.])v?(\d+)\.(\d+)", stated)  # "0.15.1", "vllm/vllm-openai:v0.10.1"
+    version = serving_cases.version_of(stated) or ((int(found[1]), int(found[2])) if found else None)
     if version is not None and version >= (0, 10):
         overlap = serving_cases.async_scheduling(version, case.get("notes") or "")
         return "vllm" if overlap else "vllm-0.10"
@@ -154,13 +173,17 @@ def setup(case: dict) -> dict | str:
         (number(clients) and number(rate) and rate != float("inf"), "a rate with a concurrency cap"),
         (clients is None and not number(rate), "neither a concurrency nor a rate"),
     ]
+    unread = flags.pop("unread", None)
+    reasons.append((unread is not None, f"{unread}: not one of roofline's formats"))
     reason = next((why for bad, why in reasons if bad), None)
     if reason:
         return reason
     stated = _count(dataset)
     everyone = rate == float("inf") or "all at once" in arrival.lower()
     load: dict = {}
-    if number(clients) or everyone:
+    if number(clients) and re.search(r"\bbatch\b", arrival.lower()):  # an offline or single batch: N at once
+        requests, load = int(clients), {"concurrency": int(clients)}
+    elif number(clients) or everyone:
         requests = stated or min(max(10 * int(clients or 0), 100), 1000)
         load = {"concurrency": int(clients) if number(clients) else requests}
     else:

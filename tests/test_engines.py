@@ -843,6 +843,7 @@ def test_simulates_per_request_times_are_the_clients_with_a_presets_request_cost
         ("NVIDIA A100-SXM4-80GB", "a100-80gb-sxm"),
         ("NVIDIA H100", "h100-sxm"),  # no form named: the SXM part (both forms hold 80 GiB)
         ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA H100 NVL 94GB", None),  # a form named that is not bundled is not the SXM part (a review, 2026-12-07)
         ("NVIDIA A100 (memory size not stated)", None),  # 40 or 80 GB: the KV pool differs, so not guessed
         ("AMD Instinct MI325X 256GB", "mi325x"),
         ("AMD Instinct MI350", "mi350x"),
@@ -866,11 +867,26 @@ def test_a_runs_hardware_is_read_as_a_bundled_device(stated, device):
         ("lmsys/gpt-oss-120b-bf16", "gpt-oss-120b", {"weight_dtype": "bf16"}),
         ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b", {}),
         ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b", {}),
-        ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", None, {}),
+        ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", None, {"quant": "nvfp4"}),  # hybrid Mamba: none
     ],
 )
 def test_a_runs_checkpoint_is_read_as_a_bundled_model(stated, model, flags):
     assert load("price_runs").model_of(stated) == (model, flags)
+
+
+@pytest.mark.parametrize(
+    "stated, weight_dtype, flags",
+    [
+        ("meta-llama/Llama-3.3-70B-Instruct", "nvfp4", {"quant": "nvfp4"}),
+        ("meta-llama/Llama-3.3-70B-Instruct", "int8 (W8A8)", {"unread": "weight format 'int8 (W8A8)'"}),
+        ("meta-llama/Llama-3.1-8B-Instruct", "bf16 weights, fp8 kv", {}),  # the KV's format is not the weights'
+        ("meta-llama/Llama-3.1-8B-Instruct (--quantization fp8)", "", {"quant": "fp8"}),
+        ("openai/gpt-oss-120b", "mxfp4 experts (checkpoint default)", {}),
+    ],
+)
+def test_a_runs_weight_format_is_read_or_refused(stated, weight_dtype, flags):
+    # A review (2026-12-07): any "fp8" in the text set fp8 weights, and nvfp4 or int8 weights were priced as bf16.
+    assert load("price_runs").model_of(stated, weight_dtype)[1] == flags
 
 
 def test_pricing_a_run_from_its_record_reproduces_the_fits_own_pricing():
@@ -905,6 +921,10 @@ def test_a_run_the_rules_cannot_read_says_why():
     assert price_runs.setup({**base, "input_tokens": "256..125000 (sweep)"}) == "lengths not stated as numbers"
     assert price_runs.setup({**base, "request_rate": 5.0}) == "a rate with a concurrency cap"
     assert price_runs.setup({**base, "engine": "tgi"}) == "no preset for engine 'tgi'"
+    assert price_runs.setup({**base, "weight_dtype": "int4 (w4a16)"}).endswith("not one of roofline's formats")
+    batch = price_runs.setup({**base, "arrival": "offline batch of 8", "dataset": "100 prompts"})
+    assert (batch["concurrency"], batch["requests"]) == (8, 8)  # one batch of 8, not a loop over the dataset
+    assert price_runs.engine_of({"engine": "vllm", "engine_version": "vllm/vllm-openai:v0.10.1"}) == "vllm-0.10"
     drafted = {**base, "notes": "FEATURES: SPECULATIVE DECODING. serve command: --speculative-algorithm EAGLE3"}
     assert price_runs.setup(drafted) == "speculative: no preset's runs had it"
     open_loop = price_runs.setup({**base, "concurrency": None, "request_rate": 5.0, "arrival": "constant rate"})

@@ -252,11 +252,14 @@ def test_a_plans_scheduler_is_the_one_its_presets_file_names(monkeypatch):
     from roofline.calc.simulate import scheduler_words
     from roofline.specs import presets
 
-    assert scheduler_words(None) == scheduler_words("vllm") == "vLLM V1's scheduler"
-    assert scheduler_words("llamacpp-cuda") == "llama-server's slots"
+    assert scheduler_words(None) == scheduler_words("vllm") == {"policy": "vllm", "description": "vLLM V1's scheduler"}
+    assert scheduler_words("llamacpp-cuda")["description"] == "llama-server's slots"
     monkeypatch.setattr(presets, "names", lambda: ["my-trtllm-build"])
     monkeypatch.setattr(presets, "load", lambda name: SimpleNamespace(scheduler="trtllm"))
-    assert scheduler_words("my-trtllm-build") == "TensorRT-LLM's no-evict scheduler"
+    assert scheduler_words("my-trtllm-build") == {
+        "policy": "trtllm",
+        "description": "TensorRT-LLM's no-evict scheduler",
+    }
 
 
 def test_plan_refuses_no_output_and_takes_prices_in_any_case():

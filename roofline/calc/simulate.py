@@ -400,14 +400,15 @@ SCHEDULER_WORDS = {
 }
 
 
-def scheduler_words(engine: str | None) -> str:
-    """What engine_scheduler runs a replica of `engine` under, in words (plan's header and JSON): llama-server's
-    slots for llama.cpp, else the policy its preset names (engines/NAME.yaml `scheduler:`), else vLLM's."""
+def scheduler_words(engine: str | None) -> dict[str, str]:
+    """What engine_scheduler runs a replica of `engine` under (plan's JSON inputs.scheduler and header): its policy,
+    the one its preset names (engines/NAME.yaml `scheduler:`) or vLLM's, and in words (llama.cpp's: the server's
+    slots, under the vllm policy with llama-server's limits)."""
     from roofline.specs import presets
 
-    if (engine or "").startswith("llamacpp"):
-        return "llama-server's slots"
-    return SCHEDULER_WORDS[presets.load(engine).scheduler if engine in presets.names() else "vllm"]
+    policy = presets.load(engine).scheduler if engine in presets.names() else "vllm"
+    llama = (engine or "").startswith("llamacpp")
+    return {"policy": policy, "description": "llama-server's slots" if llama else SCHEDULER_WORDS[policy]}
 
 
 def engine_scheduler(p: Prepared, scheduler: Scheduler | None) -> Scheduler:

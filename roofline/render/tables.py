@@ -366,7 +366,7 @@ def plan_table(p: Any):
     preset = engine is not None and is_preset(engine)  # eager and measured engines: their costs, not a preset's
     named = f"the {engine} preset, " if preset else ""
     how = (
-        f" · each replica simulated under Poisson arrivals ({named}{i['scheduler']}), "
+        f" · each replica simulated under Poisson arrivals ({named}{i['scheduler']['description']}), "
         f"its SLOs at {pct}; util = its share of the rate over its saturation rate"
         if queued
         else f" · static batches, Little's law{f', the {engine} preset' if preset else ''}"
