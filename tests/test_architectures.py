@@ -406,3 +406,13 @@ def test_models_import_writes_a_yaml_that_loads(tmp_path):
     assert load_model(str(out)).counts == load_model("gemma-2-9b").counts
     printed = runner.invoke(app, ["models", "import", str(folder / "config.json")])
     assert printed.exit_code == 0 and printed.stdout.startswith("# Converted by `roofline models import`")
+
+
+def test_models_show_gives_an_mla_model_no_kv_heads_and_its_real_head_width():
+    # DeepSeek-V3 (config.json: qk_nope_head_dim 128, qk_rope_head_dim 64, kv_lora_rank 512) caches one latent a token
+    # and layer, so `models show --json` printed two derived figures that mean nothing there: 128 KV heads and a head
+    # dim of 7168 / 128 = 56 (an audit, 2026-12-07). A query/key head is 128 + 64 = 192 wide.
+    from roofline.calc import describe
+
+    arch = describe.model(load_model("deepseek-v3"))["architecture"]
+    assert (arch["num_kv_heads"], arch["head_dim"], arch["kv_lora_rank"]) == (None, 192, 512)

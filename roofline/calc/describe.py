@@ -73,4 +73,6 @@ def model(m: Model) -> dict[str, Any]:
         "streamed_per_decode_step_at_batch_1": round(c.streamed(1)),
     }
     out["architecture"] = a._asdict()
+    if a.kv_lora_rank:  # MLA: one latent per token and layer, no KV heads; a head's width is nope + rope (q, k), v's
+        out["architecture"].update(num_kv_heads=None, head_dim=a.qk_nope_head_dim + a.qk_rope_head_dim)
     return out
