@@ -89,3 +89,12 @@ def test_a_context_past_the_models_own_is_warned():
     r = runner.invoke(app, ["fit", "-m", "gpt2", "-H", "h100-sxm", "--context", "100000", "--json"])
     assert r.exit_code == 0 and "warning: --context 100000 exceeds gpt2's max_context 1024" in r.stderr
     assert json.loads(r.stdout)["inputs"]["context_tokens"] == 100_000
+
+
+def test_the_smallest_tp_says_where_the_weights_alone_would_fit():
+    # Kimi-K2 on H200s (an audit, 2026-12-07): 1.0264e12 B of fp8 weights over 8 devices is 128.3 GB each, within
+    # 0.9 x 141 GiB = 136.3 GB, but one 131,072-token sequence adds its MLA cache on every device (61 layers x (512 +
+    # 64) x 2 B = 70,272 B a token: 9.21 GB), 137.5 GB: 16 devices. The 8 a shorter context needs is said beside it.
+    f = fit(load_model("kimi-k2"), load_hardware("h200"))
+    assert f.min_tp == 16 and "(the weights alone fit at tp 8)" in f.min_tp_reason
+    assert "weights alone" not in fit(load_model("llama-3.1-8b"), load_hardware("h100-sxm")).min_tp_reason

@@ -146,23 +146,22 @@ def _max_context(shape: Shape, budget: float, batch: int, limit: int | None) -> 
 def _min_tp(model: Model, k: Knobs, inputs, hardware: Hardware, context: int) -> tuple[int | None, str]:
     """The smallest degree in TP_DEGREES with weights / tp + one sequence's KV share within the memory fraction."""
     usable = inputs.memory_fraction * hardware.memory_capacity
+    storage = storage_for(model, k.quant, k.bits_per_weight, k.weight_dtype, inputs.weight_dtype)
+    weights_alone = None  # the smallest degree whose weights fit without any KV (a shorter context's bound)
     for tp in TP_DEGREES:
-        shape = Shape(
-            model,
-            storage_for(model, k.quant, k.bits_per_weight, k.weight_dtype, inputs.weight_dtype),
-            inputs.kv_dtype,
-            inputs.compute_dtype,
-            tp,
-        )
+        shape = Shape(model, storage, inputs.kv_dtype, inputs.compute_dtype, tp)
+        if weights_alone is None and shape.weights <= usable:
+            weights_alone = tp
         if shape.weights + shape.kv_cached(context) * shape.kv_share <= usable:
             if tp > 1 and hardware.interconnect_bandwidth is None:  # estimate refuses tp > 1 without it
                 return None, (
                     f"{tp} devices would hold it, but {hardware.id} lists no interconnect_bandwidth for tensor "
                     "parallelism"
                 )
+            alone = f" (the weights alone fit at tp {weights_alone})" if weights_alone not in (None, tp) else ""
             return (
                 tp,
                 f"weights / {tp} + one sequence of {context} tokens fit in {inputs.memory_fraction:g} x memory per "
-                "device",
+                f"device{alone}",
             )
     return None, f"does not fit even at tp {TP_DEGREES[-1]}"
