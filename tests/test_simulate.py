@@ -511,30 +511,42 @@ def test_a_default_sequence_limit_never_outnumbers_the_tokens_given():
     assert r.exit_code != 0 and "max_num_seqs (2048) above max_num_batched_tokens (1024)" in r.stderr
 
 
+def _alone(model_id: str, prompt: int, output: int):
+    """One request alone on an H100 SXM: the replica's KV budget in tokens, and its steps' (start, seconds,
+    running, KV share at start, at end)."""
+    from roofline.calc.replica import Replica
+    from roofline.calc.simulate import engine_scheduler, replica_setup
+
+    p = prepare(load_model(model_id), load_hardware("h100-sxm"))
+    model, kv_tokens, _ = replica_setup(p)
+    requests = [Request(0.0, prompt, output)]
+    return kv_tokens, Replica(model, requests, engine_scheduler(p, None), kv_tokens, None).run().spans
+
+
 def test_a_sliding_window_layer_holds_only_its_window_of_the_kv_budget():
     # An audit (2026-12-07): the replica counted every layer's KV whole, so Gemma-3-27B (62 layers, 52 with a 1,024
     # token window; 16 KV heads x 128 x 2 x 2 B = 8,192 B a token a layer, 507,904 B over all layers) held 4.29 GB a
-    # request at 8,448 tokens where its windowed layers keep 1,024: 10 x 8,448 + 52 x 1,024 = 137,728 layer-tokens x
-    # 8,192 B = 1.128 GB, i.e. 137,728 / 62 = 2,221.4 tokens' worth of the budget (vLLM V1's hybrid KV manager frees
-    # the blocks a window leaves). One request alone: its peak share of the budget is that (+ at most one part block).
-    m, h = load_model("gemma-3-27b"), load_hardware("h100-sxm")
-    e = estimate(m, h, prompt_tokens=8192, output_tokens=256)
-    cap = int(e.kv_budget_bytes / 507_904)  # tokens of a whole token's KV, as the replica's budget counts them
-    s = simulate(m, h, concurrency=1, requests=3, prompt_tokens=8192, output_tokens=256)
-    held = (10 * 8448 + 52 * 1024) / 62
-    assert held / cap <= s.kv_utilization["max"] <= (held + 16) / cap
-    assert e.kv_bytes_per_sequence == pytest.approx(held * 507_904, rel=1e-6)  # estimate's figure, the same
+    # request at 8,448 tokens where its windowed layers keep 1,024: 10 x 8,447 + 52 x 1,024 = 137,718 layer-tokens,
+    # 137,718 / 62 = 2,221.3 tokens' worth of the budget once its last token is made. While a prompt chunk is
+    # computed every layer holds all its tokens (vLLM allocates the step's tokens in every layer and frees what
+    # left a window the next step; a second audit): the 8,192-token prefill step holds 8,192. Each within at most
+    # one part-filled 16-token block.
+    cap, spans = _alone("gemma-3-27b", 8192, 256)
+    e = estimate(load_model("gemma-3-27b"), load_hardware("h100-sxm"), prompt_tokens=8192, output_tokens=256)
+    assert cap == int(e.kv_budget_bytes / 507_904)  # tokens of a whole token's KV, as the replica's budget counts them
+    held = (10 * 8447 + 52 * 1024) / 62
+    assert held / cap <= spans[-1][4] <= (held + 15) / cap  # the last decode step's end
+    assert 8192 / cap <= max(s[3] for s in spans) <= (8192 + 15) / cap  # the prefill step
+    assert e.kv_bytes_per_sequence == pytest.approx((10 * 8448 + 52 * 1024) / 62 * 507_904, rel=1e-6)  # estimate's
 
 
 def test_a_model_windowed_in_every_layer_holds_its_window_past_it():
     # Mistral-7B-v0.1 attends over a 4,096-token window in all 32 layers, so past it a request's KV stops growing: its
     # decode steps add nothing to the budget (the replica's closed-form jump divided by that growth, 0, until it was
-    # guarded). Four requests of 6,000 + 64 tokens hold 4 x 4,096 tokens at their peak (+ at most a part block each).
-    m, h = load_model("mistral-7b"), load_hardware("h100-sxm")
-    e = estimate(m, h, prompt_tokens=6000, output_tokens=64)
-    cap = int(e.kv_budget_bytes / 131_072)  # 2 x 32 layers x 8 KV heads x 128 x 2 B a token
-    s = simulate(m, h, concurrency=4, requests=8, prompt_tokens=6000, output_tokens=64)
-    assert 4 * 4096 / cap <= s.kv_utilization["max"] <= (4 * 4096 + 4 * 15) / cap
+    # guarded). A 6,000 + 64 token request holds 6,000 tokens in its prefill step, then 4,096 to its end.
+    cap, spans = _alone("mistral-7b", 6000, 64)
+    assert 4096 / cap <= spans[-1][4] <= (4096 + 15) / cap
+    assert 6000 / cap <= max(s[3] for s in spans) <= (6000 + 15) / cap
 
 
 def test_a_windowed_replica_gives_back_every_token_it_counted():

@@ -22,14 +22,15 @@ costs per request, not per token. A request's KV is counted at whole blocks (eac
 part-filled). A sliding-window layer keeps only its window's tokens (vLLM V1's hybrid KV manager frees the blocks
 that fall out of it), so a request with c tokens holds f x c + (1 - f) x min(c, window) tokens' worth of the budget,
 f the full-attention layers' share of a token's KV bytes (Gemma-3-27B: 10 of 62 layers attend fully; TensorRT-LLM's
-reservations still count whole tokens). ITL is the length of the steps that made each token (a jump's first and last
-step, half the tokens each); a preempted request's wait shows in its TTFT, TPOT and E2E. Prefix caching: a request's
-cached prompt tokens are not computed but held (per request: the sharing of a prefix's blocks is not modelled). With
-llama.cpp's measured step and a KV stream per slot (llama-server given --parallel N), each request holds the least
-recently used free slot and a step's batch is passed in the server's order, which the step cuts into ubatches
-(roofline.calc.llamacpp.equal_split); with one shared stream (llama-server's default, -np auto) a step is
-ceil(tokens / 512) ubatches. Not modelled:
-speculative decoding, pipelines and pools inside the replica (estimate prices those), tokenizer and HTTP.
+reservations still count whole tokens); a prompt chunk's tokens are held in every layer during its step (vLLM
+allocates them there and frees what left a window the next step), so a chunk needs all its tokens free. ITL is the
+length of the steps that made each token (a jump's first and last step, half the tokens each); a preempted request's
+wait shows in its TTFT, TPOT and E2E. Prefix caching: a request's cached prompt tokens are not computed but held
+(per request: the sharing of a prefix's blocks is not modelled). With llama.cpp's measured step and a KV stream per
+slot (llama-server given --parallel N), each request holds the least recently used free slot and a step's batch is
+passed in the server's order, which the step cuts into ubatches (roofline.calc.llamacpp.equal_split); with one
+shared stream (llama-server's default, -np auto) a step is ceil(tokens / 512) ubatches. Not modelled: speculative
+decoding, pipelines and pools inside the replica (estimate prices those), tokenizer and HTTP.
 """
 
 import heapq
@@ -334,16 +335,15 @@ class Replica:
         chunks: list[tuple[int, int, int]] = []  # (request, start, end)
         for i in list(self.prefilling):
             t = min(P[i] + self.gen[i] - self.computed[i], budget)
-            more = self.held(self.computed[i] + t) - self.held(self.computed[i])
-            while not no_evict and t > 0 and not self.fits(more) and i in self.prefilling and self.preempt():
+            while not no_evict and t > 0 and not self.fits(t) and i in self.prefilling and self.preempt():
                 pass  # stops once i itself is preempted: the ones before it keep their chunks
             if i not in self.prefilling or t <= 0:
                 continue
-            if not no_evict and not self.fits(more):  # nothing left to preempt: it alone outgrows the cache
+            if not no_evict and not self.fits(t):  # nothing left to preempt: it alone outgrows the cache
                 self.too_large(i)
             chunks.append((i, self.computed[i], self.computed[i] + t))
             budget -= t
-            self.used += more
+            self.used += t  # every layer holds the chunk's tokens in its step (windows freed after: see below)
         admit = not static or not self.order
         while admit and self.waiting and budget > 0 and len(self.order) < sched.max_num_seqs:
             i = self.waiting[0]
@@ -358,7 +358,7 @@ class Replica:
                 ):
                     break  # its prompt waits for a step with room for all of it
                 self.reserved += self.whole(i)
-            elif not self.fits(self.held(self.computed[i] + t) + sched.block_size):
+            elif not self.fits(self.held(self.computed[i]) + t + sched.block_size):
                 if not self.order:
                     self.too_large(i)
                 break
@@ -372,7 +372,7 @@ class Replica:
             self.prefilling[i] = None
             chunks.append((i, self.computed[i], self.computed[i] + t))
             budget -= t
-            self.used += self.held(self.computed[i] + t) - self.held(self.computed[i])
+            self.used += t
         if not chunks:
             self.jump()
             return
@@ -383,8 +383,9 @@ class Replica:
         if dec.n:
             self.itl.append((dt, dec.n))
             self.advance(1)
-        for i, _, e in chunks:
+        for i, b, e in chunks:
             self.computed[i] = e
+            self.used -= (e - b) - (self.held(e) - self.held(b))  # what a window lets go of after the step
             if e == P[i] + self.gen[i]:
                 del self.prefilling[i]
                 self.gen[i] += 1
