@@ -300,10 +300,16 @@ def run_simulation(
     behind = bool(offered) and result.preemptions > 0 and rate < 0.97 * offered  # served trails the arrivals
     growing = _growing(queue, behind)
     saturated = over or growing
-    if over or (growing and not result.preemptions):
+    if over:
         notes.append(
             "saturated: requests arrive faster than the replica serves them, so the queue (and every latency) "
             "grows with the run's length"
+        )
+    elif growing and not result.preemptions:
+        notes.append(
+            "saturated: the queue kept growing over the run (its last quarter of requests waited over 4x its first "
+            "and over a second) below the capacity, as a queue near it can over a finite run; more --requests tell "
+            "whether it settles"
         )
     elif growing:
         notes.append(

@@ -247,7 +247,7 @@ def simulate(
         checked_target(text_value(per_request, "--per-request"), "--per-request")  # before the run, not after it
     result = sim.simulate(m, h, rate=rates[0] if rates else None, **options)
     if result.saturated:
-        err("roofline: warning: saturated: requests arrive faster than this replica serves them")
+        err("roofline: warning: saturated: the queue grows over the run (its notes say why)")
     if per_request is not None:
         write_requests(result, text_value(per_request, "--per-request"))
         if not quiet:

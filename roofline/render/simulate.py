@@ -36,7 +36,7 @@ def simulation_table(s: Any):
         )
     lines.append(Text(f"{number(s.output_tokens_per_s)} output tokens/s, {number(s.requests_per_s)} requests/s{slo}"))
     capacity = f"capacity {number(s.max_stable_rate_per_s)} requests/s" if s.max_stable_rate_per_s else "closed loop"
-    verdict = "SATURATED: arrivals outpace the replica" if s.saturated else "stable"
+    verdict = "SATURATED: its queue grows" if s.saturated else "stable"
     lines.append(
         Text(
             f"{verdict} · {capacity} · running batch mean {number(s.batch['mean'])}, max {s.batch['max']} · "
