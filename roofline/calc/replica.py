@@ -2,9 +2,10 @@
 the same step model as estimate.
 
 The scheduler is vLLM V1's (vllm/v1/core/sched/scheduler.py): each step first gives every running request its
-tokens, in admission order (a decode 1 token, a prefill in progress its next chunk), then admits waiting requests
-first come first served while fewer than max_num_seqs run, each with a chunk of its prompt, all within a budget of
-max_num_batched_tokens tokens a step (chunked prefill). The KV cache is paged in blocks of block_size tokens out of
+tokens, in admission order (a decode 1 token, a prefill in progress its next chunk; the decodes' counted first),
+then admits waiting requests first come first served while fewer than max_num_seqs run, each with a chunk of its
+prompt into the KV the running requests leave, all within a budget of max_num_batched_tokens tokens a step (chunked
+prefill). The KV cache is paged in blocks of block_size tokens out of
 the KV budget (the memory fraction x capacity - weights); when a step's tokens do not fit, the most recently
 admitted request is preempted and later recomputed from its first token (vLLM V1's recompute). Defaults are V1's
 for an OpenAI server (EngineArgs.get_batch_defaults): max_num_batched_tokens 8192 and max_num_seqs 1024 on devices
@@ -335,11 +336,13 @@ class Replica:
         chunks: list[tuple[int, int, int]] = []  # (request, start, end)
         for i in list(self.prefilling):
             t = min(P[i] + self.gen[i] - self.computed[i], budget)
-            while not no_evict and t > 0 and not self.fits(t) and i in self.prefilling and self.preempt():
-                pass  # stops once i itself is preempted: the ones before it keep their chunks
+            # the step's decodes hold their next tokens first (what the step adds after it: advance)
+            while not no_evict and t > 0 and not self.fits(t + self.growth()) and i in self.prefilling:
+                if not self.preempt():
+                    break  # stops once i itself is preempted: the ones before it keep their chunks
             if i not in self.prefilling or t <= 0:
                 continue
-            if not no_evict and not self.fits(t):  # nothing left to preempt: it alone outgrows the cache
+            if not no_evict and not self.fits(t + self.growth()):  # nothing left to preempt: it alone outgrows it
                 self.too_large(i)
             chunks.append((i, self.computed[i], self.computed[i] + t))
             budget -= t
@@ -358,7 +361,7 @@ class Replica:
                 ):
                     break  # its prompt waits for a step with room for all of it
                 self.reserved += self.whole(i)
-            elif not self.fits(self.held(self.computed[i]) + t + sched.block_size):
+            elif not self.fits(self.held(self.computed[i]) + t + sched.block_size + self.growth()):
                 if not self.order:
                     self.too_large(i)
                 break
