@@ -88,7 +88,8 @@ def weight_flags(name: str, stated: str, weight_dtype: str) -> dict:
     weight_dtype; {"unread": ...} for a format roofline's flags do not name (int8 W8A8, int4 w4a16); nothing for
     the checkpoint's own (bf16, fp16, mxfp4 for gpt-oss)."""
     words = [name.lower().rsplit("-", 1)[-1]]
-    words += re.findall(r"\b(fp8|awq|gptq|nvfp4|mxfp4|int8|int4|w8a8|w4a16)\b", stated.lower().split(name.lower())[-1])
+    rest = stated.lower().split(name.lower(), 1)[-1] if name else stated.lower()  # what follows the checkpoint
+    words += re.findall(r"\b(fp8|awq|gptq|nvfp4|mxfp4|int8|int4|w8a8|w4a16)\b", rest)
     words += re.findall(r"^\s*([a-z0-9]+)", weight_dtype.lower())
     for word in words:
         if word in ("fp8", "awq", "gptq", "nvfp4"):

@@ -926,6 +926,7 @@ def test_a_run_the_rules_cannot_read_says_why():
     assert price_runs.setup({**base, "input_tokens": "256..125000 (sweep)"}) == "lengths not stated as numbers"
     assert price_runs.setup({**base, "request_rate": 5.0}) == "a rate with a concurrency cap"
     assert price_runs.setup({**base, "engine": "tgi"}) == "no preset for engine 'tgi'"
+    assert price_runs.setup({**base, "model": ""}) == "no bundled model for ''"  # not a traceback
     assert price_runs.setup({**base, "weight_dtype": "int4 (w4a16)"}).endswith("not one of roofline's formats")
     batch = price_runs.setup({**base, "arrival": "offline batch of 8", "dataset": "100 prompts"})
     assert (batch["concurrency"], batch["requests"]) == (8, 8)  # one batch of 8, not a loop over the dataset
