@@ -231,20 +231,21 @@ def check(cases: list[dict]) -> dict:
     from roofline.errors import UsageError
 
     priced, skipped = {}, {}
-    for case in cases:
-        run = setup(case)
+    for k, case in enumerate(cases):
+        name = str(case.get("id") or f"run {k + 1}") if isinstance(case, dict) else f"run {k + 1}"
+        run = setup(case) if isinstance(case, dict) else "not a JSON object"
         if isinstance(run, str):
-            skipped[case["id"]] = run
+            skipped[name] = run
             continue
         try:
             predicted = price(run)
         except UsageError as e:
-            skipped[case["id"]] = str(e)
+            skipped[name] = str(e)
             continue
         measured = {m: v for m, v in case.get("metrics", {}).items() if m in serving_cases.METRICS and v}
         ratios = {m: predicted[m] / v for m, v in measured.items()}
         at_once = run.get("concurrency", 0) >= run["requests"] > 8  # every request at once (an offline 8 aside)
-        priced[case["id"]] = {"setup": run, "ratio": ratios, "at_once": at_once}
+        priced[name] = {"setup": run, "ratio": ratios, "at_once": at_once}
     summary = {}
     for kind, runs in (("all", priced.values()), ("queued", [p for p in priced.values() if not p["at_once"]])):
         for group, names in GROUPS.items():
@@ -257,8 +258,15 @@ def check(cases: list[dict]) -> dict:
 
 
 def _load(path: str) -> list[dict]:
-    data = json.loads(Path(path).read_text())
-    return data["cases"] if isinstance(data, dict) else data
+    """A file's runs: its `cases` list, or the list it is; a one-line error naming the file otherwise."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"price_runs: error: {path}: {e}") from None
+    runs = data.get("cases") if isinstance(data, dict) else data
+    if not isinstance(runs, list):
+        raise SystemExit(f"price_runs: error: {path}: expected a list of runs or an object with a 'cases' list")
+    return runs
 
 
 def main(argv: list[str]) -> int:

@@ -927,6 +927,8 @@ def test_a_run_the_rules_cannot_read_says_why():
     assert price_runs.setup({**base, "request_rate": 5.0}) == "a rate with a concurrency cap"
     assert price_runs.setup({**base, "engine": "tgi"}) == "no preset for engine 'tgi'"
     assert price_runs.setup({**base, "model": ""}) == "no bundled model for ''"  # not a traceback
+    odd = price_runs.check([{"engine": "vllm"}, 3])["not_priced"]  # no id, not an object: said, not a traceback
+    assert odd == {"run 1": "no bundled model for None", "run 2": "not a JSON object"}
     assert price_runs.setup({**base, "weight_dtype": "int4 (w4a16)"}).endswith("not one of roofline's formats")
     batch = price_runs.setup({**base, "arrival": "offline batch of 8", "dataset": "100 prompts"})
     assert (batch["concurrency"], batch["requests"]) == (8, 8)  # one batch of 8, not a loop over the dataset
