@@ -32,6 +32,7 @@ Prints each priced run's predicted / measured per metric, and each metric group'
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import statistics
@@ -42,15 +43,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import serving_cases  # noqa: E402  (lengths' distributions, metric names, build parsing)
+import serving_cases  # noqa: E402  (lengths' distributions, metric names, async scheduling by build)
+from fit_engines import GROUPS, era_of  # noqa: E402  (the presets' error groups, vLLM's preset by build)
 
-GROUPS = {  # as benchmarks/fit_engines.py groups the presets' held-out errors
-    "ttft_mean": ("ttft_ms_mean", "ttft_ms_p50"),
-    "ttft_p99": ("ttft_ms_p99",),
-    "tpot": ("tpot_ms_mean", "itl_ms_p50"),
-    "e2e": ("e2e_ms_mean", "batch_latency_ms_mean"),
-    "output_tokens_per_s": ("output_tok_s",),
-}
 VARIANT = {"instruct", "chat", "hf", "it", "base", "fp8", "dynamic", "bf16", "awq", "gptq", "int4"}  # not its layers
 NOT_PRICED = ("speculative", "eagle", "data parallel", "expert parallel", "pipeline parallel")  # in a run's notes
 SAME_LAYERS = {"llama-3-8b": "llama-3.1-8b", "llama-3-70b": "llama-3.1-70b"}  # config.json alike but rope/context
@@ -64,7 +59,9 @@ def _stem(name: str) -> str:
     return "-".join(kept).removeprefix("meta-")
 
 
+@functools.cache
 def _catalog(folder: str) -> dict[str, dict]:
+    """The bundled spec files of `folder` (models, hardware) by id, read once."""
     return {p.stem: yaml.safe_load(p.read_text()) for p in sorted((ROOT / folder).glob("*.yaml"))}
 
 
@@ -132,13 +129,10 @@ def engine_of(case: dict) -> str | None:
     engine = case.get("engine")
     if engine != "vllm":
         return engine if engine in ("sglang", "trtllm") else None
-    stated = case.get("engine_version") or ""
-    found = re.search(r"(?<![\w.])v?(\d+)\.(\d+)", stated)  # "0.15.1", "vllm/vllm-openai:v0.10.1"
-    version = serving_cases.version_of(stated) or ((int(found[1]), int(found[2])) if found else None)
-    if version is not None and version >= (0, 10):
-        overlap = serving_cases.async_scheduling(version, case.get("notes") or "")
-        return "vllm" if overlap else "vllm-0.10"
-    return "vllm-legacy"
+    found = re.search(r"(?<![\w.])v?(\d+)\.(\d+)", case.get("engine_version") or "")  # "0.15.1", "...:v0.10.1"
+    version = (int(found[1]), int(found[2])) if found else None
+    overlap = serving_cases.async_scheduling(version, case.get("notes") or "")
+    return era_of("vllm", {"version": version, "async_scheduling": overlap})
 
 
 def _count(text: str) -> int | None:

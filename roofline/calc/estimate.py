@@ -433,7 +433,7 @@ class EnginePrediction(NamedTuple):
     # device out) holds on this device; elsewhere: whether this device is none of the preset's runs'
     # (presets.typical_errors)
     typical_error: dict = {}
-    max_batch: int | None = None  # sequences its own KV pool holds at these lengths (a preset's pool rule); None: ?
+    max_batch: int | None = None  # sequences a preset's own KV pool holds at these lengths; None for a measured engine
 
 
 def _format_own(preset, weight_dtype: str, hardware) -> str:

@@ -336,10 +336,11 @@ class Replica:
         chunks: list[tuple[int, int, int]] = []  # (request, start, end)
         for i in list(self.prefilling):
             t = min(P[i] + self.gen[i] - self.computed[i], budget)
-            # the step's decodes hold their next tokens first (what the step adds after it: advance)
+            # the step's decodes hold their next tokens first (what the step adds after it: advance); the loop stops
+            # once i itself is preempted (the ones before it keep their chunks) or only one request runs
             while not no_evict and t > 0 and not self.fits(t + self.growth()) and i in self.prefilling:
                 if not self.preempt():
-                    break  # stops once i itself is preempted: the ones before it keep their chunks
+                    break
             if i not in self.prefilling or t <= 0:
                 continue
             if not no_evict and not self.fits(t + self.growth()):  # nothing left to preempt: it alone outgrows it

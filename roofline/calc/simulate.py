@@ -399,11 +399,7 @@ def _preset_error(p: Prepared, batch: float, everyone: bool) -> list[str]:
 LLAMA_SERVER_SLOTS, LLAMA_SERVER_BATCH = 4, 2048
 
 
-SCHEDULER_WORDS = {
-    "vllm": "vLLM V1's scheduler",
-    "trtllm": "TensorRT-LLM's no-evict scheduler",
-    "static": "static batches",
-}
+SCHEDULER_WORDS = {"vllm": "vLLM V1's scheduler", "trtllm": "TensorRT-LLM's no-evict scheduler"}  # presets' policies
 
 
 def scheduler_words(engine: str | None) -> dict[str, str]:
