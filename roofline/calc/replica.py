@@ -7,7 +7,7 @@ then admits waiting requests first come first served while fewer than max_num_se
 prompt into the KV the running requests leave, all within a budget of max_num_batched_tokens tokens a step (chunked
 prefill). The KV cache is paged in blocks of block_size tokens out of the KV budget (the memory fraction x capacity
 less the weights); when a step's tokens do not fit, the most recently admitted request is preempted and later
-recomputed from its first token (vLLM V1's recompute). Defaults are V1's for an OpenAI server
+recomputed from its first token (vLLM V1's recompute), and that step admits no one (`if not preempted_reqs`). Defaults are V1's for an OpenAI server
 (EngineArgs.get_batch_defaults): max_num_batched_tokens 8192 and max_num_seqs 1024 on devices with 70 GiB or more
 (not A100), else 2048 and 256; block_size 16. The `static` policy admits a new batch only when the last one has
 finished, and prefills it in one step: what continuous batching buys. The `trtllm` policy is TensorRT-LLM's default
@@ -327,6 +327,7 @@ class Replica:
         """One step as V1 builds it, or a run of decode-only steps summed in closed form."""
         sched, P = self.sched, self.P
         no_evict = self.no_evict
+        preempted = self.preemptions  # a step that preempts admits no one (scheduler.py: `if not preempted_reqs`)
         while not no_evict and self.cbase and not self.fits(self.growth()) and self.preempt():
             pass
         if not no_evict and self.cbase and not self.fits(self.growth()):
@@ -348,7 +349,7 @@ class Replica:
             chunks.append((i, self.computed[i], self.computed[i] + t))
             budget -= t
             self.used += t  # every layer holds the chunk's tokens in its step (windows freed after: see below)
-        admit = not static or not self.order
+        admit = (not static or not self.order) and self.preemptions == preempted
         while admit and self.waiting and budget > 0 and len(self.order) < sched.max_num_seqs:
             i = self.waiting[0]
             t = min(P[i] + self.gen[i] - self.computed[i], budget)
