@@ -175,16 +175,15 @@ def error_summary(preset: Preset, hardware) -> str:
 def beyond_runs(preset: Preset, batch: float) -> str | None:
     """A note when a prediction runs a mean batch above any its preset's fitted runs reached (batch_covered, as
     simulated), where its typical error was never measured. GPUStack's vLLM and SGLang runs with every request sent
-    at once whose simulated mean batch is beyond their preset's (42 vLLM runs at 9-280 against 128 for async builds and
-    7.5 for 0.10-0.13, 14 SGLang ones at 11-341 against 4; benchmarks/candidates.py) served a median 0.48 of the
-    output tokens/s priced
-    (docs/reality.md). None within its runs, or without the record."""
+    at once whose simulated mean batch is beyond their preset's (43 vLLM runs at 9-280 against 128 for async builds and
+    7.5 for 0.10-0.13, 14 SGLang ones at 11-340 against 4; benchmarks/candidates.py) served a median 0.46 of the
+    output tokens/s priced (docs/reality.md). None within its runs, or without the record."""
     if not preset.batch_covered or batch <= preset.batch_covered:
         return None
     return (
         f"engine {preset.name}: a mean batch of {batch:.1f} is beyond its published runs' ({preset.batch_covered:.1f} "
-        "at most), so its typical error does not apply; published runs beyond their preset's (mean batches 9-341, "
-        "every request sent at once) served a median 0.48x the output tokens/s priced (docs/reality.md)"
+        "at most), so its typical error does not apply; published runs beyond their preset's (mean batches 9-340, "
+        "every request sent at once) served a median 0.46x the output tokens/s priced (docs/reality.md)"
     )
 
 
@@ -192,16 +191,16 @@ def at_once(preset: Preset) -> str | None:
     """A note for a simulation that sends every request at one moment while some of them wait (simulate._at_once),
     with a preset fitted on published serving runs (batch_covered recorded), none of which was such a load (an
     offline batch of 8 all runs at once). GPUStack's vLLM 0.10-0.11 and SGLang 0.5 runs of it (69: `vllm bench serve`
-    at rate inf, 100-1,000 requests, each simulated with a queue; benchmarks/candidates.py) served a median 0.47 of
-    the output tokens/s priced over mean batches 2-341, and 0.39 for the 13 whose simulated batch is within their
+    at rate inf, 100-1,000 requests, each simulated with a queue; benchmarks/candidates.py) served a median 0.43 of
+    the output tokens/s priced over mean batches 1-340, and 0.36 for the 12 whose simulated batch is within their
     preset's (docs/reality.md): the shortfall goes with the load, not only the batch. None for a preset without the
     record (TensorRT-LLM's is fitted on trtllm-bench's queued runs)."""
     if not preset.batch_covered:
         return None
     return (
         f"engine {preset.name}: every request sent at once, some waiting, is a load none of its published runs had, "
-        "so its typical error does not apply; published runs of every request at once (69, at mean batches 2-341) "
-        "served a median 0.47x the output tokens/s priced (docs/reality.md)"
+        "so its typical error does not apply; published runs of every request at once (69, at mean batches 1-340) "
+        "served a median 0.43x the output tokens/s priced (docs/reality.md)"
     )
 
 

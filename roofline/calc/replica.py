@@ -7,15 +7,15 @@ then admits waiting requests first come first served while fewer than max_num_se
 prompt into the KV the running requests leave, all within a budget of max_num_batched_tokens tokens a step (chunked
 prefill). The KV cache is paged in blocks of block_size tokens out of the KV budget (the memory fraction x capacity
 less the weights); when a step's tokens do not fit, the most recently admitted request is preempted and later
-recomputed from its first token (vLLM V1's recompute), and that step admits no one (`if not preempted_reqs`). Defaults are V1's for an OpenAI server
-(EngineArgs.get_batch_defaults): max_num_batched_tokens 8192 and max_num_seqs 1024 on devices with 70 GiB or more
-(not A100), else 2048 and 256; block_size 16. The `static` policy admits a new batch only when the last one has
-finished, and prefills it in one step: what continuous batching buys. The `trtllm` policy is TensorRT-LLM's default
-capacity scheduler (GUARANTEED_NO_EVICT, batch_manager/capacityScheduler.cpp): a request is admitted only when the
-blocks of its whole prompt + output fit beside those every running request will reach, so nothing is ever preempted;
-its prompt is prefilled whole within the step's budget (chunked only when it alone outgrows the budget, as
-enable_chunked_prefill does). Its limits, where not given, are TensorRT-LLM's own (engine_limits: 2048 sequences,
-8192 tokens a step, 32-token blocks).
+recomputed from its first token (vLLM V1's recompute), and that step admits no one (`if not preempted_reqs`).
+Defaults are V1's for an OpenAI server (EngineArgs.get_batch_defaults): max_num_batched_tokens 8192 and max_num_seqs
+1024 on devices with 70 GiB or more (not A100), else 2048 and 256; block_size 16. The `static` policy admits a new
+batch only when the last one has finished, and prefills it in one step: what continuous batching buys. The `trtllm`
+policy is TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT, batch_manager/capacityScheduler.cpp): a
+request is admitted only when the blocks of its whole prompt + output fit beside those every running request will
+reach, so nothing is ever preempted; its prompt is prefilled whole within the step's budget (chunked only when it
+alone outgrows the budget, as enable_chunked_prefill does). Its limits, where not given, are TensorRT-LLM's own
+(engine_limits: 2048 sequences, 8192 tokens a step, 32-token blocks).
 
 Steps with only decodes repeat the same batch with contexts one token longer each: between events (an arrival, a
 finish, a window filling, the KV cache filling) they are summed in closed form (stepmodel.decode_run), so a run
