@@ -650,3 +650,33 @@ def test_a_step_that_preempts_admits_no_one():
     replica.schedule = step
     replica.run()
     assert preempting[0] > 0 and both[0] == 0
+
+
+def test_a_windowed_long_prompt_capacity_leaves_room_for_a_chunk():
+    # Gemma-3-27B on an H100 at 32,768 + 256 tokens (2026-12-08): the capacity's closed loop took as many clients as
+    # the KV cache holds at the mean length (7), but each 8,192-token chunk is held whole by the 52 windowed layers
+    # during its step, so the seventh client's later chunks did not fit: it was admitted, preempted itself and
+    # recomputed its first chunk until another finished. The capacity read 0.053 requests/s (0.32 once a step that
+    # preempts admitted no one) where closed loops of 4 and 6 clients served 0.34 and 0.38. The capacity is a full
+    # replica's rate, so at least what any closed loop of it serves. Bounds by hand (10 full layers attend over every
+    # key, 52 over at most 1,024; 62 layers of 5,376 x (4,096 + 2 x 2,048) + 4,096 x 5,376 attention and
+    # 3 x 5,376 x 21,504 MLP; a tied lm_head of 262,208 x 5,376): a request's FLOPs set the compute roof, and serving
+    # one request at a time (its prefill at the compute peak, its 255 decode steps each reading the weights at the
+    # bandwidth) a floor that a full replica must beat.
+    P, O, F, W = 32768, 256, 989.4e12, 3.35e12
+    layer = 5376 * (4096 + 2 * 2048) + 4096 * 5376 + 3 * 5376 * 21504
+    dense, head = 62 * layer, 262208 * 5376
+    per_key = 4 * 32 * 128  # FLOPs of one query over one key in one layer
+    windowed_keys = 1024 * 1025 / 2 + (P - 1024) * 1024  # sum over the prompt's positions of min(p, 1,024)
+    prefill = 2 * dense * P + 2 * head + per_key * (10 * P * (P + 1) / 2 + 52 * windowed_keys)
+    decode = sum(2 * (dense + head) + per_key * (10 * (P + j + 1) + 52 * 1024) for j in range(O - 1))
+    roof = F / (prefill + decode)  # 0.547 requests/s
+    weights = 2 * (dense + head)  # bf16, the tied matrix streamed once a step
+    serial = 1 / (prefill / F + (O - 1) * weights / W)  # 0.169 requests/s
+    m = load_model("gemma-3-27b")
+    s = simulate(m, H, rate=0.1, requests=300, prompt_tokens=P, output_tokens=O)
+    assert serial < s.max_stable_rate_per_s <= roof
+    assert not s.saturated and s.preemptions == 0
+    for clients in (4, 6):  # a closed loop's own count runs to its last finish, the capacity's at its middle: 3%
+        loop = simulate(m, H, concurrency=clients, requests=240, prompt_tokens=P, output_tokens=O)
+        assert loop.preemptions == 0 and 0.97 * loop.requests_per_s <= s.max_stable_rate_per_s
