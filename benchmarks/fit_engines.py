@@ -287,8 +287,11 @@ class Pricer:
         return statistics.median(each) if each else 0.0
 
     def scheduler(self, c: dict) -> Scheduler:
+        """The case's scheduler: its stated limits or the engine's defaults, and its build's admission rule (vLLM
+        0.19 and later, and SGLang, admit on the whole prompt: simulate.full_isl_default)."""
         chosen = c.get("scheduler") or ENGINES[self.engine][1] or vllm_defaults(self.base[c["id"]].hardware)
-        return Scheduler("vllm", *chosen, 16)
+        full = self.engine != "vllm" or (c.get("version") or (0, 0)) >= serving_cases.FULL_ISL_DEFAULT
+        return Scheduler("vllm", *chosen, 16, None, full)
 
     def price(self, c: dict, params: dict[str, float]) -> dict[str, float]:
         """The case's metrics as simulated with `params` (its era's loop costs), in the case's units (ms, tokens/s)."""

@@ -18,7 +18,8 @@ becomes simulate's flags by rules that read no run id (`setup`):
   infinite rate is every request at once (as many clients as requests); the request count from the dataset ("100
   prompts", "150 requests"), else 10 a client or a minute of arrivals (100-1,000);
 - lengths: fixed at the means, lognormal with CV 1 for ShareGPT, CV 0.087 for "+-15%" (serving_cases' rules);
-- scheduler: max_num_seqs and max_num_batched_tokens where the notes give them, else the engine's defaults.
+- scheduler: max_num_seqs and max_num_batched_tokens where the notes give them, else the engine's defaults; vLLM's
+  admission on the whole prompt from build 0.19, on the first chunk before (or a build not stated).
 A run whose setup these rules cannot read (lengths not numbers, data parallelism, a device or model not bundled,
 a rate with a concurrency cap) or whose notes name what no preset's runs had (speculative decoding, data, expert or
 pipeline parallelism) is listed with the reason, not priced. The rules are generic: where
@@ -129,10 +130,23 @@ def engine_of(case: dict) -> str | None:
     engine = case.get("engine")
     if engine != "vllm":
         return engine if engine in ("sglang", "trtllm") else None
-    found = re.search(r"(?<![\w.])v?(\d+)\.(\d+)", case.get("engine_version") or "")  # "0.15.1", "...:v0.10.1"
-    version = (int(found[1]), int(found[2])) if found else None
+    version = vllm_version(case)
     overlap = serving_cases.async_scheduling(version, case.get("notes") or "")
     return era_of("vllm", {"version": version, "async_scheduling": overlap})
+
+
+def vllm_version(case: dict) -> tuple[int, int] | None:
+    """(major, minor) of the vLLM build a run names ("0.15.1", "...:v0.10.1"), None where it names none."""
+    found = re.search(r"(?<![\w.])v?(\d+)\.(\d+)", case.get("engine_version") or "")
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def full_isl_of(case: dict) -> bool | None:
+    """vLLM's admission rule for the run's build: the whole prompt from 0.19, its first chunk before (a build not
+    stated: before); None for other engines (their default)."""
+    if case.get("engine") != "vllm":
+        return None
+    return (vllm_version(case) or (0, 0)) >= serving_cases.FULL_ISL_DEFAULT
 
 
 def _count(text: str) -> int | None:
@@ -199,6 +213,7 @@ def setup(case: dict) -> dict | str:
         "requests": requests,
         "max_num_seqs": _flag(notes, "max_num_seqs"),
         "max_num_batched_tokens": _flag(notes, "max_num_batched_tokens"),
+        "reserve_full_isl": full_isl_of(case),
         **load,
         **flags,
         **kv,
@@ -211,7 +226,8 @@ def price(run: dict) -> dict[str, float]:
     from roofline.calc.simulate import simulate
 
     args = dict(run)
-    scheduler = Scheduler(None, args.pop("max_num_seqs"), args.pop("max_num_batched_tokens"))
+    limits = (args.pop("max_num_seqs"), args.pop("max_num_batched_tokens"))
+    scheduler = Scheduler(None, *limits, None, None, args.pop("reserve_full_isl"))
     s = simulate(args.pop("model"), args.pop("hardware"), scheduler=scheduler, **args)
     out = {}
     for name, (metric, stat) in serving_cases.METRICS.items():

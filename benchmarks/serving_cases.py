@@ -193,6 +193,7 @@ def published() -> dict[str, dict]:
 
 
 ASYNC_DEFAULT = (0, 14)  # vLLM's first build that schedules step N+1 while step N runs unless told not to
+FULL_ISL_DEFAULT = (0, 19)  # vLLM's first build that admits a request only when its whole prompt fits
 
 
 def async_scheduling(version: tuple[int, int] | None, notes: str) -> bool:

@@ -481,18 +481,25 @@ def test_an_engines_server_defaults_fill_the_limits_it_is_not_given():
 
     # TensorRT-LLM when told nothing: BaseLlmArgs max_batch_size=2048, max_num_tokens=8192 and KvCacheConfig
     # tokens_per_block=32 (tensorrt_llm/llmapi/llm_args.py); vLLM V1 on an 80 GiB H100: 1024 and 8192
-    # (EngineArgs.get_batch_defaults), 16-token blocks; on a 24 GB L4: 256 and 2048.
+    # (EngineArgs.get_batch_defaults), 16-token blocks; on a 24 GB L4: 256 and 2048. vLLM admits a request only
+    # when its whole prompt fits from 0.19 (config/scheduler.py: scheduler_reserve_full_isl = True; absent in 0.18),
+    # on its first chunk before: the presets of older builds keep that.
     trtllm = prepare(M, H, engine="trtllm")
     assert engine_scheduler(trtllm, None) == Scheduler("trtllm", 2048, 8192, 32)
     assert engine_scheduler(trtllm, Scheduler(None, 64)) == Scheduler("trtllm", 64, 8192, 32)
-    assert engine_scheduler(trtllm, Scheduler("vllm", block_size=64)) == Scheduler("vllm", 1024, 8192, 64)
-    assert engine_scheduler(prepare(M, H), None) == Scheduler("vllm", 1024, 8192, 16)
+    assert engine_scheduler(trtllm, Scheduler("vllm", block_size=64)) == Scheduler("vllm", 1024, 8192, 64, None, True)
+    assert engine_scheduler(prepare(M, H), None) == Scheduler("vllm", 1024, 8192, 16, None, True)
+    assert engine_scheduler(prepare(M, H, engine="vllm-0.10"), None).reserve_full_isl is False
+    assert engine_scheduler(prepare(M, H), Scheduler(None, reserve_full_isl=False)).reserve_full_isl is False
     assert engine_scheduler(prepare(M, load_hardware("l4")), Scheduler("trtllm", 16)) == Scheduler(
         "trtllm", 16, 8192, 32
     )
+    with pytest.raises(UsageError, match="vLLM's admission rule"):
+        engine_scheduler(trtllm, Scheduler(None, reserve_full_isl=True))
     r = runner.invoke(app, ["simulate", "-H", "l4", "--rate", "1/s", "--requests", "20", "--json"])
     assert json.loads(r.stdout)["inputs"]["scheduler"] == {
-        "policy": "vllm", "max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16
+        "policy": "vllm", "max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16,
+        "reserve_full_isl": True,
     }  # fmt: skip
 
 
@@ -680,3 +687,22 @@ def test_a_windowed_long_prompt_capacity_leaves_room_for_a_chunk():
     for clients in (4, 6):  # a closed loop's own count runs to its last finish, the capacity's at its middle: 3%
         loop = simulate(m, H, concurrency=clients, requests=240, prompt_tokens=P, output_tokens=O)
         assert loop.preemptions == 0 and 0.97 * loop.requests_per_s <= s.max_stable_rate_per_s
+
+
+def test_vllm_0_19_admits_a_request_only_when_its_whole_prompt_fits():
+    # vLLM PR #37307 (merged 2026-03, the default from 0.19: config/scheduler.py scheduler_reserve_full_isl = True):
+    # "When 4x100k ISL requests already occupy ~90% of the KV cache, the scheduler still admits a 5th 100k ISL
+    # request. It prefills in chunks until ... KV cache hits ~100% capacity, triggering a preemption." The same on an
+    # L4 (43,312 KV tokens, 2,048 a step): five requests of 10,000 + 64 tokens at once; four hold 40,256 tokens, and
+    # the fifth's first chunk fits the 3,056 left but its prompt does not.
+    from roofline.calc.replica import Scheduler
+
+    common = dict(concurrency=5, requests=5, prompt_tokens=10000, output_tokens=64, warmup=0)
+    first_chunk = simulate(M, load_hardware("l4"), scheduler=Scheduler(None, reserve_full_isl=False), **common)
+    whole = simulate(M, load_hardware("l4"), **common)  # the default
+    assert first_chunk.preemptions > 0 and whole.preemptions == 0
+    assert whole.inputs["scheduler"]["reserve_full_isl"] is True
+    r = runner.invoke(app, ["simulate", "--rate", "1/s", "--requests", "20", "--engine", "vllm-0.10", "--json"])
+    assert json.loads(r.stdout)["inputs"]["scheduler"]["reserve_full_isl"] is False
+    r = runner.invoke(app, ["simulate", "--rate", "1/s", "--scheduler", "trtllm", "--scheduler-reserve-full-isl"])
+    assert r.exit_code != 0 and "vLLM's admission rule" in r.stderr

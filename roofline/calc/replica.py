@@ -4,7 +4,8 @@ the same step model as estimate.
 The scheduler is vLLM V1's (vllm/v1/core/sched/scheduler.py): each step first gives every running request its
 tokens, in admission order (a decode 1 token, a prefill in progress its next chunk; the decodes' counted first),
 then admits waiting requests first come first served while fewer than max_num_seqs run, each with a chunk of its
-prompt into the KV the running requests leave, all within a budget of max_num_batched_tokens tokens a step (chunked
+prompt into the KV the running requests leave (from vLLM 0.19, only when its whole prompt fits there:
+reserve_full_isl; SGLang admits so too), all within a budget of max_num_batched_tokens tokens a step (chunked
 prefill). The KV cache is paged in blocks of block_size tokens out of the KV budget (the memory fraction x capacity
 less the weights); when a step's tokens do not fit, the most recently admitted request is preempted and later
 recomputed from its first token (vLLM V1's recompute), and that step admits no one (`if not preempted_reqs`).
@@ -69,6 +70,10 @@ class Scheduler(NamedTuple):
     # llama.cpp: one KV stream for every slot (llama-server -kvu, or its slot count left to it); False: a stream per
     # slot (--parallel N); None: not llama.cpp, or the engine's default (simulate.engine_scheduler)
     kv_unified: bool | None = None
+    # vllm policy: a waiting request is admitted only when its whole known sequence fits, every layer's blocks of it
+    # (vLLM 0.19's default scheduler_reserve_full_isl; False: its first chunk, as builds before 0.19); None: not
+    # vLLM's scheduler, or the engine's default (simulate.engine_scheduler)
+    reserve_full_isl: bool | None = None
 
 
 def vllm_defaults(hardware) -> tuple[int, int]:
@@ -284,10 +289,16 @@ class Replica:
         self.preemptions += 1
         return True
 
-    def too_large(self, i: int) -> None:
+    def too_large(self, i: int, full_isl: bool | None = None) -> None:
+        gate = (
+            " (vLLM 0.19+ admits a request only when every layer holds its whole prompt: "
+            "--no-scheduler-reserve-full-isl admits it on its first chunk, as earlier builds)"
+            if full_isl and self.full_share < 1.0
+            else ""
+        )
         raise UsageError(
             f"a request of {self.P[i]} prompt + {self.O[i]} output tokens does not fit the whole KV "
-            f"budget ({self.cap:,} tokens): shorten its prompt or output, or give more memory"
+            f"budget ({self.cap:,} tokens){gate}: shorten its prompt or output, or give more memory"
         )
 
     def decodes(self) -> Decodes:
@@ -363,9 +374,11 @@ class Replica:
                 ):
                     break  # its prompt waits for a step with room for all of it
                 self.reserved += self.whole(i)
-            elif not self.fits(self.held(self.computed[i]) + t + sched.block_size + self.growth()):
+            elif not self.fits(self.held(self.computed[i]) + t + sched.block_size + self.growth()) or (
+                sched.reserve_full_isl and not self.fits(P[i] + self.gen[i] + sched.block_size + self.growth())
+            ):  # full ISL: can_fit_full_sequence counts a fresh request's blocks in a windowed layer too
                 if not self.order:
-                    self.too_large(i)
+                    self.too_large(i, sched.reserve_full_isl)
                 break
             self.waiting.popleft()
             if math.isnan(self.admitted[i]):

@@ -424,6 +424,12 @@ def engine_scheduler(p: Prepared, scheduler: Scheduler | None) -> Scheduler:
     if given.kv_unified is not None and not llama:
         raise UsageError("--kv-unified: llama-server's KV layout, only with --engine llamacpp", "kv_unified")
     policy = given.policy or getattr(p.preset, "scheduler", None) or "vllm"
+    vllm = policy == "vllm" and not llama
+    if given.reserve_full_isl is not None and not vllm:
+        raise UsageError(
+            "--scheduler-reserve-full-isl: vLLM's admission rule, only with its scheduler (--scheduler vllm)",
+            "reserve_full_isl",
+        )
     defaults = engine_limits(policy, p.hardware)
     if llama:
         defaults = (LLAMA_SERVER_SLOTS, LLAMA_SERVER_BATCH, defaults[2])
@@ -431,11 +437,23 @@ def engine_scheduler(p: Prepared, scheduler: Scheduler | None) -> Scheduler:
     if given.max_num_seqs is None:  # a default never outnumbers the step's tokens the user set (2048 > 1024)
         seqs = min(seqs, tokens)
     unified = (given.max_num_seqs is None if given.kv_unified is None else given.kv_unified) if llama else None
-    return Scheduler(policy, seqs, tokens, block, unified)
+    full = (given.reserve_full_isl if given.reserve_full_isl is not None else full_isl_default(p)) if vllm else None
+    return Scheduler(policy, seqs, tokens, block, unified, full)
+
+
+FIRST_CHUNK_BUILDS = ("vllm-0.10", "vllm-legacy")  # presets of builds before 0.19, which admit on the first chunk
+
+
+def full_isl_default(p: Prepared) -> bool:
+    """Whether vLLM's scheduler admits on the whole prompt by default here: yes as vLLM 0.19 and later
+    (SchedulerConfig.scheduler_reserve_full_isl = True; 0.18 had no such rule) and SGLang (a request joins a prefill
+    batch only if its whole input fits, PrefillAdder), no for the presets of older builds."""
+    return getattr(p.preset, "name", None) not in FIRST_CHUNK_BUILDS
 
 
 def scheduler_inputs(s: Scheduler) -> dict[str, Any]:
-    """A resolved scheduler as the JSON's inputs.scheduler: kv_unified only where it applies (llama.cpp)."""
+    """A resolved scheduler as the JSON's inputs.scheduler: kv_unified and reserve_full_isl only where they apply
+    (llama.cpp; vLLM's scheduler)."""
     return {k: v for k, v in s._asdict().items() if v is not None}
 
 

@@ -15,6 +15,7 @@ from roofline.cli.common import (
     KvUnified,
     ModelRef,
     Quiet,
+    ReserveFullIsl,
     Tp,
     TpotSlo,
     TtftSlo,
@@ -59,6 +60,7 @@ COMPARE_ONLY = {
     "max_num_seqs": "--max-num-seqs",
     "max_num_batched_tokens": "--max-num-batched-tokens",
     "kv_unified": "--kv-unified/--no-kv-unified",
+    "reserve_full_isl": "--scheduler-reserve-full-isl/--no-scheduler-reserve-full-isl",
 }  # bench's flags that describe the simulation --compare runs
 
 
@@ -123,6 +125,7 @@ def bench(
         typer.Option("--max-num-batched-tokens", min=1, help="With --compare: tokens a step. [default: the engine's]"),
     ] = None,
     kv_unified: KvUnified = None,
+    reserve_full_isl: ReserveFullIsl = None,
     json: Json = False,
     csv: Csv = False,
     quiet: Quiet = False,
@@ -182,7 +185,9 @@ def bench(
 
         m, h = specs(model, hardware, quiet)
         prepared = prepare(m, h, knobs_from(locals()))
-        sched = engine_scheduler(prepared, Scheduler(None, max_num_seqs, max_num_batched_tokens, None, kv_unified))
+        sched = engine_scheduler(
+            prepared, Scheduler(None, max_num_seqs, max_num_batched_tokens, None, kv_unified, reserve_full_isl)
+        )
         check_scheduler(sched)
         preset_knobs(prepared)
         replica_setup(prepared, bool(sched.kv_unified))  # its KV budget, its engine's costs

@@ -24,6 +24,7 @@ from roofline.cli.common import (
     PrefixHitRate,
     Quant,
     Quiet,
+    ReserveFullIsl,
     Tp,
     TpotSlo,
     TtftSlo,
@@ -147,6 +148,7 @@ def simulate(
         ),
     ] = None,
     kv_unified: KvUnified = None,
+    reserve_full_isl: ReserveFullIsl = None,
     ttft_slo: TtftSlo = None,
     tpot_slo: TpotSlo = None,
     slo_percentile: Annotated[
@@ -199,7 +201,7 @@ def simulate(
     m, h = specs(model, hardware, quiet, **lengths)  # names --prompt/--output too when their defaults are used
     rates = rate_list(rate)
     policy = None if scheduler is None else text_value(scheduler, "--scheduler")  # None: the engine preset's
-    sched = Scheduler(policy, max_num_seqs, max_num_batched_tokens, block_size, kv_unified)  # None: the engine's
+    sched = Scheduler(policy, max_num_seqs, max_num_batched_tokens, block_size, kv_unified, reserve_full_isl)
     check_workload_flags(ctx, trace, rate, arrival)
     loaded = None
     if trace is not None:
