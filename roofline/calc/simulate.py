@@ -528,9 +528,9 @@ def _growing(queue: list[float], behind: bool = False) -> bool:
     """A queue that keeps growing: the last quarter's mean wait over 4x the first quarter's, and over a second; or
     over 2x at any length when the replica preempted and serves under 97% of the arrival rate (`behind`): a burst
     filled its KV cache, and recomputing the preempted serves fewer requests a second than arrive. Llama-3.1-8B on
-    an H100, 1024/256 tokens, Poisson, seed 0: at 44/s the first 1,000 requests' waits went 0.015 -> 0.052 s with 9
-    preemptions at 41.2/s served, and 30,000 ran away at 37/s; at 40-41/s 9-49 preemptions in 30,000-100,000
-    requests left the queue flat. Without the served rate, bursty arrivals on an L4 (gamma CV 6, 0.6/s) that
+    an H100, 1024/256 tokens, Poisson, seed 0: at 44/s the first 1,000 requests' waits went 0.010 -> 0.049 s with 4
+    preemptions at 37.9/s served, and 30,000 ran away at 38.3/s; at 40/s 0-8 preemptions in 100,000 requests (five
+    seeds) left the queue flat (2026-12-08). Without the served rate, bursty arrivals on an L4 (gamma CV 6, 0.6/s) that
     preempted and waited 2.8 -> 8.6 s while serving 0.563/s of 0.549 read saturated.
     """
     q = len(queue) // 4
