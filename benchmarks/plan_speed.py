@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--little-only", action="store_true", help="skip the queued plans (minutes on 2 cores)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds: expected 1 or more")
     model = load_model("llama-3.1-70b")
     devices = [load_hardware(h) for h in catalog("hardware")]
     times: dict[str, list[float]] = {}

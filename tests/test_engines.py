@@ -939,3 +939,23 @@ def test_a_run_the_rules_cannot_read_says_why():
     assert (open_loop["rate"], open_loop["arrival"], open_loop["requests"], open_loop["engine"]) == (
         5.0, "constant", 300, "vllm"  # a minute of arrivals; 0.15 schedules asynchronously
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "engine, stated, version, full",
+    [
+        ("vllm", "0.19.1", (0, 19), True),  # scheduler_reserve_full_isl = True from vLLM 0.19 (config/scheduler.py)
+        ("vllm", "vllm/vllm-openai:v0.23.0", (0, 23), True),  # a container tag
+        ("vllm", "0.18.0", (0, 18), False),  # 0.18's sdist has no such rule: the first chunk
+        ("vllm", "0.15.1", (0, 15), False),
+        ("vllm", "not stated (CI build of vLLM main)", None, False),
+        ("sglang", "0.5.2", None, None),  # its own default: the whole input (PrefillAdder.add_one_req)
+    ],
+)
+def test_a_published_run_is_admitted_by_its_builds_rule(engine, stated, version, full):
+    # price_runs reads the build from the run's text, the fit from serving_cases' parsed version: the same rule
+    assert load("price_runs").full_isl_of({"engine": engine, "engine_version": stated}) is full
+    fit_engines, serving_cases = load("fit_engines"), load("serving_cases")
+    case = serving_cases.cases(engine)[0]
+    pricer = fit_engines.Pricer(engine, [case])
+    assert pricer.scheduler({**case, "version": version}).reserve_full_isl is (full is not False)

@@ -252,8 +252,10 @@ def test_a_plans_scheduler_is_the_one_its_presets_file_names(monkeypatch):
     from roofline.calc.simulate import scheduler_words
     from roofline.specs import presets
 
-    assert scheduler_words(None) == scheduler_words("vllm") == {"policy": "vllm", "description": "vLLM V1's scheduler"}
-    assert scheduler_words("llamacpp-cuda")["description"] == "llama-server's slots"
+    vllm = {"policy": "vllm", "description": "vLLM V1's scheduler", "reserve_full_isl": True}  # vLLM 0.19's default
+    assert scheduler_words(None) == scheduler_words("vllm") == vllm
+    assert scheduler_words("vllm-0.10") == {**vllm, "reserve_full_isl": False}  # builds before 0.19: the first chunk
+    assert scheduler_words("llamacpp-cuda") == {"policy": "vllm", "description": "llama-server's slots"}
     monkeypatch.setattr(presets, "names", lambda: ["my-trtllm-build"])
     monkeypatch.setattr(presets, "load", lambda name: SimpleNamespace(scheduler="trtllm"))
     assert scheduler_words("my-trtllm-build") == {

@@ -626,9 +626,10 @@ def test_a_step_that_preempts_admits_no_one():
     # `if not preempted_reqs:` before the WAITING loop), so a request that preempted itself for want of room for its
     # next prompt chunk waits a step; an outside audit's own simulator of that scheduler (2026-12-08) found the replica
     # re-admitting it in the same step. Llama-3.1-8B on an L4 (43,312 KV tokens, 2,048 tokens a step), 4,096 + 512
-    # tokens at 0.1/s, 4,000 requests, seeds 0-2: that simulator with vLLM's prefix cache on (V1's default)
-    # preempted 31-48 times, TTFT p99 1.10-1.71 s; this replica now 28-37 times, 1.06-1.25 s; re-admitting in the
-    # same step it read 65-195 s.
+    # tokens at 0.1/s, 4,000 requests, seeds 0-2, admitted on the first chunk (vLLM before 0.19; admission on the
+    # whole prompt rarely preempts a request it just admitted): that simulator with vLLM's prefix cache on (V1's
+    # default) preempted 31-48 times, TTFT p99 1.10-1.71 s; this replica now 28-37 times, 1.06-1.25 s; re-admitting
+    # in the same step it read 65-195 s.
     from collections import deque
 
     from roofline.calc.replica import Replica
@@ -644,7 +645,7 @@ def test_a_step_that_preempts_admits_no_one():
     p = prepare(M, load_hardware("l4"))
     model, cap, _ = replica_setup(p)
     reqs = open_loop(0.1, "poisson", 1.0, 600, lengths(None, 4096, "p"), lengths(None, 512, "o"), seed=2)
-    replica = Replica(model, reqs, engine_scheduler(p, None), cap, None)
+    replica = Replica(model, reqs, engine_scheduler(p, Scheduler(None, reserve_full_isl=False)), cap, None)
     replica.waiting = Waiting()
     both, preempting, schedule = [0], [0], replica.schedule
 
@@ -664,9 +665,11 @@ def test_a_windowed_long_prompt_capacity_leaves_room_for_a_chunk():
     # Gemma-3-27B on an H100 at 32,768 + 256 tokens (2026-12-08): the capacity's closed loop took as many clients as
     # the KV cache holds at the mean length (7), but each 8,192-token chunk is held whole by the 52 windowed layers
     # during its step, so the seventh client's later chunks did not fit: it was admitted, preempted itself and
-    # recomputed its first chunk until another finished. The capacity read 0.053 requests/s (0.32 once a step that
-    # preempts admitted no one) where closed loops of 4 and 6 clients served 0.34 and 0.38. The capacity is a full
-    # replica's rate, so at least what any closed loop of it serves. Bounds by hand (10 full layers attend over every
+    # recomputed its first chunk until another finished. Admitted on its first chunk (vLLM before 0.19) the capacity
+    # read 0.053 requests/s (0.32 once a step that preempts admitted no one) where closed loops of 4 and 6 clients
+    # served 0.34 and 0.38; admitted on the whole prompt (0.20's cap on a windowed layer: its window and a step's
+    # tokens) the seventh waits, and the capacity is the same. The capacity is a full replica's rate, so at least what
+    # any closed loop of it serves, under either rule. Bounds by hand (10 full layers attend over every
     # key, 52 over at most 1,024; 62 layers of 5,376 x (4,096 + 2 x 2,048) + 4,096 x 5,376 attention and
     # 3 x 5,376 x 21,504 MLP; a tied lm_head of 262,208 x 5,376): a request's FLOPs set the compute roof, and serving
     # one request at a time (its prefill at the compute peak, its 255 decode steps each reading the weights at the
@@ -682,12 +685,14 @@ def test_a_windowed_long_prompt_capacity_leaves_room_for_a_chunk():
     weights = 2 * (dense + head)  # bf16, the tied matrix streamed once a step
     serial = 1 / (prefill / F + (O - 1) * weights / W)  # 0.169 requests/s
     m = load_model("gemma-3-27b")
-    s = simulate(m, H, rate=0.1, requests=300, prompt_tokens=P, output_tokens=O)
-    assert serial < s.max_stable_rate_per_s <= roof
-    assert not s.saturated and s.preemptions == 0
-    for clients in (4, 6):  # a closed loop's own count runs to its last finish, the capacity's at its middle: 3%
-        loop = simulate(m, H, concurrency=clients, requests=240, prompt_tokens=P, output_tokens=O)
-        assert loop.preemptions == 0 and 0.97 * loop.requests_per_s <= s.max_stable_rate_per_s
+    for full in (False, True):
+        rule = dict(scheduler=Scheduler(None, reserve_full_isl=full), prompt_tokens=P, output_tokens=O)
+        s = simulate(m, H, rate=0.1, requests=300, **rule)
+        assert serial < s.max_stable_rate_per_s <= roof
+        assert not s.saturated and s.preemptions == 0
+        for clients in (4, 6):  # a closed loop's own count runs to its last finish, the capacity's at its middle: 3%
+            loop = simulate(m, H, concurrency=clients, requests=240, **rule)
+            assert loop.preemptions == 0 and 0.97 * loop.requests_per_s <= s.max_stable_rate_per_s
 
 
 def test_vllm_0_19_admits_a_request_only_when_its_whole_prompt_fits():
@@ -738,8 +743,8 @@ def test_request_by_request_as_an_independent_simulator_of_vllms_scheduler(devic
         assert s.preemptions == their_preemptions == 0
         assert all(ours == pytest.approx(ref_, rel=1e-9) for ours, ref_ in ttft + tpot)
     else:
-        assert 0 < s.preemptions and 0 < their_preemptions and abs(s.preemptions - their_preemptions) <= 3  # 3 and 4
+        assert 0 < s.preemptions <= their_preemptions <= s.preemptions + 3  # 3 and 4
         for pairs in (ttft, tpot):
             assert statistics.median(o for o, _ in pairs) == pytest.approx(
-                statistics.median(r for _, r in pairs), rel=0.01
+                statistics.median(r for _, r in pairs), rel=3e-3
             )

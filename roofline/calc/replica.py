@@ -289,17 +289,22 @@ class Replica:
         self.preemptions += 1
         return True
 
-    def too_large(self, i: int, full_isl: bool | None = None) -> None:
-        gate = (
-            " (vLLM 0.19+ admits a request only when every layer holds its whole prompt: "
-            "--no-scheduler-reserve-full-isl admits it on its first chunk, as earlier builds)"
-            if full_isl and self.full_share < 1.0
-            else ""
-        )
+    def too_large(self, i: int) -> None:
         raise UsageError(
             f"a request of {self.P[i]} prompt + {self.O[i]} output tokens does not fit the whole KV "
-            f"budget ({self.cap:,} tokens){gate}: shorten its prompt or output, or give more memory"
+            f"budget ({self.cap:,} tokens): shorten its prompt or output, or give more memory"
         )
+
+    def whole_prompt(self, n: int) -> float:
+        """The budget's tokens vLLM's admission on the whole prompt charges a sequence of n tokens (reserve_full_isl):
+        all n in a full-attention layer; in a windowed one at most the window less one, a step's tokens and a block
+        (vllm/v1/kv_cache_interface.py max_admission_blocks_per_request, vLLM 0.20: what its chunks hold at most, as
+        the layer frees what left the window before each chunk; 0.19 charged all n, and a long prompt on a windowed
+        model could wait forever: vLLM issue #39734)."""
+        f, sched = self.full_share, self.sched
+        if f == 1.0:
+            return n
+        return f * n + (1.0 - f) * min(n, self.model.window - 1 + sched.max_num_batched_tokens + sched.block_size)
 
     def decodes(self) -> Decodes:
         n, m = len(self.cbase), self.model
@@ -375,10 +380,11 @@ class Replica:
                     break  # its prompt waits for a step with room for all of it
                 self.reserved += self.whole(i)
             elif not self.fits(self.held(self.computed[i]) + t + sched.block_size + self.growth()) or (
-                sched.reserve_full_isl and not self.fits(P[i] + self.gen[i] + sched.block_size + self.growth())
-            ):  # full ISL: can_fit_full_sequence counts a fresh request's blocks in a windowed layer too
+                sched.reserve_full_isl
+                and not self.fits(self.whole_prompt(P[i] + self.gen[i]) + sched.block_size + self.growth())
+            ):
                 if not self.order:
-                    self.too_large(i, sched.reserve_full_isl)
+                    self.too_large(i)
                 break
             self.waiting.popleft()
             if math.isnan(self.admitted[i]):

@@ -403,15 +403,18 @@ LLAMA_SERVER_SLOTS, LLAMA_SERVER_BATCH = 4, 2048
 SCHEDULER_WORDS = {"vllm": "vLLM V1's scheduler", "trtllm": "TensorRT-LLM's no-evict scheduler"}  # presets' policies
 
 
-def scheduler_words(engine: str | None) -> dict[str, str]:
+def scheduler_words(engine: str | None) -> dict[str, Any]:
     """What engine_scheduler runs a replica of `engine` under (plan's JSON inputs.scheduler and header): its policy,
     the one its preset names (engines/NAME.yaml `scheduler:`) or vLLM's, and in words (llama.cpp's: the server's
-    slots, under the vllm policy with llama-server's limits)."""
+    slots, under the vllm policy with llama-server's limits); with vLLM's, its admission rule (reserve_full_isl)."""
     from roofline.specs import presets
 
     policy = presets.load(engine).scheduler if engine in presets.names() else "vllm"
     llama = (engine or "").startswith("llamacpp")
-    return {"policy": policy, "description": "llama-server's slots" if llama else SCHEDULER_WORDS[policy]}
+    words = {"policy": policy, "description": "llama-server's slots" if llama else SCHEDULER_WORDS[policy]}
+    if policy == "vllm" and not llama:
+        words["reserve_full_isl"] = engine not in FIRST_CHUNK_BUILDS
+    return words
 
 
 def engine_scheduler(p: Prepared, scheduler: Scheduler | None) -> Scheduler:
@@ -525,13 +528,13 @@ def _occupancy(spans: list, window: tuple[float, float]) -> tuple[dict, dict]:
 
 
 def _growing(queue: list[float], behind: bool = False) -> bool:
-    """A queue that keeps growing: the last quarter's mean wait over 4x the first quarter's, and over a second; or
-    over 2x at any length when the replica preempted and serves under 97% of the arrival rate (`behind`): a burst
-    filled its KV cache, and recomputing the preempted serves fewer requests a second than arrive. Llama-3.1-8B on
-    an H100, 1024/256 tokens, Poisson, seed 0: at 44/s the first 1,000 requests' waits went 0.010 -> 0.049 s with 4
-    preemptions at 37.9/s served, and 30,000 ran away at 38.3/s; at 40/s 0-8 preemptions in 100,000 requests (five
-    seeds) left the queue flat (2026-12-08). Without the served rate, bursty arrivals on an L4 (gamma CV 6, 0.6/s) that
-    preempted and waited 2.8 -> 8.6 s while serving 0.563/s of 0.549 read saturated.
+    """A queue that keeps growing: the last quarter's mean wait over 4x the first quarter's, and over a second; or over
+    2x at any length when the replica preempted and serves under 97% of the arrival rate (`behind`): a burst filled its
+    KV cache, and recomputing the preempted serves fewer requests a second than arrive. Llama-3.1-8B on an H100,
+    1024/256 tokens, Poisson, seed 0, no warm-up left out: at 44/s the first 1,000 requests' waits went 0.010 -> 0.049 s
+    with 4 preemptions at 37.9/s served, and 30,000 ran away at 38.3/s; at 40/s 0-8 preemptions in 100,000 requests
+    (five seeds) left the queue flat (2026-12-08). Without the served rate, bursty arrivals on an L4 (gamma CV 6, 0.6/s)
+    that preempted and waited 2.8 -> 8.6 s while serving 0.563/s of 0.549 read saturated.
     """
     q = len(queue) // 4
     if q < 10:
@@ -562,8 +565,9 @@ def _capacity(model: StepModel, requests: list[Request], sched: Scheduler, kv_to
     With sliding-window layers a prompt's chunk holds more during its step than its request holds after it
     (chunk_excess), so the KV cache full at the mean length can leave no room for the next chunk: the loop of as many
     clients as leave that room runs too, and the faster of the two counts. Gemma-3-27B on an H100 at 32,768 + 256
-    tokens: 7 clients, the seventh admitted on its first chunk and preempted at its next, served 0.32 requests/s
-    (0.053 while a step that preempted could admit), 6 clients 0.38/s (2026-12-08)."""
+    tokens, admitted on the first chunk: 7 clients, the seventh admitted and preempted at its next chunk, served 0.32
+    requests/s (0.053 while a step that preempted could admit), 6 clients 0.38/s (2026-12-08); admitted on the whole
+    prompt the seventh waits."""
     mean_tokens = sum(r.prompt_tokens + r.output_tokens for r in requests) / len(requests)
     held = held_tokens(model, mean_tokens) + sched.block_size  # a windowed layer holds its window's tokens only
     prompt = round(sum(r.prompt_tokens for r in requests) / len(requests))

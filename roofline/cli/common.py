@@ -384,8 +384,8 @@ ReserveFullIsl = Annotated[
         "--scheduler-reserve-full-isl/--no-scheduler-reserve-full-isl",
         help="With vLLM's scheduler: admit a waiting request only when its whole prompt fits the KV cache (vLLM's "
         "default from 0.19; SGLang admits so too), or on its first chunk as builds before 0.19 did (then a request "
-        "admitted into a nearly full cache is preempted at a later chunk). [default: the whole prompt; its first "
-        "chunk with --engine vllm-0.10 or vllm-legacy]",
+        "admitted into a nearly full cache is preempted at a later chunk): give --no-... for a 0.14-0.18 build "
+        "under --engine vllm. [default: the whole prompt; its first chunk with --engine vllm-0.10 or vllm-legacy]",
     ),
 ]
 TpotSlo = Annotated[
