@@ -23,7 +23,8 @@ finish, a window filling, the KV cache filling) they are summed in closed form (
 costs per request, not per token. A request's KV is counted at whole blocks (each running request at most one block
 part-filled). A sliding-window layer keeps only its window's tokens (vLLM V1's hybrid KV manager frees the blocks
 that fall out of it), so a request with c tokens holds f x c + (1 - f) x min(c, window) tokens' worth of the budget,
-f the full-attention layers' share of a token's KV bytes (Gemma-3-27B: 10 of 62 layers attend fully; TensorRT-LLM's
+f the full-attention layers' share of a token's KV bytes (Gemma-3-27B: 10 of 62 layers attend fully, 10 of 70 under
+vLLM's hybrid allocator, which pads the 52 windowed layers to groups of 10: padded_layers; TensorRT-LLM's
 reservations still count whole tokens); a prompt chunk's tokens are held in every layer during its step (vLLM
 allocates them there and frees what left a window the next step), so a chunk needs all its tokens free. ITL is the
 length of the steps that made each token (a jump's first and last step, half the tokens each); a preempted request's
@@ -32,8 +33,7 @@ wait shows in its TTFT, TPOT and E2E. Prefix caching: a request's cached prompt 
 slot (llama-server given --parallel N), each request holds the least recently used free slot and a step's batch is
 passed in the server's order, which the step cuts into ubatches (roofline.calc.llamacpp.equal_split); with one
 shared stream (llama-server's default, -np auto) a step is ceil(tokens / 512) ubatches. Not modelled: speculative
-decoding, pipelines and pools inside the replica (estimate prices those), tokenizer and HTTP.
-"""
+decoding, pipelines and pools inside the replica (estimate prices those), tokenizer and HTTP."""
 
 import heapq
 import math
@@ -49,9 +49,23 @@ POLICIES = ("vllm", "static", "trtllm")
 
 
 def full_share(model) -> float:
-    """f: the full-attention layers' share of a token's KV bytes (1 without sliding-window layers)."""
+    """f: the full-attention layers' share of a token's KV bytes in the budget (1 without sliding-window layers; with
+    vLLM's padded groups where simulate.replica_setup set `budget_full_share`)."""
     full, sliding = getattr(model, "kv_full", 0.0), getattr(model, "kv_slide", 0.0)  # a stand-in may have none
-    return full / (full + sliding) if getattr(model, "window", None) and sliding else 1.0
+    if not (getattr(model, "window", None) and sliding):
+        return 1.0
+    return getattr(model, "budget_full_share", None) or full / (full + sliding)
+
+
+def padded_layers(full: int, sliding: int) -> tuple[int, int]:
+    """The full-attention and sliding-window layers vLLM's hybrid KV cache allocates for, padded: each attention
+    type's layers are split into groups of the smaller type's count (the larger's when under 1.5x it) and the last
+    group padded, every group taking a block of one pool per 16 tokens (vllm/v1/core/kv_cache_utils.py
+    _get_kv_cache_groups_uniform_page_size, 0.20). Gemma-3-27B's 10 full and 52 sliding layers: 10 and 60."""
+    if not full or not sliding:
+        return full, sliding
+    group = min(full, sliding) if max(full, sliding) >= 1.5 * min(full, sliding) else max(full, sliding)
+    return -(-full // group) * group, -(-sliding // group) * group
 
 
 def held_tokens(model, c: float, f: float | None = None) -> float:

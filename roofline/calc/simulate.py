@@ -28,7 +28,7 @@ from roofline.calc.checks import count
 from roofline.calc.estimate import plain, uncalibrated
 from roofline.calc.knobs import OUTPUT_TOKENS, PROMPT_TOKENS, Knobs
 from roofline.calc.prepare import Prepared, prepare
-from roofline.calc.replica import POLICIES, Replica, Scheduler, engine_limits, full_share, held_tokens
+from roofline.calc.replica import POLICIES, Replica, Scheduler, engine_limits, full_share, held_tokens, padded_layers
 from roofline.calc.stepmodel import StepModel
 from roofline.calc.workload import MAX_REQUESTS, Request, closed_loop, lengths, open_loop
 from roofline.errors import UsageError
@@ -143,7 +143,23 @@ def replica_setup(p: Prepared, kv_unified: bool = False) -> tuple[StepModel, int
         )
     llama = _llamacpp_step(p, notes, kv_unified)
     measured = None if llama else _measured_engine(p, notes)
-    return StepModel(setup, overhead, measured, llama), int(budget / per_token) * shape.dp, notes
+    model = StepModel(setup, overhead, measured, llama)
+    if model.window and model.sliding and model.full and _vllm_allocator(p):
+        full, sliding = padded_layers(model.full, model.sliding)
+        if (full, sliding) != (model.full, model.sliding):
+            per_token *= (full + sliding) / (model.full + model.sliding)
+            model.budget_full_share = full / (full + sliding)
+            notes.append(
+                f"vLLM's hybrid KV cache pads {model.sliding} sliding-window and {model.full} full-attention layers "
+                f"to groups of equal size: the budget holds {full + sliding} layers' KV a token ({sliding} and {full})"
+            )
+    return model, int(budget / per_token) * shape.dp, notes
+
+
+def _vllm_allocator(p: Prepared) -> bool:
+    """Whether the replica's KV cache is vLLM V1's (no engine preset, or a vLLM one): its hybrid allocator pads."""
+    name = getattr(p.preset, "name", None)
+    return name is None or name.startswith("vllm")
 
 
 def _llamacpp_step(p: Prepared, notes: list[str], kv_unified: bool):
