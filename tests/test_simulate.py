@@ -776,3 +776,7 @@ def test_vllms_hybrid_kv_cache_pads_a_windowed_models_layers_to_equal_groups():
     assert statistics.quantiles(ttft, n=100, method="inclusive")[98] == pytest.approx(7.9829, rel=1e-3)
     assert statistics.median(tpot) == pytest.approx(41.541e-3, rel=1e-3)
     assert any("pads 52 sliding-window and 10 full-attention layers" in n for n in s.notes)
+    from roofline.calc.simulate import replica_setup
+
+    for engine in ("sglang", "llamacpp"):  # their own caches: SGLang's SWA pool, llama.cpp's slots
+        assert not any("pads" in n for n in replica_setup(prepare(load_model("gemma-3-27b"), H, engine=engine))[2])

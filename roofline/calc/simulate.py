@@ -157,7 +157,10 @@ def replica_setup(p: Prepared, kv_unified: bool = False) -> tuple[StepModel, int
 
 
 def _vllm_allocator(p: Prepared) -> bool:
-    """Whether the replica's KV cache is vLLM V1's (no engine preset, or a vLLM one): its hybrid allocator pads."""
+    """Whether the replica's KV cache is vLLM V1's (no engine preset, or a vLLM one; not llama.cpp's slots, measured
+    or preset): its hybrid allocator pads."""
+    if (p.inputs.engine or "").startswith("llamacpp"):
+        return False
     name = getattr(p.preset, "name", None)
     return name is None or name.startswith("vllm")
 
