@@ -539,7 +539,8 @@ def test_a_sliding_window_layer_holds_only_its_window_of_the_kv_budget():
     # computed every layer holds all its tokens (vLLM allocates the step's tokens in every layer and frees what
     # left a window the next step; a second audit): the 8,192-token prefill step holds 8,192. Each within at most
     # one part-filled 16-token block. vLLM's hybrid KV cache pads the 52 windowed layers to 6 groups of the 10 full
-    # ones (a third audit, 2026-12-08: 17,768 blocks of 16 tokens x 10 layers; 918 blocks, 1.203 GB, at 8,448
+    # ones (a third audit, 2026-12-08: 17,769 blocks of 16 tokens x 10 layers, one of them vLLM's null block; 918
+    # blocks, 1.203 GB, at 8,448
     # tokens), so a token's budget is 70 layers' KV, 573,440 B, and the settled request holds (10 x 8,447 + 60 x
     # 1,024) / 70 tokens of it.
     cap, spans = _alone("gemma-3-27b", 8192, 256)
@@ -765,7 +766,7 @@ def test_vllms_hybrid_kv_cache_pads_a_windowed_models_layers_to_equal_groups():
     assert padded_layers(0, 32) == (0, 32)  # windowed in every layer (Mistral-7B): one type, no padding
     # An outside auditor's own simulator of vLLM 0.19's hybrid KV cache (its groups, pool, window freeing and
     # admission, from vLLM's source, not our code; 2026-12-08) ran Gemma-3-27B on an H100 at 8,192 + 256 tokens on
-    # these 600 Poisson arrivals at 1.2/s: pool 17,768 blocks of 16 tokens in 7 groups of 10 layers, at most 16
+    # these 600 Poisson arrivals at 1.2/s: pool 17,769 blocks of 16 tokens in 7 groups of 10 layers, at most 16
     # running (18 counting 62 layers), TTFT p50 1.0582 s and p99 7.9829 s, TPOT p50 41.541 ms, no preemption.
     reqs = open_loop(1.2, "poisson", 1.0, 600, lengths(None, 8192, "p"), lengths(None, 256, "o"), seed=0)
     s = run_simulation(prepare(load_model("gemma-3-27b"), H), reqs, warmup=0, capacity=False)
@@ -778,5 +779,21 @@ def test_vllms_hybrid_kv_cache_pads_a_windowed_models_layers_to_equal_groups():
     assert any("pads 52 sliding-window and 10 full-attention layers" in n for n in s.notes)
     from roofline.calc.simulate import replica_setup
 
-    for engine in ("sglang", "llamacpp"):  # their own caches: SGLang's SWA pool, llama.cpp's slots
-        assert not any("pads" in n for n in replica_setup(prepare(load_model("gemma-3-27b"), H, engine=engine))[2])
+    gemma = load_model("gemma-3-27b")
+    for engine, padded in (("vllm", True), ("sglang", False), ("llamacpp", False), ("trtllm", False)):
+        notes = replica_setup(prepare(gemma, H, engine=engine), policy="trtllm" if engine == "trtllm" else "vllm")[2]
+        assert any("pads" in n for n in notes) is padded, engine  # SGLang's SWA pool, llama.cpp's slots, TRT-LLM's
+    plain = prepare(gemma, H)  # no engine, TensorRT-LLM's scheduler asked for: its cache, not vLLM's
+    assert not any("pads" in n for n in run_simulation(plain, reqs[:20], scheduler=Scheduler("trtllm")).notes)
+
+
+def test_admission_on_the_whole_prompt_caps_a_windowed_layer_at_its_window_and_a_step():
+    # vLLM 0.20 (vllm/v1/kv_cache_interface.py, SlidingWindowSpec.max_admission_blocks_per_request): a windowed layer
+    # is charged at most cdiv(window - 1 + max_num_batched_tokens, 16) + 1 blocks at admission, what its chunks hold at
+    # most; 0.19 charged all of the prompt and a long one waited forever (vLLM issue #39734). Gemma-3-12B (8 full,
+    # 40 windowed layers of 1,024 tokens) on an A100-40GB: a 100,000-token prompt is 100,016 tokens to charge
+    # uncapped against a budget of 38,458 (0.9 x 40 GiB less 23.53 GB of bf16 weights, 11,766,009,600 parameters,
+    # at 48 x 2 x 8 x 256 x 2 = 393,216 B a token); capped, 8/48 x 100,016 + 40/48 x (1,023 + 2,048 + 16) = 19,242.
+    s = simulate(load_model("gemma-3-12b"), load_hardware("a100-40gb"), rate=0.01, requests=5, prompt_tokens=100000,
+                 output_tokens=16)  # fmt: skip
+    assert s.preemptions == 0 and s.batch["max"] == 1

@@ -69,7 +69,8 @@ def padded_layers(full: int, sliding: int) -> tuple[int, int]:
 
 
 def held_tokens(model, c: float, f: float | None = None) -> float:
-    """The KV budget's tokens a request with c tokens of KV holds [tokens of a whole token's KV]: all of them, or
+    """The KV budget's tokens a request with c tokens of KV holds [tokens of a whole token's KV, padded groups
+    included under vLLM's cache]: all of them, or
     with sliding-window layers f x c + (1 - f) x min(c, window) (vLLM V1's hybrid KV manager frees what leaves a
     window: vllm/v1/core/single_type_kv_cache_manager.py, SlidingWindowManager)."""
     f = full_share(model) if f is None else f

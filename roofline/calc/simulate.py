@@ -114,9 +114,10 @@ def request_overheads(preset: Any, count: int, seed: int = 0) -> list[float]:
     return [rng.gammavariate(1 / cv**2, mean * cv**2) for _ in range(count)]
 
 
-def replica_setup(p: Prepared, kv_unified: bool = False) -> tuple[StepModel, int, list[str]]:
+def replica_setup(p: Prepared, kv_unified: bool = False, policy: str = "vllm") -> tuple[StepModel, int, list[str]]:
     """The step model (an engine preset's efficiencies and step cost when one is asked for) and the KV budget in
-    tokens of one replica, with what was assumed; `kv_unified`: llama.cpp's slots share one KV stream."""
+    tokens of one replica, with what was assumed; `kv_unified`: llama.cpp's slots share one KV stream; `policy`: the
+    scheduler's (vLLM's pads a windowed model's layer groups)."""
     notes = []
     setup, overhead = p, 0.0
     if p.preset is not None and p.preset_setup is not None:
@@ -144,7 +145,7 @@ def replica_setup(p: Prepared, kv_unified: bool = False) -> tuple[StepModel, int
     llama = _llamacpp_step(p, notes, kv_unified)
     measured = None if llama else _measured_engine(p, notes)
     model = StepModel(setup, overhead, measured, llama)
-    if model.window and model.sliding and model.full and _vllm_allocator(p):
+    if model.window and model.sliding and model.full and policy == "vllm" and _vllm_allocator(p):
         full, sliding = padded_layers(model.full, model.sliding)
         if (full, sliding) != (model.full, model.sliding):
             per_token *= (full + sliding) / (model.full + model.sliding)
@@ -281,7 +282,7 @@ def run_simulation(
             "simulate models one colocated replica without pipeline stages, pools or drafting (estimate prices those)",
             "pp" if p.knobs.pp > 1 else "disagg" if p.knobs.disagg else "draft",
         )
-    model, kv_tokens, notes = replica_setup(p, bool(sched.kv_unified))
+    model, kv_tokens, notes = replica_setup(p, bool(sched.kv_unified), sched.policy)
     limit = p.model.max_context
     for r in requests:
         if limit is not None and r.prompt_tokens + r.output_tokens > limit:
@@ -583,10 +584,10 @@ def _capacity(model: StepModel, requests: list[Request], sched: Scheduler, kv_to
 
     With sliding-window layers a prompt's chunk holds more during its step than its request holds after it
     (chunk_excess), so the KV cache full at the mean length can leave no room for the next chunk: the loop of as many
-    clients as leave that room runs too, and the faster of the two counts. Gemma-3-27B on an H100 at 32,768 + 256
-    tokens, admitted on the first chunk: 7 clients, the seventh admitted and preempted at its next chunk, served 0.32
-    requests/s (0.053 while a step that preempted could admit), 6 clients 0.38/s (2026-12-08); admitted on the whole
-    prompt the seventh waits."""
+    clients as leave that room runs too, and the faster of the two counts. Gemma-3-27B on an H200 at 32,768 + 256
+    tokens, admitted on the first chunk: the 25 clients its settled KV holds serve 0.44 requests/s, 24 serve 0.50
+    (2026-12-08; on an H100, before vLLM's padded groups were counted, 7 clients read 0.053 while a step that
+    preempted could still admit)."""
     mean_tokens = sum(r.prompt_tokens + r.output_tokens for r in requests) / len(requests)
     held = held_tokens(model, mean_tokens) + sched.block_size  # a windowed layer holds its window's tokens only
     prompt = round(sum(r.prompt_tokens for r in requests) / len(requests))
@@ -613,7 +614,7 @@ def chunk_excess(model: StepModel, prompt: int, budget: int) -> float:
     """The most KV budget tokens a prompt's chunk holds during its step beyond what its request holds after it: a
     windowed layer holds a chunk s..e whole until the next step (replica: vLLM allocates a step's tokens in every
     layer), (1 - f) x (min(s, w) + e - s - min(e, w)) with f the full layers' share; 0 without windows. Gemma-3-27B,
-    a 32,768-token prompt in 8,192-token chunks: (1 - 10/62) x 8,192 = 6,871."""
+    a 32,768-token prompt in 8,192-token chunks: (1 - 10/70) x 8,192 = 7,022 under vLLM's padded groups."""
     f = full_share(model)
     if f == 1.0:
         return 0.0

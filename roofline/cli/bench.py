@@ -190,7 +190,7 @@ def bench(
         )
         check_scheduler(sched)
         preset_knobs(prepared)
-        replica_setup(prepared, bool(sched.kv_unified))  # its KV budget, its engine's costs
+        replica_setup(prepared, bool(sched.kv_unified), sched.policy)  # its KV budget, its engine's costs
     inputs = {
         "url": url,
         "served_model": served_model,
