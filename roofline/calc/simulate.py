@@ -433,7 +433,7 @@ def scheduler_words(engine: str | None) -> dict[str, Any]:
     llama = (engine or "").startswith("llamacpp")
     words = {"policy": policy, "description": "llama-server's slots" if llama else SCHEDULER_WORDS[policy]}
     if policy == "vllm" and not llama:
-        words["reserve_full_isl"] = engine not in FIRST_CHUNK_BUILDS
+        words["reserve_full_isl"] = full_isl_default(engine)
     return words
 
 
@@ -460,18 +460,19 @@ def engine_scheduler(p: Prepared, scheduler: Scheduler | None) -> Scheduler:
     if given.max_num_seqs is None:  # a default never outnumbers the step's tokens the user set (2048 > 1024)
         seqs = min(seqs, tokens)
     unified = (given.max_num_seqs is None if given.kv_unified is None else given.kv_unified) if llama else None
-    full = (given.reserve_full_isl if given.reserve_full_isl is not None else full_isl_default(p)) if vllm else None
+    default = full_isl_default(getattr(p.preset, "name", None))
+    full = (default if given.reserve_full_isl is None else given.reserve_full_isl) if vllm else None
     return Scheduler(policy, seqs, tokens, block, unified, full)
 
 
 FIRST_CHUNK_BUILDS = ("vllm-0.10", "vllm-legacy")  # presets of builds before 0.19, which admit on the first chunk
 
 
-def full_isl_default(p: Prepared) -> bool:
-    """Whether vLLM's scheduler admits on the whole prompt by default here: yes as vLLM 0.19 and later
-    (SchedulerConfig.scheduler_reserve_full_isl = True; 0.18 had no such rule) and SGLang (a request joins a prefill
-    batch only if its whole input fits, PrefillAdder), no for the presets of older builds."""
-    return getattr(p.preset, "name", None) not in FIRST_CHUNK_BUILDS
+def full_isl_default(preset: str | None) -> bool:
+    """Whether vLLM's scheduler admits on the whole prompt by default under `preset` (its name; None: no preset): yes
+    as vLLM 0.19 and later (SchedulerConfig.scheduler_reserve_full_isl = True; 0.18 had no such rule) and SGLang (a
+    request joins a prefill batch only if its whole input fits, PrefillAdder), no for the presets of older builds."""
+    return preset not in FIRST_CHUNK_BUILDS
 
 
 def scheduler_inputs(s: Scheduler) -> dict[str, Any]:

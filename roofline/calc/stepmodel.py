@@ -28,6 +28,10 @@ class Decodes(NamedTuple):
 class StepModel:
     """Prices steps of one prepared setup (roofline.calc.prepare.Prepared), with an engine's fixed cost per step."""
 
+    # the full-attention layers' share of a token in the KV budget where vLLM's hybrid cache pads the layer groups
+    # (simulate.replica_setup sets it; replica.full_share reads it); None: their share of the KV bytes
+    budget_full_share: float | None = None
+
     def __init__(self, p: Any, overhead_s: float = 0.0, measured: Any = None, engine_step: Any = None):
         s = self.shape = p.shape
         # an engine's measured step (llama.cpp: roofline.calc.llamacpp.Step): (rows, logit rows, matmul FLOPs, attention
